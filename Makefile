@@ -1,0 +1,83 @@
+# blockdraft - plain Makefile. `make`, `make test`, `make debug`, `make fuzz`.
+#
+# Layers (one folder each, see README): base gguf tensor tokenizer model
+# decode (the engine core: libc/libm/pthreads only), then chat gallery
+# server cli (these link jansson, libyaml, libcurl, libcrypto, libmicrohttpd).
+# Files ending in _avx2.c / _avx512.c are compiled with their ISA's flags;
+# the kernel is chosen at run time from CPUID (src/tensor/kernels.c).
+
+CC      ?= gcc
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS  ?=
+CFLAGS  += -std=c11 -g $(OPT) -Wall -Wextra -pthread -D_GNU_SOURCE -Iinclude -Isrc
+LDLIBS  += -lm -pthread
+APPLIBS  = -ljansson -lyaml -lcurl -lcrypto -lmicrohttpd
+
+AVX2_FLAGS   = -mavx2 -mfma -mf16c
+AVX512_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+CORE_DIRS = base gguf tensor tokenizer model decode
+APP_DIRS  = chat gallery server cli
+CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
+APP_SRC   = $(filter-out src/cli/main.c,$(foreach d,$(APP_DIRS),$(wildcard src/$(d)/*.c)))
+CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/%.o)
+APP_OBJ   = $(APP_SRC:%.c=$(BUILD)/%.o)
+HDRS      = $(wildcard include/*.h src/*/*.h)
+
+UNIT_SRC  = $(wildcard tests/unit/test_*.c)
+UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps test debug fuzz clean demo tests oracle bench-compare
+
+all: $(BUILD)/blockdraft
+
+$(BUILD)/libbdcore.a: $(CORE_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/libbdapp.a: $(APP_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^ $(if $(APP_OBJ),,)
+
+$(BUILD)/blockdraft: $(BUILD)/src/cli/main.o $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a
+	$(CC) $(CFLAGS) -o $@ $^ $(APPLIBS) $(LDLIBS)
+
+$(BUILD)/%_avx2.o: %_avx2.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
+
+tests: all $(UNIT_BIN)
+
+# Installs missing Debian packages (and nothing when all are present).
+deps:
+	@tools/deps.sh
+
+# The README's test command. Unit tests (cmocka) and end-to-end scripts;
+# prints "N passed, N failed" last.
+test: deps
+	@$(MAKE) --no-print-directory tests
+	@tests/run.sh $(BUILD)
+
+# ASan + UBSan build of everything, in build-debug/.
+debug:
+	@$(MAKE) --no-print-directory BUILD=build-debug OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" tests
+
+# Quick-start demo: stories260K with its DFlash drafter.
+demo: deps all
+	$(BUILD)/blockdraft run -m ../shared/fixtures/stories260K/stories260K.gguf -p "Once upon a time" -n 120 --temp 0
+
+clean:
+	rm -rf build build-debug build-fuzz

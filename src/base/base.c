@@ -1,0 +1,160 @@
+/*
+ * base.c - errors, file mapping, time, aligned allocation, CPU features.
+ * The thread pool lives in pool.c.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+/* ------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------- */
+
+bool bd_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------------
+ * File mapping
+ * ---------------------------------------------------------------------- */
+
+bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return bd_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return bd_err(err, errlen, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return bd_err(err, errlen, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return true;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return bd_err(err, errlen, "%s: cannot mmap: %s", path, strerror(e));
+    m->data = p;
+    m->size = (uint64_t)st.st_size;
+    return true;
+}
+
+void bd_fmap_close(bd_fmap *m) {
+    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Time and allocation
+ * ---------------------------------------------------------------------- */
+
+double bd_time_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void *bd_alloc(size_t size) {
+    if (size == 0) return NULL;
+    size_t rounded = (size + 63) & ~(size_t)63;
+    if (rounded < size) return NULL;
+    void *p = aligned_alloc(64, rounded);
+    if (p) memset(p, 0, rounded);
+    return p;
+}
+
+void bd_free(void *p) { free(p); }
+
+/* ------------------------------------------------------------------------
+ * CPU features
+ * ---------------------------------------------------------------------- */
+
+static bd_cpu g_cpu;
+static char g_cpu_desc[160];
+static int g_cpu_ready;
+
+static void cpu_detect(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    bool osxsave = (c >> 27) & 1;
+    g_cpu.fma = (c >> 12) & 1;
+    g_cpu.f16c = (c >> 29) & 1;
+    bool avx = (c >> 28) & 1;
+    uint64_t xcr0 = 0;
+    if (osxsave) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        xcr0 = ((uint64_t)hi << 32) | lo;
+    }
+    bool ymm_ok = (xcr0 & 0x6) == 0x6;
+    bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
+    if (!avx || !ymm_ok) {
+        g_cpu.fma = g_cpu.f16c = false;
+        return;
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        g_cpu.avx2 = (b >> 5) & 1;
+        if (zmm_ok) {
+            g_cpu.avx512f = (b >> 16) & 1;
+            g_cpu.avx512bw = (b >> 30) & 1;
+            g_cpu.avx512vl = (b >> 31) & 1;
+            g_cpu.avx512vnni = (c >> 11) & 1;
+        }
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+        g_cpu.avxvnni = (a >> 4) & 1;
+        if (zmm_ok) g_cpu.avx512bf16 = (a >> 5) & 1;
+    }
+#endif
+}
+
+const bd_cpu *bd_cpu_get(void) {
+    if (!__atomic_load_n(&g_cpu_ready, __ATOMIC_ACQUIRE)) {
+        cpu_detect();
+        __atomic_store_n(&g_cpu_ready, 1, __ATOMIC_RELEASE);
+    }
+    return &g_cpu;
+}
+
+const char *bd_cpu_describe(void) {
+    const bd_cpu *c = bd_cpu_get();
+    snprintf(g_cpu_desc, sizeof g_cpu_desc, "%s%s%s%s%s%s%s%s%s",
+             c->avx2 ? "avx2 " : "", c->fma ? "fma " : "", c->f16c ? "f16c " : "",
+             c->avx512f ? "avx512f " : "", c->avx512bw ? "avx512bw " : "",
+             c->avx512vl ? "avx512vl " : "", c->avx512vnni ? "avx512vnni " : "",
+             c->avx512bf16 ? "avx512bf16 " : "", c->avxvnni ? "avxvnni " : "");
+    size_t n = strlen(g_cpu_desc);
+    if (n > 0) g_cpu_desc[n - 1] = '\0';
+    else snprintf(g_cpu_desc, sizeof g_cpu_desc, "scalar");
+    return g_cpu_desc;
+}

@@ -1,0 +1,142 @@
+/*
+ * pool.c - persistent thread pool.
+ *
+ * Contract (see base.h): bd_pool_run(p, fn, ctx) calls fn(ctx, i, n) once on
+ * each of the n threads, the caller being thread 0, and returns after all
+ * calls returned. Workers wait for a new generation number: they spin for a
+ * short while (a decode step issues hundreds of runs per token, so waking
+ * through the kernel each time would cost more than the work), then block
+ * on a condition variable so an idle pool sleeps.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "base.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define POOL_SPIN_ITERS 200000
+
+struct bd_pool {
+    int n;                 /* threads including the caller */
+    pthread_t *threads;    /* [n-1] */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bd_pool_fn fn;
+    void *ctx;
+    int generation;        /* bumped by each run; atomic */
+    int pending;           /* workers still busy with the current run; atomic */
+    int sleeping;          /* workers blocked on cv; guarded by mu */
+    int stop;
+};
+
+typedef struct {
+    bd_pool *p;
+    int ith;
+} worker_arg;
+
+static void *worker_main(void *arg) {
+    worker_arg wa = *(worker_arg *)arg;
+    free(arg);
+    bd_pool *p = wa.p;
+    int seen = 0;
+    for (;;) {
+        int gen;
+        int spins = 0;
+        while ((gen = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE)) == seen &&
+               !__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
+            if (++spins < POOL_SPIN_ITERS) {
+#if defined(__x86_64__)
+                __builtin_ia32_pause();
+#endif
+                continue;
+            }
+            pthread_mutex_lock(&p->mu);
+            p->sleeping++;
+            while (__atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) == seen && !p->stop)
+                pthread_cond_wait(&p->cv, &p->mu);
+            p->sleeping--;
+            pthread_mutex_unlock(&p->mu);
+            spins = 0;
+        }
+        if (__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) break;
+        seen = gen;
+        p->fn(p->ctx, wa.ith, p->n);
+        __atomic_fetch_sub(&p->pending, 1, __ATOMIC_ACQ_REL);
+    }
+    return NULL;
+}
+
+bd_pool *bd_pool_create(int n_threads) {
+    if (n_threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = c > 0 ? (int)c : 1;
+    }
+    if (n_threads > 256) n_threads = 256;
+    bd_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (n_threads > 1) {
+        p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        if (!p->threads) {
+            free(p);
+            return NULL;
+        }
+    }
+    for (int i = 1; i < n_threads; i++) {
+        worker_arg *wa = malloc(sizeof *wa);
+        if (!wa) {
+            p->n = i;
+            bd_pool_free(p);
+            return NULL;
+        }
+        wa->p = p;
+        wa->ith = i;
+        if (pthread_create(&p->threads[i - 1], NULL, worker_main, wa) != 0) {
+            free(wa);
+            p->n = i;
+            bd_pool_free(p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+void bd_pool_free(bd_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    __atomic_store_n(&p->stop, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->threads);
+    free(p);
+}
+
+int bd_pool_size(const bd_pool *p) { return p ? p->n : 1; }
+
+void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
+    if (!p || p->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    __atomic_store_n(&p->pending, p->n - 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&p->mu);
+    __atomic_add_fetch(&p->generation, 1, __ATOMIC_ACQ_REL);
+    if (p->sleeping > 0) pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n);
+    while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#endif
+    }
+}

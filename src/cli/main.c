@@ -1,0 +1,43 @@
+/*
+ * main.c - `blockdraft COMMAND [options]`: dispatch to src/cli/cmd_*.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"run", cmd_run, "generate text from a model (-m FILE | NAME)"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"eval", cmd_eval, "print top-k next-token logits at every prompt position"},
+    {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: blockdraft COMMAND [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\n`blockdraft COMMAND --help` shows a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "blockdraft: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,158 @@
+/*
+ * gguf.h - GGUF v2/v3 reader (hostile input) and writer.
+ *
+ * Reader contract: gguf_open() maps the file read-only and validates the
+ * whole header, metadata and tensor table before returning: every length,
+ * count and offset is checked against the file size with overflow-safe
+ * arithmetic, tensor extents must lie inside the data section and must not
+ * overlap. On failure it returns NULL and writes a message naming the field
+ * and its byte offset. Nothing returned points outside the mapping.
+ *
+ * All strings and tensor data handed out are *borrowed from the mapping*
+ * (not NUL-terminated where a length is given) and live until gguf_close().
+ * Keys and tensor names are also available NUL-terminated (copied at open).
+ */
+#ifndef BD_GGUF_H
+#define BD_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum gguf_vtype {
+    GGUF_VTYPE_UINT8 = 0,
+    GGUF_VTYPE_INT8 = 1,
+    GGUF_VTYPE_UINT16 = 2,
+    GGUF_VTYPE_INT16 = 3,
+    GGUF_VTYPE_UINT32 = 4,
+    GGUF_VTYPE_INT32 = 5,
+    GGUF_VTYPE_FLOAT32 = 6,
+    GGUF_VTYPE_BOOL = 7,
+    GGUF_VTYPE_STRING = 8,
+    GGUF_VTYPE_ARRAY = 9,
+    GGUF_VTYPE_UINT64 = 10,
+    GGUF_VTYPE_INT64 = 11,
+    GGUF_VTYPE_FLOAT64 = 12,
+    GGUF_VTYPE_COUNT
+};
+
+#define GGUF_MAX_DIMS 4
+#define GGUF_DEFAULT_ALIGNMENT 32
+
+typedef struct gguf_file gguf_file;
+
+/* One metadata value as found in the file. For scalars, `data` points at
+ * the little-endian bytes. For STRING, str/str_len. For ARRAY, arr_type,
+ * arr_count and `data` at the first element; arrays of strings and nested
+ * arrays are walked with gguf_arr_* below. */
+typedef struct gguf_kv {
+    const char *key;       /* NUL-terminated copy */
+    enum gguf_vtype type;
+    const uint8_t *data;   /* into the mapping */
+    uint64_t offset;       /* byte offset of the value in the file */
+    const char *str;       /* STRING only: bytes, not NUL-terminated */
+    uint64_t str_len;
+    enum gguf_vtype arr_type; /* ARRAY only */
+    uint64_t arr_count;       /* ARRAY only */
+    uint64_t data_size;       /* bytes the value occupies in the file */
+} gguf_kv;
+
+typedef struct gguf_tensor {
+    const char *name;      /* NUL-terminated copy */
+    uint32_t n_dims;       /* 1..4 */
+    uint64_t ne[GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
+    uint32_t type;         /* ggml type id (see tensor/tensor.h) */
+    uint64_t offset;       /* relative to the data section */
+    uint64_t nbytes;
+    const void *data;      /* into the mapping */
+} gguf_tensor;
+
+/* Open and validate. Returns NULL with a message on any problem. */
+gguf_file *gguf_open(const char *path, char *err, size_t errlen);
+/* Same, over a caller-owned buffer that must outlive the handle (used by
+ * the fuzzer and tests). */
+gguf_file *gguf_open_memory(const void *buf, uint64_t size, char *err, size_t errlen);
+void gguf_close(gguf_file *f);
+
+uint32_t gguf_version(const gguf_file *f);
+uint32_t gguf_alignment(const gguf_file *f);
+uint64_t gguf_data_offset(const gguf_file *f); /* start of the data section */
+uint64_t gguf_file_size(const gguf_file *f);
+
+int64_t gguf_kv_count(const gguf_file *f);
+const gguf_kv *gguf_kv_at(const gguf_file *f, int64_t i);
+const gguf_kv *gguf_find(const gguf_file *f, const char *key); /* NULL if absent */
+
+int64_t gguf_tensor_count(const gguf_file *f);
+const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i);
+const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
+
+/* Typed getters. They return false (and leave *out alone) when the key is
+ * missing or has an incompatible type. Integer getters accept any integer
+ * vtype whose value fits; gguf_get_f32 accepts FLOAT32/FLOAT64. */
+bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
+bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
+bool gguf_get_f32(const gguf_file *f, const char *key, float *out);
+bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+/* String: borrowed bytes + length. */
+bool gguf_get_str(const gguf_file *f, const char *key, const char **s, uint64_t *len);
+/* Copy a string value NUL-terminated into buf (truncated to bufsize-1). */
+bool gguf_get_strz(const gguf_file *f, const char *key, char *buf, size_t bufsize);
+
+/* Array access. For arrays of strings the reader precomputes an offset
+ * table at open time, so element access is O(1). */
+bool gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s, uint64_t *len);
+/* Numeric element i converted to double / int64 (false if not numeric or
+ * out of range). */
+bool gguf_arr_f64(const gguf_kv *kv, uint64_t i, double *out);
+bool gguf_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
+
+/* Names for messages and `inspect`. */
+const char *gguf_vtype_name(enum gguf_vtype t);
+
+/* ------------------------------------------------------------------------
+ * Writer
+ *
+ * Collects metadata and tensors in memory (tensor data is copied), then
+ * writes a GGUF v3 file. gguf_writer_write_file writes to PATH.tmp.XXXXXX
+ * and renames over PATH only after a successful fsync, so a failed write
+ * never leaves a half-written file in place of a good one.
+ * Setters return false only on allocation failure or a duplicate key/name.
+ * ---------------------------------------------------------------------- */
+
+typedef struct gguf_writer gguf_writer;
+
+gguf_writer *gguf_writer_create(void);
+void gguf_writer_free(gguf_writer *w);
+
+bool gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v);
+bool gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v);
+bool gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v);
+bool gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v);
+bool gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v);
+bool gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v);
+bool gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
+bool gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v);
+bool gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
+bool gguf_writer_set_f64(gguf_writer *w, const char *key, double v);
+bool gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
+bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
+/* Array of fixed-size scalars: elem_type must not be STRING/ARRAY; data
+ * holds count elements of that type, little-endian. */
+bool gguf_writer_set_arr(gguf_writer *w, const char *key, enum gguf_vtype elem_type,
+                         const void *data, uint64_t count);
+bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
+                             uint64_t count);
+/* Copy every key/value of src (used to copy tokenizer metadata). Keys
+ * already present in w are skipped when skip_existing, else an error. */
+bool gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
+/* Set general.alignment (must be a power of two); default 32. */
+bool gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment);
+/* Add a tensor; data holds nbytes (must equal the size its type/shape
+ * implies). The data is copied. */
+bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                            const uint64_t *ne, const void *data, uint64_t nbytes);
+/* Write the file atomically. */
+bool gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t errlen);
+
+#endif

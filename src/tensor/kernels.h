@@ -1,0 +1,76 @@
+/*
+ * kernels.h - the one dispatch point for compute kernels.
+ *
+ * A bd_kernels table holds, per weight type, the activation quantizer and
+ * the dot product(s). Three tables exist: the scalar reference (always),
+ * AVX2 and AVX-512 (compiled in their own translation units with their own
+ * -m flags). bd_kernels_get() picks one at first use from CPUID; tests
+ * fetch each table by ISA to compare twins. Entries a SIMD table lacks are
+ * filled from the reference table, so every entry is always callable.
+ */
+#ifndef BD_KERNELS_H
+#define BD_KERNELS_H
+
+#include "../base/base.h"
+#include "tensor.h"
+
+/* Dot of one weight row (n elements of the weight type) with one activation
+ * row already converted to the weight type's vec_dot_type. */
+typedef float (*bd_vec_dot_fn)(int64_t n, const void *w, const void *x);
+
+/* Multi-row dot: out[j] = dot(w, x + j*x_stride) for j < nx (nx <= 16).
+ * The weight row is read once for all activation rows (this is what makes
+ * a 16-token verify cost little more than one token). */
+typedef void (*bd_vec_dot_n_fn)(int64_t n, const void *w, const void *x, size_t x_stride,
+                                int nx, float *out);
+
+/* Convert n floats to an activation type (Q8_0, Q8_1, Q8_K, F16, BF16). */
+typedef void (*bd_from_float_fn)(const float *x, void *y, int64_t n);
+
+typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2 } bd_isa;
+
+typedef struct bd_kernels {
+    const char *name;                        /* "ref", "avx2", "avx512" */
+    bd_vec_dot_fn vec_dot[BD_TYPE_COUNT];     /* by weight type */
+    bd_vec_dot_n_fn vec_dot_n[BD_TYPE_COUNT]; /* by weight type; may be NULL */
+    bd_from_float_fn from_float[BD_TYPE_COUNT]; /* by activation type */
+} bd_kernels;
+
+/* The table chosen for this CPU (or forced with BLOCKDRAFT_ISA=ref|avx2|avx512). */
+const bd_kernels *bd_kernels_get(void);
+/* The table for one ISA, or NULL if this CPU cannot run it. */
+const bd_kernels *bd_kernels_for(bd_isa isa);
+
+/* Tables filled by each ISA's translation unit (entries may be NULL there;
+ * bd_kernels_for() merges them over the reference table). */
+void bd_kernels_fill_ref(bd_kernels *k);
+void bd_kernels_fill_avx2(bd_kernels *k);
+void bd_kernels_fill_avx512(bd_kernels *k);
+
+/* ------------------------------------------------------------------------
+ * Matrix multiply
+ * ---------------------------------------------------------------------- */
+
+/* A weight matrix view: nrows rows of ncols elements (ggml ne = {ncols, nrows}). */
+typedef struct bd_mat {
+    uint32_t type;
+    int64_t ncols;     /* ne[0], contiguous */
+    int64_t nrows;     /* ne[1] */
+    uint64_t row_bytes;
+    const void *data;  /* borrowed (usually from the mmap) */
+} bd_mat;
+
+/* Bytes of scratch bd_matmul needs for n_tok activation rows. */
+size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);
+
+/* Y[t][r] = sum_c W[r][c] * X[t][c] for t < n_tok, r < nrows.
+ * X: [n_tok][ldx] f32 (ldx >= ncols); Y: [n_tok][ldy] f32.
+ * scratch: at least bd_matmul_scratch_size bytes, 64-byte aligned.
+ * Runs on all threads of pool. Does not allocate. */
+void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
+               float *Y, int64_t ldy, void *scratch);
+
+/* One row of W dequantized to f32 (used for embeddings lookups). */
+bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst);
+
+#endif

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# deps.sh - install the Debian packages blockdraft builds and tests with,
+# only those that are missing. Runs apt-get as root (or through sudo).
+set -euo pipefail
+pkgs=(build-essential pkg-config libcmocka-dev libjansson-dev libyaml-dev
+      libcurl4-openssl-dev libssl-dev libmicrohttpd-dev clang libclang-rt-14-dev
+      python3 nodejs npm curl)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node and npm may come from outside Debian (e.g. a preinstalled toolchain).
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    filtered=()
+    for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || filtered+=("$p"); done
+    missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+if command -v python3 >/dev/null; then
+    filtered=()
+    for p in "${missing[@]+"${missing[@]}"}"; do [[ "$p" == python3 ]] || filtered+=("$p"); done
+    missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
