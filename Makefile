@@ -26,6 +26,10 @@ APP_OBJ   = $(APP_SRC:%.c=$(BUILD)/%.o)
 HDRS      = $(wildcard include/*.h src/*/*.h)
 
 UNIT_SRC  = $(wildcard tests/unit/test_*.c)
+# test_noalloc interposes malloc, which ASan owns: not part of sanitizer builds.
+ifneq ($(SANITIZE),)
+UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
+endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps test debug fuzz clean demo tests oracle bench-compare
@@ -73,11 +77,45 @@ test: deps
 
 # ASan + UBSan build of everything, in build-debug/.
 debug:
-	@$(MAKE) --no-print-directory BUILD=build-debug OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" tests
+	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" tests
 
 # Quick-start demo: stories260K with its DFlash drafter.
 demo: deps all
 	$(BUILD)/blockdraft run -m ../shared/fixtures/stories260K/stories260K.gguf -p "Once upon a time" -n 120 --temp 0
+
+# libFuzzer + ASan + UBSan on the GGUF reader, for FUZZ_SECONDS (not part of
+# `make test`). Seeds: small valid files from tests/fuzz/make_seeds.c plus
+# the first bytes (header, metadata, tensor table) of the real fixtures.
+# Crashes are written to build-fuzz/crash-*.
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_DIR      = build-fuzz
+FUZZ_MAXLEN  ?= 20000
+BD_SHARED    ?= ../shared
+FUZZ_LIB_SRC  = $(wildcard src/gguf/*.c) src/base/base.c src/tensor/types.c
+FUZZ_FLAGS    = -std=c11 -g -O1 -D_GNU_SOURCE -pthread -Iinclude -Isrc
+
+fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds
+	@mkdir -p $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/make_seeds $(FUZZ_DIR)/corpus
+	@for f in $(BD_SHARED)/fixtures/stories260K/stories260K.gguf \
+	          $(BD_SHARED)/fixtures/stories260K/stories260K-dflash.gguf \
+	          $(BD_SHARED)/fixtures/qwen3-tokenizer/qwen3-vocab.gguf; do \
+	    [ -f "$$f" ] || continue; b=$$(basename "$$f" .gguf); \
+	    for n in 64 600 4096 $(FUZZ_MAXLEN); do head -c $$n "$$f" > $(FUZZ_DIR)/corpus/$$b-$$n.gguf; done; \
+	done
+	$(FUZZ_DIR)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/gguf.dict \
+	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
+
+$(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) -lm
+
+$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) -lm
 
 clean:
 	rm -rf build build-debug build-fuzz

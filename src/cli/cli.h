@@ -10,5 +10,24 @@ int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_make_model(int argc, char **argv);
+
+/* Gallery and model management (cmd_pull.c, cmd_list.c, cmd_show.c,
+ * cmd_rm.c, cmd_gallery.c). */
+int cmd_pull(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_gallery(int argc, char **argv);
+
+/* For `run NAME`: pull options with the terminal progress display (bar on
+ * a tty, one line per file otherwise), and the summary after a pull. */
+#include <stdbool.h>
+#include <stddef.h>
+struct gallery_pull_opts;
+struct gallery_pull_result;
+void cli_pull_opts_init(struct gallery_pull_opts *o, bool quiet);
+void cli_print_pull_result(const struct gallery_pull_result *r);
+void cli_human_bytes(double bytes, char *out, size_t n);
 
 #endif

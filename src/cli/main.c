@@ -16,7 +16,13 @@ static const command commands[] = {
     {"run", cmd_run, "generate text from a model (-m FILE | NAME)"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"eval", cmd_eval, "print top-k next-token logits at every prompt position"},
+    {"pull", cmd_pull, "download and verify a gallery model (target + DFlash drafter)"},
+    {"list", cmd_list, "list installed models with sizes and status"},
+    {"show", cmd_show, "show an installed model's config, files and checks"},
+    {"rm", cmd_rm, "remove an installed model (keeps files other models use)"},
+    {"gallery", cmd_gallery, "list gallery entries that can be pulled [--tag T]"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"make-model", cmd_make_model, "write a synthetic qwen3/llama GGUF with random weights"},
 };
 
 static void usage(FILE *out) {

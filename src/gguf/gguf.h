@@ -38,13 +38,19 @@ enum gguf_vtype {
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_DEFAULT_ALIGNMENT 32
+/* Arrays nested deeper than this (an array is depth 1) are refused. */
+#define GGUF_MAX_ARRAY_DEPTH 8
 
 typedef struct gguf_file gguf_file;
 
 /* One metadata value as found in the file. For scalars, `data` points at
  * the little-endian bytes. For STRING, str/str_len. For ARRAY, arr_type,
  * arr_count and `data` at the first element; arrays of strings and nested
- * arrays are walked with gguf_arr_* below. */
+ * arrays are walked with gguf_arr_* below.
+ * Encoding: the value's bytes in the file start at `offset` (the u64 length
+ * of a STRING, the u32 element type of an ARRAY) and take `data_size` bytes
+ * in all, so for STRING data == str == start + 8, for ARRAY data == start +
+ * 12, for scalars data == start. */
 typedef struct gguf_kv {
     const char *key;       /* NUL-terminated copy */
     enum gguf_vtype type;
@@ -55,6 +61,11 @@ typedef struct gguf_kv {
     enum gguf_vtype arr_type; /* ARRAY only */
     uint64_t arr_count;       /* ARRAY only */
     uint64_t data_size;       /* bytes the value occupies in the file */
+    uint64_t key_offset;      /* byte offset of the key (its length field) in the file */
+    /* ARRAY of STRING or of ARRAY read from a file: offset of element i
+     * from `data`, [arr_count] entries, owned by the gguf_file. NULL for
+     * other values and for arrays nested in arrays (walked linearly). */
+    const uint64_t *arr_offsets;
 } gguf_kv;
 
 typedef struct gguf_tensor {
@@ -65,6 +76,7 @@ typedef struct gguf_tensor {
     uint64_t offset;       /* relative to the data section */
     uint64_t nbytes;
     const void *data;      /* into the mapping */
+    uint64_t info_offset;  /* byte offset of this tensor's entry in the tensor table */
 } gguf_tensor;
 
 /* Open and validate. Returns NULL with a message on any problem. */
@@ -94,6 +106,10 @@ bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
 bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
 bool gguf_get_f32(const gguf_file *f, const char *key, float *out);
 bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+/* Any integer vtype whose value is >= 0. */
+bool gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out);
+/* FLOAT32 or FLOAT64. */
+bool gguf_get_f64(const gguf_file *f, const char *key, double *out);
 /* String: borrowed bytes + length. */
 bool gguf_get_str(const gguf_file *f, const char *key, const char **s, uint64_t *len);
 /* Copy a string value NUL-terminated into buf (truncated to bufsize-1). */
@@ -106,9 +122,15 @@ bool gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s, uint64_t *len);
  * out of range). */
 bool gguf_arr_f64(const gguf_kv *kv, uint64_t i, double *out);
 bool gguf_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out);
+/* Nested arrays: element i of an ARRAY of ARRAY, described in *out (its key
+ * is kv's; its arr_offsets is NULL, so string access inside it is linear). */
+bool gguf_arr_arr(const gguf_kv *kv, uint64_t i, gguf_kv *out);
 
 /* Names for messages and `inspect`. */
 const char *gguf_vtype_name(enum gguf_vtype t);
+/* Bytes of one fixed-size value (1, 2, 4 or 8); 0 for STRING, ARRAY and
+ * invalid ids. */
+size_t gguf_vtype_size(enum gguf_vtype t);
 
 /* ------------------------------------------------------------------------
  * Writer
@@ -143,15 +165,40 @@ bool gguf_writer_set_arr(gguf_writer *w, const char *key, enum gguf_vtype elem_t
                          const void *data, uint64_t count);
 bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
                              uint64_t count);
-/* Copy every key/value of src (used to copy tokenizer metadata). Keys
- * already present in w are skipped when skip_existing, else an error. */
+/* Copy one key/value read by gguf_open (used to copy tokenizer metadata;
+ * loop over gguf_kv_at). A key already present in w is an error: check
+ * with gguf_writer_has_key first to skip it. */
 bool gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv);
-/* Set general.alignment (must be a power of two); default 32. */
+/* True if the writer already holds key. */
+bool gguf_writer_has_key(const gguf_writer *w, const char *key);
+/* A value given as its GGUF encoding (as described at gguf_kv: the bytes
+ * from `offset`, data_size long). The encoding is validated; false when it
+ * is malformed or does not take exactly size bytes. */
+bool gguf_writer_set_raw(gguf_writer *w, const char *key, enum gguf_vtype type,
+                         const void *enc, uint64_t size);
+/* Set general.alignment (must be a power of two); default 32. Replaces an
+ * earlier general.alignment instead of failing as a duplicate. */
 bool gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment);
 /* Add a tensor; data holds nbytes (must equal the size its type/shape
  * implies). The data is copied. */
 bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                             const uint64_t *ne, const void *data, uint64_t nbytes);
+/* As gguf_writer_add_tensor, but the data is borrowed, not copied: it must
+ * stay valid until the writer is freed (for copying tensors out of a
+ * mapped gguf_file without holding a second copy in memory). */
+bool gguf_writer_add_tensor_ref(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                                const uint64_t *ne, const void *data, uint64_t nbytes);
+/* Streaming tensors (synthetic models far larger than memory): the data
+ * is produced at write time. The producer is called once, from
+ * gguf_writer_write_file, and must pass exactly nbytes in total to emit
+ * (any number of calls, in order); it returns false with a message on
+ * failure, which fails the write. ctx must stay valid until then. */
+typedef bool (*gguf_emit_fn)(void *sink, const void *buf, uint64_t len);
+typedef bool (*gguf_tensor_producer)(void *ctx, gguf_emit_fn emit, void *sink, char *err,
+                                     size_t errlen);
+bool gguf_writer_add_tensor_stream(gguf_writer *w, const char *name, uint32_t type,
+                                   uint32_t n_dims, const uint64_t *ne, uint64_t nbytes,
+                                   gguf_tensor_producer produce, void *ctx);
 /* Write the file atomically. */
 bool gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t errlen);
 

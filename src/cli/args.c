@@ -1,0 +1,105 @@
+/*
+ * args.c - see args.h.
+ */
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool arg_is(const char *a, const char *n1, const char *n2) {
+    return (n1 && !strcmp(a, n1)) || (n2 && !strcmp(a, n2));
+}
+
+bool arg_take(int argc, char **argv, int *i, const char *const *names, const char **val) {
+    for (const char *const *n = names; *n; n++) {
+        if (strcmp(argv[*i], *n) != 0) continue;
+        if (*i + 1 >= argc) {
+            fprintf(stderr, "blockdraft: option %s needs a value\n", *n);
+            exit(2);
+        }
+        *val = argv[++*i];
+        return true;
+    }
+    return false;
+}
+
+int32_t arg_i32(const char *opt, const char *v, int32_t lo, int32_t hi) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected an integer in [%d, %d])\n", opt, v,
+                lo, hi);
+        exit(2);
+    }
+    return (int32_t)x;
+}
+
+uint64_t arg_u64(const char *opt, const char *v) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected a non-negative integer)\n", opt, v);
+        exit(2);
+    }
+    return (uint64_t)x;
+}
+
+float arg_f32(const char *opt, const char *v, float lo, float hi) {
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected a number in [%g, %g])\n", opt, v, lo,
+                hi);
+        exit(2);
+    }
+    return x;
+}
+
+int arg_ids(const char *s, int32_t *ids, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX || n >= max) return -1;
+        ids[n++] = (int32_t)x;
+        p = end;
+        while (*p == ',' || *p == ' ') p++;
+    }
+    return n;
+}
+
+char *arg_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len) *len = n;
+    }
+    return buf;
+}

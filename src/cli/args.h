@@ -1,0 +1,29 @@
+/*
+ * args.h - small helpers shared by the subcommands' option parsers.
+ */
+#ifndef BD_CLI_ARGS_H
+#define BD_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* If argv[*i] equals one of the names (NULL-terminated list), consume it
+ * and its value; *val gets the value. Exits with a usage message (status
+ * 2) when the value is missing: only CLI code does this. */
+bool arg_take(int argc, char **argv, int *i, const char *const *names, const char **val);
+bool arg_is(const char *a, const char *n1, const char *n2);
+
+/* Strict number parsing; print "blockdraft: bad value for OPT: VAL" and
+ * exit 2 on failure. */
+int32_t arg_i32(const char *opt, const char *v, int32_t lo, int32_t hi);
+uint64_t arg_u64(const char *opt, const char *v);
+float arg_f32(const char *opt, const char *v, float lo, float hi);
+
+/* Parse "1,2,3" into ids (at most max). Returns the count or -1. */
+int arg_ids(const char *s, int32_t *ids, int max);
+
+/* Read a whole file into a malloc'd NUL-terminated buffer (NULL on error). */
+char *arg_read_file(const char *path, size_t *len);
+
+#endif

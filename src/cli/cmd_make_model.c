@@ -1,0 +1,116 @@
+/*
+ * cmd_make_model.c - `blockdraft make-model`: write a synthetic qwen3/llama
+ * GGUF with random weights (test fixtures, benchmark-sized models).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../base/base.h"
+#include "../model/synth.h"
+#include "../tensor/tensor.h"
+#include "cli.h"
+
+static void make_model_usage(FILE *out) {
+    fprintf(out,
+            "usage: blockdraft make-model --arch qwen3|llama --shape NAME --quant MIX --vocab FILE.gguf\n"
+            "                             [--seed S] [--tied|--untied] [-t THREADS] [--plan] -o FILE\n"
+            "  --shape   %s\n"
+            "  --quant   %s\n"
+            "  --vocab   GGUF whose tokenizer.* keys are copied; the vocabulary size follows it\n"
+            "  --seed    PRNG seed (default 1); the file is a pure function of the options\n"
+            "  --plan    print the tensor table (name, shape, type) instead of writing\n",
+            bd_synth_shape_names(), bd_synth_mix_names());
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end || s[0] == '-') return false;
+    *out = v;
+    return true;
+}
+
+int cmd_make_model(int argc, char **argv) {
+    bd_synth_opts o = {.arch = NULL, .shape = NULL, .mix = NULL, .seed = 1, .tied = -1,
+                       .vocab_path = NULL, .n_threads = 0};
+    const char *outpath = NULL;
+    bool plan_only = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            make_model_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--tied")) {
+            o.tied = 1;
+        } else if (!strcmp(a, "--untied")) {
+            o.tied = 0;
+        } else if (!strcmp(a, "--plan")) {
+            plan_only = true;
+        } else if (v && !strcmp(a, "--arch")) {
+            o.arch = v, i++;
+        } else if (v && !strcmp(a, "--shape")) {
+            o.shape = v, i++;
+        } else if (v && !strcmp(a, "--quant")) {
+            o.mix = v, i++;
+        } else if (v && !strcmp(a, "--vocab")) {
+            o.vocab_path = v, i++;
+        } else if (v && !strcmp(a, "-o")) {
+            outpath = v, i++;
+        } else if (v && !strcmp(a, "--seed")) {
+            if (!parse_u64(v, &o.seed)) {
+                fprintf(stderr, "make-model: bad --seed '%s'\n", v);
+                return 2;
+            }
+            i++;
+        } else if (v && !strcmp(a, "-t")) {
+            uint64_t t;
+            if (!parse_u64(v, &t) || t > 1024) {
+                fprintf(stderr, "make-model: bad -t '%s'\n", v);
+                return 2;
+            }
+            o.n_threads = (int)t;
+            i++;
+        } else {
+            fprintf(stderr, "make-model: unknown or incomplete option '%s'\n", a);
+            make_model_usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.arch || !o.shape || !o.mix || (!outpath && !plan_only) || (!o.vocab_path && !plan_only)) {
+        fprintf(stderr, "make-model: --arch, --shape, --quant, --vocab and -o are required\n");
+        make_model_usage(stderr);
+        return 2;
+    }
+    char err[512];
+    if (plan_only) {
+        /* The table without a vocabulary file uses the Qwen3 vocabulary size. */
+        bd_synth_plan plan;
+        if (!bd_synth_plan_make(&o, 151936, &plan, err, sizeof err)) {
+            fprintf(stderr, "make-model: %s\n", err);
+            return 2;
+        }
+        for (int i = 0; i < plan.n_tensors; i++) {
+            const bd_synth_tensor *t = &plan.tensors[i];
+            printf("%-28s %8llu %8llu  %s\n", t->name, (unsigned long long)t->ne[0],
+                   (unsigned long long)t->ne[1], bd_type_name(t->type));
+        }
+        bd_synth_plan_free(&plan);
+        return 0;
+    }
+    double t0 = bd_time_ms();
+    if (!bd_synth_write(&o, outpath, err, sizeof err)) {
+        fprintf(stderr, "make-model: %s\n", err);
+        return 1;
+    }
+    struct stat st;
+    long long size = stat(outpath, &st) == 0 ? (long long)st.st_size : -1;
+    fprintf(stderr, "make-model: wrote %s (%lld bytes) in %.1f s\n", outpath, size,
+            (bd_time_ms() - t0) / 1000.0);
+    return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * generate.c - the plain generation loop: prefill, then sample one token,
+ * forward it, repeat. Everything it needs is allocated before the loop
+ * (the sampler's scratch, the session's buffers); the loop itself does not
+ * allocate (tests/unit/test_noalloc.c checks this).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "sampler.h"
+#include "../model/model.h"
+
+bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
+                 bd_token_cb cb, void *user, bd_gen_stats *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    snprintf(st->spec.type, sizeof st->spec.type, "none");
+    if (n_prompt < 1) return bd_err(err, errlen, "generate: the prompt is empty");
+    if (n_prompt >= s->n_ctx)
+        return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt,
+                      s->n_ctx);
+    bd_sampler *smp = bd_sampler_create(&gp->sampling, s->m->hp.n_vocab);
+    if (!smp) return bd_err(err, errlen, "generate: out of memory");
+    bd_session_truncate(s, 0);
+
+    double t0 = bd_time_ms();
+    bool ok = bd_session_forward(s, prompt, n_prompt, BD_LOGITS_LAST, err, errlen);
+    double t1 = bd_time_ms();
+    st->n_prompt = n_prompt;
+    st->prompt_ms = t1 - t0;
+    int32_t n_gen = 0;
+    while (ok) {
+        int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0));
+        if (!gp->ignore_eog && bd_token_is_eog(s->m, tok)) {
+            st->stopped_eog = true;
+            break;
+        }
+        n_gen++;
+        bool go_on = cb ? cb(tok, user) : true;
+        if (!go_on || (gp->n_predict >= 0 && n_gen >= gp->n_predict)) break;
+        if (bd_session_length(s) >= s->n_ctx) break;
+        ok = bd_session_forward(s, &tok, 1, BD_LOGITS_LAST, err, errlen);
+        st->spec.target_forwards++;
+    }
+    st->gen_ms = bd_time_ms() - t1;
+    st->n_gen = n_gen;
+    st->prompt_tps = st->prompt_ms > 0 ? 1e3 * n_prompt / st->prompt_ms : 0;
+    st->gen_tps = st->gen_ms > 0 ? 1e3 * n_gen / st->gen_ms : 0;
+    st->spec.target_forwards += 1; /* the prompt forward produced the first token */
+    st->spec.tau = st->spec.target_forwards ? (double)n_gen / (double)st->spec.target_forwards : 0;
+    bd_sampler_free(smp);
+    return ok;
+}

@@ -1,0 +1,35 @@
+/*
+ * sampler.h - token samplers: greedy, and temperature with top-k, top-p and
+ * min-p, applied in llama.cpp's default order (top-k -> top-p -> min-p ->
+ * temperature -> draw). The speculative verifier reuses bd_sampler_dist to
+ * get the exact distribution plain sampling would draw from.
+ */
+#ifndef BD_SAMPLER_H
+#define BD_SAMPLER_H
+
+#include "blockdraft.h"
+
+#define BD_SEED_RANDOM 0xFFFFFFFFu /* as llama.cpp's LLAMA_DEFAULT_SEED */
+
+typedef struct bd_sampler bd_sampler;
+
+/* Allocates all scratch for n_vocab; sampling never allocates. */
+bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab);
+void bd_sampler_free(bd_sampler *s);
+bool bd_sampler_is_greedy(const bd_sampler *s);
+
+/* argmax; ties go to the lowest id. */
+int32_t bd_sampler_argmax(const float *logits, int32_t n_vocab);
+
+/* The distribution plain sampling draws from: on return ids and probs point
+ * at the candidates (sampler-owned, valid until the next call), probs
+ * summing to 1, sorted by probability, descending. Greedy: one candidate. */
+int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t **ids, const float **probs);
+
+/* Draw one token from logits (dist + one uniform draw). */
+int32_t bd_sampler_sample(bd_sampler *s, const float *logits);
+
+/* Uniform double in [0, 1) from the sampler's generator. */
+double bd_sampler_uniform(bd_sampler *s);
+
+#endif

@@ -1,0 +1,519 @@
+/*
+ * spec.c - speculative decoding: draft -> verify -> accept -> roll back.
+ *
+ * One verify/accept/rollback path serves three drafters:
+ *   draft-dflash  DFlash block drafter fed with the target's tapped layer
+ *                 inputs (model/dflash.c)
+ *   draft-simple  a small autoregressive model sharing the vocabulary
+ *   ngram-simple  prompt lookup over the token history
+ *
+ * Invariants (dflash.md §4): the target KV holds every committed token
+ * except the anchor (the last emitted token); a verify forward runs
+ * [anchor, d1..dn] at positions P..P+n; with a drafts accepted the KV is
+ * truncated to P+a+1 and the DFlash context gains the features of verify
+ * rows 0..a.
+ *
+ * Acceptance (dflash.md §5): greedy accepts d_j iff it is the argmax of
+ * verify row j-1. With sampling, d_j is accepted with probability p_j(d_j)
+ * under the exact distribution plain sampling would use; on rejection the
+ * token is drawn from p_j with d_j removed. Either way every emitted token
+ * is distributed exactly as in plain decoding.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler.h"
+#include "../model/dflash.h"
+#include "../model/model.h"
+
+#define SPEC_MAX_DRAFT 63
+#define ADAPT_BETA 0.15      /* EMA weight of one observation */
+#define ADAPT_PROBE_EVERY 16 /* plain steps between re-probing the drafter */
+
+struct bd_spec {
+    bd_spec_params p;
+    bd_session *t;          /* target session (borrowed) */
+    bd_model *dm;           /* draft model (borrowed; NULL for ngram) */
+    bd_dflash *df;          /* draft-dflash state */
+    bd_session *ds;         /* draft-simple session */
+    int32_t d_valid;        /* draft-simple: leading cache rows equal to the history */
+    int32_t n_max;          /* effective max draft length */
+    int32_t *hist;          /* [n_ctx] committed tokens */
+    int32_t n_hist;
+    int32_t batch[SPEC_MAX_DRAFT + 1];
+    int32_t drafts[SPEC_MAX_DRAFT];
+    /* adaptive draft length */
+    double alpha[SPEC_MAX_DRAFT + 1];  /* P(accept pos i | accepted pos i-1) */
+    double cost[SPEC_MAX_DRAFT + 1];   /* EMA ms of one step drafting n (0 = plain) */
+    int32_t cost_n[SPEC_MAX_DRAFT + 1];
+    int32_t plain_run;
+    int32_t step_no;
+};
+
+bd_spec_params bd_spec_default_params(void) {
+    bd_spec_params p = {.type = BD_SPEC_NONE, .n_max = 0, .n_min = 0, .p_min = 0.0f, .adaptive = false,
+                        .ngram_n = 3};
+    return p;
+}
+
+const char *bd_spec_type_name(bd_spec_type t) {
+    switch (t) {
+    case BD_SPEC_DRAFT_DFLASH: return "draft-dflash";
+    case BD_SPEC_DRAFT_SIMPLE: return "draft-simple";
+    case BD_SPEC_NGRAM_SIMPLE: return "ngram-simple";
+    default: return "none";
+    }
+}
+
+bool bd_spec_type_parse(const char *s, bd_spec_type *out) {
+    static const bd_spec_type all[] = {BD_SPEC_NONE, BD_SPEC_DRAFT_DFLASH, BD_SPEC_DRAFT_SIMPLE,
+                                       BD_SPEC_NGRAM_SIMPLE};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (!strcmp(s, bd_spec_type_name(all[i]))) {
+            *out = all[i];
+            return true;
+        }
+    return false;
+}
+
+bd_spec_type bd_spec_type_for_draft(const bd_model *draft) {
+    return draft->arch == BD_ARCH_DFLASH ? BD_SPEC_DRAFT_DFLASH : BD_SPEC_DRAFT_SIMPLE;
+}
+
+int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max) {
+    if (draft->arch != BD_ARCH_DFLASH) return 0;
+    int32_t n = draft->dflash.n_target_layers;
+    for (int32_t i = 0; i < n && i < max; i++) layers[i] = draft->dflash.target_layers[i];
+    return n;
+}
+
+int32_t bd_spec_n_max(const bd_spec *sp) { return sp->n_max; }
+
+/* Defined in session.c: a session that runs on a borrowed pool. */
+bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
+                                      size_t errlen);
+
+bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, char *warn, size_t warnlen,
+                        char *err, size_t errlen) {
+    if (warn && warnlen) warn[0] = '\0';
+    bd_spec *sp = calloc(1, sizeof *sp);
+    if (!sp) {
+        bd_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    sp->p = *p;
+    sp->t = t;
+    sp->dm = dm;
+    sp->hist = malloc((size_t)t->n_ctx * sizeof *sp->hist);
+    if (!sp->hist) {
+        bd_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    int32_t limit = SPEC_MAX_DRAFT;
+    int32_t def = 3; /* llama.cpp's --spec-draft-n-max default */
+    switch (p->type) {
+    case BD_SPEC_DRAFT_DFLASH: {
+        if (!dm) {
+            bd_err(err, errlen, "draft-dflash needs a drafter model (-md)");
+            goto fail;
+        }
+        sp->df = bd_dflash_create(dm, t->m, t->pool, t->n_ctx, t->n_batch, err, errlen);
+        if (!sp->df) goto fail;
+        int32_t K = bd_dflash_n_taps(sp->df);
+        const int32_t *taps = bd_dflash_taps(sp->df);
+        bool same = t->n_tap == K;
+        for (int32_t i = 0; same && i < K; i++) same = t->tap_layers[i] == taps[i];
+        if (!same) {
+            bd_err(err, errlen, "the target session does not tap the layers the drafter reads");
+            goto fail;
+        }
+        limit = bd_dflash_block_size(sp->df) - 1;
+        def = limit; /* the reference always runs full blocks */
+        break;
+    }
+    case BD_SPEC_DRAFT_SIMPLE: {
+        if (!dm || dm->arch == BD_ARCH_DFLASH) {
+            bd_err(err, errlen, "draft-simple needs an autoregressive draft model (-md)");
+            goto fail;
+        }
+        if (dm->hp.n_vocab != t->m->hp.n_vocab || !dm->tok || !t->m->tok) {
+            bd_err(err, errlen, "draft model vocabulary (%d) differs from the target's (%d)", dm->hp.n_vocab,
+                   t->m->hp.n_vocab);
+            goto fail;
+        }
+        for (int32_t i = 0; i < dm->hp.n_vocab; i++) {
+            size_t la, lb;
+            const char *a = bd_tokenizer_token_text(dm->tok, i, &la);
+            const char *b = bd_tokenizer_token_text(t->m->tok, i, &lb);
+            if (la != lb || (la && memcmp(a, b, la))) {
+                bd_err(err, errlen, "draft model token %d differs from the target's: not the same tokenizer", i);
+                goto fail;
+            }
+        }
+        bd_session_params dp = bd_session_default_params();
+        dp.n_ctx = t->n_ctx;
+        dp.n_batch = t->n_batch;
+        dp.n_outputs = 1;
+        sp->ds = bd_session_create_on_pool(dm, &dp, t->pool, err, errlen);
+        if (!sp->ds) goto fail;
+        break;
+    }
+    case BD_SPEC_NGRAM_SIMPLE:
+        if (p->ngram_n < 1 || p->ngram_n > 64) {
+            bd_err(err, errlen, "ngram size %d out of range [1, 64]", p->ngram_n);
+            goto fail;
+        }
+        def = 8;
+        break;
+    default:
+        bd_err(err, errlen, "speculation type 'none' needs no bd_spec");
+        goto fail;
+    }
+    if (limit > t->n_out_max - 1) limit = t->n_out_max - 1;
+    sp->n_max = p->n_max > 0 ? p->n_max : def;
+    if (sp->n_max > limit) {
+        if (warn && p->n_max > 0)
+            snprintf(warn, warnlen, "--spec-draft-n-max %d clamped to %d (%s)", p->n_max, limit,
+                     p->type == BD_SPEC_DRAFT_DFLASH ? "block_size - 1" : "session limit");
+        sp->n_max = limit;
+    }
+    if (sp->n_max < 1) {
+        bd_err(err, errlen, "draft length limit is %d", sp->n_max);
+        goto fail;
+    }
+    return sp;
+fail:
+    bd_spec_free(sp);
+    return NULL;
+}
+
+void bd_spec_free(bd_spec *sp) {
+    if (!sp) return;
+    bd_dflash_free(sp->df);
+    bd_session_free(sp->ds);
+    free(sp->hist);
+    free(sp);
+}
+
+/* ------------------------------------------------------------------------
+ * Adaptive draft length
+ *
+ * Expected tokens per step when drafting n: E(n) = 1 + sum_{i<=n} prod_{j<=i}
+ * alpha_j. Cost(n) is measured (EMA of wall time per step with n drafts;
+ * unmeasured n are interpolated linearly between measured neighbours, or
+ * extrapolated from the nearest). Pick the n (0 = plain step) with the best
+ * E(n)/Cost(n). While plain wins, re-probe the best drafting n every
+ * ADAPT_PROBE_EVERY steps so a drafter that starts agreeing is noticed.
+ * ---------------------------------------------------------------------- */
+
+static double adapt_cost(const bd_spec *sp, int32_t n) {
+    if (sp->cost_n[n]) return sp->cost[n];
+    int32_t lo = -1, hi = -1;
+    for (int32_t i = n - 1; i >= 1; i--)
+        if (sp->cost_n[i]) { lo = i; break; }
+    for (int32_t i = n + 1; i <= sp->n_max; i++)
+        if (sp->cost_n[i]) { hi = i; break; }
+    if (lo >= 0 && hi >= 0) return sp->cost[lo] + (sp->cost[hi] - sp->cost[lo]) * (n - lo) / (double)(hi - lo);
+    if (lo >= 0 && sp->cost_n[0] && lo >= 1) /* extrapolate from the plain step through lo */
+        return sp->cost[lo] + (sp->cost[lo] - sp->cost[0]) / lo * (n - lo) * 0.5;
+    if (lo >= 0) return sp->cost[lo];
+    if (hi >= 0 && sp->cost_n[0]) return sp->cost[0] + (sp->cost[hi] - sp->cost[0]) * n / (double)hi;
+    if (hi >= 0) return sp->cost[hi];
+    return 0;
+}
+
+static int32_t adapt_pick(bd_spec *sp) {
+    sp->step_no++;
+    /* initial probes: full length, a plain step, a short draft */
+    if (sp->step_no == 1) return sp->n_max;
+    if (sp->step_no == 2) return 0;
+    if (sp->step_no == 3) return sp->n_max >= 4 ? sp->n_max / 4 : 1;
+    double best_rate = 1.0 / (sp->cost_n[0] ? sp->cost[0] : 1e9);
+    int32_t best_n = 0, best_draft_n = 1;
+    double best_draft_rate = -1, e = 1.0, prod = 1.0;
+    for (int32_t n = 1; n <= sp->n_max; n++) {
+        prod *= sp->alpha[n];
+        e += prod;
+        double c = adapt_cost(sp, n);
+        double rate = c > 0 ? e / c : 0;
+        if (rate > best_draft_rate) {
+            best_draft_rate = rate;
+            best_draft_n = n;
+        }
+    }
+    if (best_draft_rate > best_rate) best_n = best_draft_n;
+    if (best_n == 0) {
+        if (++sp->plain_run >= ADAPT_PROBE_EVERY) {
+            sp->plain_run = 0;
+            return best_draft_n;
+        }
+        return 0;
+    }
+    sp->plain_run = 0;
+    return best_n;
+}
+
+static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double ms) {
+    for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
+        double obs = i <= n_acc ? 1.0 : 0.0;
+        sp->alpha[i] += ADAPT_BETA * (obs - sp->alpha[i]);
+    }
+    if (sp->cost_n[n_drafted]) sp->cost[n_drafted] += ADAPT_BETA * (ms - sp->cost[n_drafted]);
+    else sp->cost[n_drafted] = ms;
+    sp->cost_n[n_drafted]++;
+}
+
+/* ------------------------------------------------------------------------
+ * Drafters
+ * ---------------------------------------------------------------------- */
+
+static int32_t draft_ngram(bd_spec *sp, int32_t n, int32_t *out) {
+    int32_t N = sp->p.ngram_n, H = sp->n_hist;
+    if (H <= N) return 0;
+    const int32_t *key = sp->hist + H - N;
+    for (int32_t s = H - N - 1; s >= 0; s--) {
+        if (memcmp(sp->hist + s, key, (size_t)N * sizeof *key) != 0) continue;
+        int32_t k = 0;
+        while (k < n && s + N + k < H) {
+            out[k] = sp->hist[s + N + k];
+            k++;
+        }
+        return k;
+    }
+    return 0;
+}
+
+static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, char *err, size_t errlen) {
+    bd_session *ds = sp->ds;
+    int32_t keep = sp->d_valid < bd_session_length(ds) ? sp->d_valid : bd_session_length(ds);
+    if (keep >= sp->n_hist) keep = sp->n_hist - 1; /* always re-run the anchor for its logits */
+    bd_session_truncate(ds, keep);
+    /* catch up on committed tokens, anchor included, in one batch */
+    if (!bd_session_forward(ds, sp->hist + keep, sp->n_hist - keep, BD_LOGITS_LAST, err, errlen)) return false;
+    sp->d_valid = sp->n_hist;
+    int32_t k = 0;
+    while (k < n) {
+        const float *lg = bd_session_logits(ds, 0);
+        int32_t V = ds->m->hp.n_vocab;
+        int32_t best = bd_sampler_argmax(lg, V);
+        if (sp->p.p_min > 0.0f) {
+            double sum = 0.0;
+            for (int32_t i = 0; i < V; i++) sum += exp((double)lg[i] - lg[best]);
+            if (1.0 / sum < sp->p.p_min) break;
+        }
+        out[k++] = best;
+        if (k == n || bd_session_length(ds) >= ds->n_ctx) break;
+        if (!bd_session_forward(ds, &best, 1, BD_LOGITS_LAST, err, errlen)) return false;
+    }
+    *n_out = k;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Acceptance
+ * ---------------------------------------------------------------------- */
+
+/* Draw from dist (ids/probs, count n) with `skip` removed (renormalized). */
+static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float *probs, int32_t n, int32_t skip) {
+    double mass = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] != skip) mass += probs[i];
+    double u = bd_sampler_uniform(smp) * mass, cum = 0.0;
+    int32_t last = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] == skip) continue;
+        last = ids[i];
+        cum += probs[i];
+        if (u < cum) return ids[i];
+    }
+    return last;
+}
+
+/* Target's token for verify row `row` given draft d (or -1 for the bonus).
+ * Returns true if d is accepted; else *tok gets the replacement. */
+static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, int32_t d, int32_t *tok) {
+    if (bd_sampler_is_greedy(smp)) {
+        *tok = bd_sampler_argmax(logits, n_vocab);
+        return d >= 0 && *tok == d;
+    }
+    const int32_t *ids;
+    const float *probs;
+    int32_t n = bd_sampler_dist(smp, logits, &ids, &probs);
+    if (d < 0) {
+        double u = bd_sampler_uniform(smp), cum = 0.0;
+        *tok = ids[n - 1];
+        for (int32_t i = 0; i < n; i++) {
+            cum += probs[i];
+            if (u < cum) {
+                *tok = ids[i];
+                break;
+            }
+        }
+        return false;
+    }
+    double pd = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] == d) {
+            pd = probs[i];
+            break;
+        }
+    if (pd > 0.0 && bd_sampler_uniform(smp) < pd) {
+        *tok = d;
+        return true;
+    }
+    *tok = sample_excluding(smp, ids, probs, n, d);
+    return false;
+}
+
+/* ------------------------------------------------------------------------
+ * The loop
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    bd_spec *sp;
+    const bd_gen_params *gp;
+    bd_token_cb cb;
+    void *user;
+    bd_gen_stats *st;
+    bool done;
+} emit_ctx;
+
+/* Commit one token to the history and report it. Returns false when
+ * generation must stop (EOG, callback, n_predict). */
+static bool emit(emit_ctx *e, int32_t tok) {
+    bd_spec *sp = e->sp;
+    if (!e->gp->ignore_eog && bd_token_is_eog(sp->t->m, tok)) {
+        e->st->stopped_eog = true;
+        e->done = true;
+        return false;
+    }
+    sp->hist[sp->n_hist++] = tok;
+    e->st->n_gen++;
+    bool go_on = e->cb ? e->cb(tok, e->user) : true;
+    if (!go_on || (e->gp->n_predict >= 0 && e->st->n_gen >= e->gp->n_predict) || sp->n_hist >= sp->t->n_ctx) {
+        e->done = true;
+        return false;
+    }
+    return true;
+}
+
+bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
+                      bd_token_cb cb, void *user, bd_gen_stats *st, char *err, size_t errlen) {
+    bd_session *t = sp->t;
+    memset(st, 0, sizeof *st);
+    snprintf(st->spec.type, sizeof st->spec.type, "%s", bd_spec_type_name(sp->p.type));
+    if (n_prompt < 1) return bd_err(err, errlen, "generate: the prompt is empty");
+    if (n_prompt >= t->n_ctx)
+        return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);
+    bd_sampler *smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
+    if (!smp) return bd_err(err, errlen, "generate: out of memory");
+    const int32_t V = t->m->hp.n_vocab;
+    bd_session_truncate(t, 0);
+    if (sp->df) bd_dflash_reset(sp->df);
+    if (sp->ds) {
+        bd_session_truncate(sp->ds, 0);
+        sp->d_valid = 0;
+    }
+    for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
+        sp->alpha[i] = 0.7;
+        sp->cost[i] = 0;
+        sp->cost_n[i] = 0;
+    }
+    sp->plain_run = sp->step_no = 0;
+    memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
+    sp->n_hist = n_prompt;
+    emit_ctx e = {.sp = sp, .gp = gp, .cb = cb, .user = user, .st = st};
+    bd_spec_stats *ss = &st->spec;
+    bool ok = true;
+
+    /* prefill in chunks; each chunk's features go to the drafter */
+    double t0 = bd_time_ms();
+    for (int32_t off = 0; ok && off < n_prompt; off += t->n_batch) {
+        int32_t nb = n_prompt - off < t->n_batch ? n_prompt - off : t->n_batch;
+        bool last = off + nb == n_prompt;
+        ok = bd_session_forward(t, prompt + off, nb, last ? BD_LOGITS_LAST : BD_LOGITS_NONE, err, errlen);
+        if (ok && sp->df) ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), nb, err, errlen);
+    }
+    double t1 = bd_time_ms();
+    st->n_prompt = n_prompt;
+    st->prompt_ms = t1 - t0;
+    ss->target_forwards = 1;
+    if (ok) {
+        int32_t tok;
+        accept_row(smp, bd_session_logits(t, 0), V, -1, &tok);
+        emit(&e, tok);
+    }
+    while (ok && !e.done) {
+        double ts = bd_time_ms();
+        int32_t P = bd_session_length(t); /* == n_hist - 1 */
+        int32_t anchor = sp->hist[sp->n_hist - 1];
+        int32_t room = t->n_ctx - P - 1;  /* drafts that still fit the context */
+        int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
+        if (n > room) n = room;
+        if (n < 0) n = 0;
+        int32_t nd = 0;
+        if (n > 0) {
+            double td = bd_time_ms();
+            if (sp->df) {
+                ok = bd_dflash_draft(sp->df, anchor, n, !sp->p.dflash_short_block, sp->drafts, err, errlen);
+                nd = n;
+            } else if (sp->ds) {
+                ok = draft_simple(sp, n, sp->drafts, &nd, err, errlen);
+            } else {
+                nd = draft_ngram(sp, n, sp->drafts);
+            }
+            ss->draft_ms += bd_time_ms() - td;
+            if (!ok) break;
+            if (nd < sp->p.n_min) nd = 0;
+        }
+        /* verify [anchor, d1..dnd] */
+        sp->batch[0] = anchor;
+        memcpy(sp->batch + 1, sp->drafts, (size_t)nd * sizeof *sp->drafts);
+        double tv = bd_time_ms();
+        ok = bd_session_forward(t, sp->batch, nd + 1, nd > 0 ? BD_LOGITS_ALL : BD_LOGITS_LAST, err, errlen);
+        ss->verify_ms += bd_time_ms() - tv;
+        if (!ok) break;
+        ss->target_forwards++;
+        if (nd > 0) ss->n_steps++;
+        ss->n_drafted += nd;
+        int32_t a = 0, tok = -1;
+        while (a < nd) {
+            if (a < 32) ss->drafted_at[a]++;
+            if (!accept_row(smp, bd_session_logits(t, a), V, sp->drafts[a], &tok)) break;
+            if (a < 32) ss->accepted_at[a]++;
+            a++;
+        }
+        if (a == nd) accept_row(smp, bd_session_logits(t, nd), V, -1, &tok);
+        for (int32_t i = a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
+        ss->n_accepted += a;
+        /* roll back: keep the anchor and the accepted drafts */
+        bd_session_truncate(t, P + a + 1);
+        if (sp->df) {
+            double td = bd_time_ms();
+            ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), a + 1, err, errlen);
+            ss->draft_ms += bd_time_ms() - td;
+            if (!ok) break;
+        }
+        if (sp->ds && sp->d_valid > P + 1) sp->d_valid = P + 1;
+        /* emit the accepted drafts, then the target's own token */
+        for (int32_t i = 0; i < a && !e.done; i++) emit(&e, sp->drafts[i]);
+        if (!e.done) emit(&e, tok);
+        if (sp->ds) {
+            /* the draft cache rows P+1.. hold d1.. : valid while they match */
+            int32_t dl = bd_session_length(sp->ds), v = P + 1;
+            while (v < dl && v < sp->n_hist && v - P - 1 < nd && sp->hist[v] == sp->drafts[v - P - 1]) v++;
+            sp->d_valid = v;
+        }
+        if (sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts);
+    }
+    st->gen_ms = bd_time_ms() - t1;
+    ss->other_ms = st->gen_ms - ss->draft_ms - ss->verify_ms;
+    if (ss->other_ms < 0) ss->other_ms = 0;
+    st->prompt_tps = st->prompt_ms > 0 ? 1e3 * n_prompt / st->prompt_ms : 0;
+    st->gen_tps = st->gen_ms > 0 ? 1e3 * st->n_gen / st->gen_ms : 0;
+    ss->tau = ss->target_forwards ? (double)st->n_gen / (double)ss->target_forwards : 0;
+    bd_sampler_free(smp);
+    return ok;
+}

@@ -1,0 +1,89 @@
+/*
+ * config.h - the model config `<models>/<name>.yaml` (LocalAI-compatible
+ * keys), parsed strictly.
+ *
+ * LocalAI silently ignores unknown keys, unknown `options` names and
+ * unparsable option values; a typo such as `spec_typ:draft-dflash` then
+ * quietly turns speculation off. Here every key and every option must be
+ * known and well-formed, or parsing fails with "FILE:LINE: ...". Keys that
+ * LocalAI defines but that have no meaning for blockdraft's engine are
+ * accepted only where ignoring them cannot change what the user gets
+ * (UI hints such as known_usecases); Go prompt templates are refused.
+ *
+ * Accepted keys:
+ *   name, description, backend (llama-cpp | blockdraft), draft_model,
+ *   flash_attention (on|off|auto|enabled|disabled), context_size, threads,
+ *   mmap, n_draft, stopwords [..], known_usecases [..],
+ *   parameters: {model, temperature, top_p, top_k, min_p, seed, max_tokens,
+ *                repeat_penalty}
+ *   template: {use_tokenizer_template}
+ *   function: {automatic_tool_parsing_fallback, grammar: {disable}}
+ *   options: ["key:value", ...] with keys use_jinja|jinja, spec_type|
+ *            speculative_type (draft-dflash | none), spec_n_max|draft_max,
+ *            spec_n_min|draft_min, spec_p_min|draft_p_min, parallel|n_parallel
+ */
+#ifndef BD_GALLERY_CONFIG_H
+#define BD_GALLERY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ydoc.h"
+
+#define GALLERY_NAME_MAX 128
+#define GALLERY_PATH_MAX 1024
+#define GALLERY_MAX_STOPWORDS 16
+
+enum gallery_spec_type {
+    GALLERY_SPEC_UNSET = 0, /* no spec_type option: dflash if draft_model is set */
+    GALLERY_SPEC_NONE = 1,
+    GALLERY_SPEC_DFLASH = 2,
+};
+
+typedef struct gallery_config {
+    char name[GALLERY_NAME_MAX];
+    char backend[32];
+    char model[GALLERY_PATH_MAX];       /* parameters.model, relative to the models dir */
+    char draft_model[GALLERY_PATH_MAX]; /* "" when none */
+    int flash_attention;                /* -1 auto, 0 off, 1 on */
+    int context_size;                   /* 0 = from the GGUF */
+    int threads;                        /* 0 = default */
+    int n_draft;                        /* 0 = unset */
+    bool has_mmap, mmap;
+    /* sampling defaults (has_* false = engine default) */
+    bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed, has_max_tokens,
+        has_repeat_penalty;
+    double temperature, top_p, min_p, repeat_penalty;
+    long long top_k, seed, max_tokens;
+    /* options */
+    bool use_jinja;
+    enum gallery_spec_type spec_type;
+    int spec_n_max, spec_n_min; /* 0 = unset */
+    bool has_spec_p_min;
+    double spec_p_min;
+    int parallel; /* 0 = unset */
+    /* template / function (tool-calling hints for the server) */
+    bool use_tokenizer_template;
+    bool tool_parsing_fallback;
+    bool grammar_disable;
+    int n_stopwords;
+    char stopwords[GALLERY_MAX_STOPWORDS][128];
+} gallery_config;
+
+/* Parse a config mapping node. `what` names the source for messages (the
+ * ydoc's own name is used when NULL). require_model: parameters.model must
+ * be present (true for a model config; an index entry's overrides are
+ * checked with the same rules). */
+bool gallery_config_parse_node(ydoc *d, const yaml_node_t *map, bool require_model,
+                               gallery_config *out, char *err, size_t errlen);
+/* Parse YAML text. */
+bool gallery_config_parse(const char *text, size_t len, const char *what, gallery_config *out,
+                          char *err, size_t errlen);
+/* Read and parse a config file (at most 1 MiB). */
+bool gallery_config_load(const char *path, gallery_config *out, char *err, size_t errlen);
+
+/* The effective speculative mode: dflash when draft_model is set and
+ * spec_type is unset or draft-dflash. */
+bool gallery_config_uses_dflash(const gallery_config *c);
+
+#endif

@@ -1,0 +1,651 @@
+/*
+ * fetch.c - URI mapping and verified, resumable downloads. See fetch.h.
+ */
+#include "fetch.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/base.h"
+
+#define FETCH_USER_AGENT "blockdraft/0.1 (+libcurl)"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static int env_int(const char *name, int def, int min, int max) {
+    const char *s = getenv(name);
+    if (!s || !*s) return def;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < min || v > max) return def;
+    return (int)v;
+}
+
+void fetch_opts_init(fetch_opts *o) {
+    memset(o, 0, sizeof *o);
+    const char *ep = getenv("BLOCKDRAFT_HF_ENDPOINT");
+    if (!ep || !*ep) ep = getenv("HF_ENDPOINT");
+    snprintf(o->hf_endpoint, sizeof o->hf_endpoint, "%s", (ep && *ep) ? ep : "https://huggingface.co");
+    size_t l = strlen(o->hf_endpoint);
+    while (l > 0 && o->hf_endpoint[l - 1] == '/') o->hf_endpoint[--l] = 0;
+    const char *tok = getenv("HF_TOKEN");
+    if (tok) snprintf(o->hf_token, sizeof o->hf_token, "%s", tok);
+    o->stall_timeout_s = env_int("BLOCKDRAFT_STALL_TIMEOUT", 30, 1, 3600);
+    o->connect_timeout_s = env_int("BLOCKDRAFT_CONNECT_TIMEOUT", 20, 1, 600);
+    o->max_attempts = env_int("BLOCKDRAFT_RETRIES", 4, 1, 20);
+    o->retry_delay_ms = env_int("BLOCKDRAFT_RETRY_DELAY_MS", 1000, 0, 60000);
+}
+
+bool fetch_sha256_valid(const char *s) {
+    if (!s || strlen(s) != 64) return false;
+    for (int i = 0; i < 64; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return false;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * URIs
+ * ---------------------------------------------------------------------- */
+
+/* Host part of a URL (lowercase not needed: compared case-insensitively). */
+static void url_host(const char *url, char *host, size_t n) {
+    host[0] = 0;
+    const char *p = strstr(url, "://");
+    if (!p) return;
+    p += 3;
+    const char *end = p + strcspn(p, "/?#");
+    const char *at = memchr(p, '@', (size_t)(end - p));
+    if (at) p = at + 1;
+    const char *colon = memchr(p, ':', (size_t)(end - p));
+    if (colon) end = colon;
+    size_t len = (size_t)(end - p);
+    if (len >= n) len = n - 1;
+    memcpy(host, p, len);
+    host[len] = 0;
+}
+
+static bool starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+bool fetch_uri_resolve(const char *uri, const fetch_opts *o, char *url, size_t n, char *err,
+                       size_t errlen) {
+    int w = -1;
+    const char *rest = NULL;
+    if (starts(uri, "huggingface://")) rest = uri + 14;
+    else if (starts(uri, "hf://")) rest = uri + 5;
+    else if (starts(uri, "hf.co/")) rest = uri + 6;
+    if (rest) {
+        /* owner/repo/path[@branch] */
+        const char *s1 = strchr(rest, '/');
+        const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (!s1 || !s2 || s1 == rest || s2 == s1 + 1 || !s2[1])
+            return bd_err(err, errlen, "'%s': expected huggingface://owner/repo/path/to/file", uri);
+        char path[1024], branch[128] = "main";
+        snprintf(path, sizeof path, "%s", s2 + 1);
+        char *at = strrchr(path, '@');
+        if (at && !strchr(at, '/')) {
+            snprintf(branch, sizeof branch, "%s", at + 1);
+            *at = 0;
+        }
+        w = snprintf(url, n, "%s/%.*s/resolve/%s/%s", o->hf_endpoint, (int)(s2 - rest), rest,
+                     branch, path);
+    } else if (starts(uri, "github:")) {
+        const char *r = uri + 7;
+        if (starts(r, "//")) r += 2;
+        const char *s1 = strchr(r, '/');
+        const char *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+        if (!s1 || !s2 || !s2[1])
+            return bd_err(err, errlen, "'%s': expected github:owner/repo/path[@branch]", uri);
+        char path[1024], branch[128] = "main";
+        snprintf(path, sizeof path, "%s", s2 + 1);
+        char *at = strrchr(path, '@');
+        if (at) {
+            snprintf(branch, sizeof branch, "%s", at + 1);
+            *at = 0;
+        }
+        w = snprintf(url, n, "https://raw.githubusercontent.com/%.*s/%s/%s", (int)(s2 - r), r,
+                     branch, path);
+    } else if (starts(uri, "https://huggingface.co/")) {
+        w = snprintf(url, n, "%s/%s", o->hf_endpoint, uri + strlen("https://huggingface.co/"));
+    } else if (starts(uri, "https://") || starts(uri, "http://") || starts(uri, "file://")) {
+        w = snprintf(url, n, "%s", uri);
+    } else {
+        return bd_err(err, errlen,
+                      "'%s': unsupported URI scheme (blockdraft understands huggingface://, "
+                      "hf://, github:, https://, http://, file://)",
+                      uri);
+    }
+    if (w < 0 || (size_t)w >= n) return bd_err(err, errlen, "URI too long: %s", uri);
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Common curl setup
+ * ---------------------------------------------------------------------- */
+
+static struct curl_slist *auth_headers(const char *url, const fetch_opts *o) {
+    if (!o->hf_token[0]) return NULL;
+    char h1[256], h2[256];
+    url_host(url, h1, sizeof h1);
+    url_host(o->hf_endpoint, h2, sizeof h2);
+    if (!h1[0] || strcasecmp(h1, h2) != 0) return NULL;
+    char hdr[600];
+    snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", o->hf_token);
+    /* libcurl does not forward a custom Authorization header to another
+     * host on redirect (CURLOPT_UNRESTRICTED_AUTH stays off), so the HF
+     * token never reaches the CDN or a third party. */
+    return curl_slist_append(NULL, hdr);
+}
+
+static void setup_common(CURL *c, const char *url, const fetch_opts *o, struct curl_slist *hdrs) {
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https,file");
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS | CURLPROTO_FILE));
+    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(c, CURLOPT_USERAGENT, FETCH_USER_AGENT);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)o->connect_timeout_s);
+    /* A stall is "fewer than 1 byte/s for stall_timeout_s", which also
+     * covers a server that accepts and never answers. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)o->stall_timeout_s);
+    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+    if (hdrs) curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+}
+
+/* Whether an attempt's failure is worth retrying. */
+static bool transient(CURLcode rc, long status) {
+    if (rc == CURLE_HTTP_RETURNED_ERROR)
+        return status >= 500 || status == 408 || status == 429;
+    switch (rc) {
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+    case CURLE_TOO_MANY_REDIRECTS:
+    case CURLE_FILE_COULDNT_READ_FILE:
+    case CURLE_REMOTE_FILE_NOT_FOUND:
+    case CURLE_LOGIN_DENIED:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_WRITE_ERROR:
+    case CURLE_OUT_OF_MEMORY:
+    case CURLE_ABORTED_BY_CALLBACK:
+        return false;
+    default:
+        return true;
+    }
+}
+
+static void describe_failure(char *buf, size_t n, CURLcode rc, long status, const char *cerr,
+                             const fetch_opts *o, uint64_t got, curl_off_t expect) {
+    if (rc == CURLE_HTTP_RETURNED_ERROR)
+        snprintf(buf, n, "HTTP %ld%s", status,
+                 status == 404 ? " (not found: check the file name, it is case-sensitive)"
+                 : status == 401 || status == 403 ? " (access denied: gated repo? set HF_TOKEN)"
+                                                  : "");
+    else if (rc == CURLE_OPERATION_TIMEDOUT)
+        snprintf(buf, n, "stalled: no data for %d s (BLOCKDRAFT_STALL_TIMEOUT)", o->stall_timeout_s);
+    else if (rc == CURLE_PARTIAL_FILE)
+        snprintf(buf, n,
+                 "connection closed after %llu of %lld announced bytes (Content-Length not "
+                 "honoured)",
+                 (unsigned long long)got, (long long)expect);
+    else
+        snprintf(buf, n, "%s", cerr[0] ? cerr : curl_easy_strerror(rc));
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static int backoff_ms(const fetch_opts *o, int attempt) {
+    long d = o->retry_delay_ms;
+    for (int i = 1; i < attempt && d < 30000; i++) d *= 2;
+    return (int)(d > 30000 ? 30000 : d);
+}
+
+/* ------------------------------------------------------------------------
+ * Memory download
+ * ---------------------------------------------------------------------- */
+
+typedef struct membuf {
+    char *p;
+    size_t n, cap, max;
+    bool too_big;
+} membuf;
+
+static size_t mem_write(char *data, size_t sz, size_t nm, void *ctx) {
+    membuf *m = ctx;
+    size_t len = sz * nm;
+    if (m->n + len > m->max) {
+        m->too_big = true;
+        return 0;
+    }
+    if (m->n + len + 1 > m->cap) {
+        size_t nc = m->cap ? m->cap : 65536;
+        while (nc < m->n + len + 1) nc *= 2;
+        char *np = realloc(m->p, nc);
+        if (!np) return 0;
+        m->p = np;
+        m->cap = nc;
+    }
+    memcpy(m->p + m->n, data, len);
+    m->n += len;
+    m->p[m->n] = 0;
+    return len;
+}
+
+bool fetch_to_memory(const char *url, const fetch_opts *o, size_t max, char **buf, size_t *len,
+                     char *err, size_t errlen) {
+    pthread_once(&curl_once, curl_init_once);
+    *buf = NULL;
+    *len = 0;
+    char last[512] = "";
+    for (int attempt = 1; attempt <= o->max_attempts; attempt++) {
+        CURL *c = curl_easy_init();
+        if (!c) return bd_err(err, errlen, "cannot initialise libcurl");
+        struct curl_slist *hdrs = auth_headers(url, o);
+        membuf m = {.max = max};
+        char cerr[CURL_ERROR_SIZE] = "";
+        setup_common(c, url, o, hdrs);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
+        CURLcode rc = curl_easy_perform(c);
+        long status = 0;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(hdrs);
+        if (rc == CURLE_OK) {
+            if (!m.p) m.p = calloc(1, 1);
+            if (!m.p) return bd_err(err, errlen, "out of memory");
+            *buf = m.p;
+            *len = m.n;
+            return true;
+        }
+        free(m.p);
+        if (m.too_big) return bd_err(err, errlen, "%s: larger than %zu bytes", url, max);
+        describe_failure(last, sizeof last, rc, status, cerr, o, 0, 0);
+        if (!transient(rc, status) || attempt == o->max_attempts) break;
+        sleep_ms(backoff_ms(o, attempt));
+    }
+    return bd_err(err, errlen, "%s: %s", url, last);
+}
+
+/* ------------------------------------------------------------------------
+ * Hashing
+ * ---------------------------------------------------------------------- */
+
+static void hex(const unsigned char *d, unsigned n, char *out) {
+    static const char x[] = "0123456789abcdef";
+    for (unsigned i = 0; i < n; i++) {
+        out[2 * i] = x[d[i] >> 4];
+        out[2 * i + 1] = x[d[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+/* Hash the whole open file into a fresh md context; returns bytes hashed. */
+static bool hash_fd(int fd, EVP_MD_CTX *md, uint64_t *bytes, const fetch_opts *o,
+                    const char *label, char *err, size_t errlen) {
+    if (!EVP_DigestInit_ex(md, EVP_sha256(), NULL)) return bd_err(err, errlen, "SHA-256 init failed");
+    struct stat st;
+    if (fstat(fd, &st) != 0) return bd_err(err, errlen, "%s: %s", label, strerror(errno));
+    static __thread unsigned char buf[1 << 20];
+    uint64_t done = 0;
+    double last = 0;
+    while (true) {
+        ssize_t r = pread(fd, buf, sizeof buf, (off_t)done);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return bd_err(err, errlen, "%s: read: %s", label, strerror(errno));
+        if (r == 0) break;
+        EVP_DigestUpdate(md, buf, (size_t)r);
+        done += (uint64_t)r;
+        if (o && o->progress && bd_time_ms() - last > 200) {
+            last = bd_time_ms();
+            fetch_event ev = {FETCH_PHASE_HASHING, label, done, (uint64_t)st.st_size, 0, 0, NULL};
+            o->progress(o->progress_ctx, &ev);
+        }
+    }
+    *bytes = done;
+    return true;
+}
+
+static void md_hex(EVP_MD_CTX *md, char out[65]) {
+    EVP_MD_CTX *cp = EVP_MD_CTX_new();
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    if (cp && EVP_MD_CTX_copy_ex(cp, md) && EVP_DigestFinal_ex(cp, d, &n) && n == 32)
+        hex(d, n, out);
+    else
+        out[0] = 0;
+    EVP_MD_CTX_free(cp);
+}
+
+bool fetch_sha256_file(const char *path, char out[65], uint64_t *size, const fetch_opts *o,
+                       const char *label, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return bd_err(err, errlen, "%s: %s", path, strerror(errno));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    uint64_t n = 0;
+    bool ok = md && hash_fd(fd, md, &n, o, label ? label : path, err, errlen);
+    close(fd);
+    if (ok) {
+        md_hex(md, out);
+        if (size) *size = n;
+    }
+    EVP_MD_CTX_free(md);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------
+ * File download
+ * ---------------------------------------------------------------------- */
+
+typedef struct xfer {
+    int fd;
+    EVP_MD_CTX *md;
+    uint64_t base;       /* bytes in the partial when this attempt started */
+    uint64_t got;        /* bytes written in this attempt */
+    bool range;          /* this attempt asked for bytes base- */
+    bool decided;        /* the first body bytes have been checked */
+    bool restarted;      /* the server ignored the range: started over */
+    char content_range[160];
+    char why[256];       /* set when the write callback aborts */
+    bool why_retry;      /* ...and the abort is worth a fresh retry */
+    CURL *c;
+    const fetch_opts *o;
+    const char *label;
+    double t0, last_cb;
+    int attempt;
+} xfer;
+
+static size_t on_header(char *data, size_t sz, size_t nm, void *ctx) {
+    xfer *x = ctx;
+    size_t len = sz * nm;
+    if (len >= 5 && !strncmp(data, "HTTP/", 5)) x->content_range[0] = 0; /* new response */
+    if (len > 14 && !strncasecmp(data, "content-range:", 14)) {
+        size_t l = len - 14;
+        if (l >= sizeof x->content_range) l = sizeof x->content_range - 1;
+        memcpy(x->content_range, data + 14, l);
+        x->content_range[l] = 0;
+    }
+    return len;
+}
+
+static bool write_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static size_t on_body(char *data, size_t sz, size_t nm, void *ctx) {
+    xfer *x = ctx;
+    size_t len = sz * nm;
+    if (!x->decided) {
+        x->decided = true;
+        long status = 0;
+        curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &status);
+        if (x->range && status == 206) {
+            unsigned long long start = 0;
+            if (sscanf(x->content_range, " bytes %llu-", &start) != 1 || start != x->base) {
+                snprintf(x->why, sizeof x->why,
+                         "server answered the resume request with Content-Range '%s', expected "
+                         "bytes %llu-",
+                         x->content_range, (unsigned long long)x->base);
+                x->why_retry = true;
+                return 0;
+            }
+        } else if (x->base > 0) {
+            /* 200 (or a scheme without ranges): the body is the whole file. */
+            if (ftruncate(x->fd, 0) != 0 || lseek(x->fd, 0, SEEK_SET) != 0 ||
+                !EVP_DigestInit_ex(x->md, EVP_sha256(), NULL)) {
+                snprintf(x->why, sizeof x->why, "cannot restart the partial file: %s",
+                         strerror(errno));
+                return 0;
+            }
+            x->base = 0;
+            x->restarted = true;
+        }
+    }
+    if (!write_all(x->fd, data, len)) {
+        snprintf(x->why, sizeof x->why, "cannot write %s: %s", x->label, strerror(errno));
+        return 0;
+    }
+    EVP_DigestUpdate(x->md, data, len);
+    x->got += len;
+    return len;
+}
+
+static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow) {
+    (void)ultotal;
+    (void)ulnow;
+    (void)dlnow;
+    xfer *x = ctx;
+    if (!x->o->progress) return 0;
+    double now = bd_time_ms();
+    if (now - x->last_cb < 100) return 0;
+    x->last_cb = now;
+    double secs = (now - x->t0) / 1000.0;
+    fetch_event ev = {FETCH_PHASE_PROGRESS,
+                      x->label,
+                      x->base + x->got,
+                      dltotal > 0 ? x->base + (uint64_t)dltotal : 0,
+                      secs > 0 ? (double)x->got / secs : 0,
+                      x->attempt,
+                      NULL};
+    x->o->progress(x->o->progress_ctx, &ev);
+    return 0;
+}
+
+static void emit(const fetch_opts *o, enum fetch_phase ph, const char *label, uint64_t done,
+                 uint64_t total, int attempt, const char *msg) {
+    if (!o->progress) return;
+    fetch_event ev = {ph, label, done, total, 0, attempt, msg};
+    o->progress(o->progress_ctx, &ev);
+}
+
+bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256,
+                const char *label, const fetch_opts *o, fetch_result *res, char *err,
+                size_t errlen) {
+    pthread_once(&curl_once, curl_init_once);
+    memset(res, 0, sizeof *res);
+    bool check = expected_sha256 && *expected_sha256;
+    char want[65] = "";
+    if (check) {
+        if (!fetch_sha256_valid(expected_sha256))
+            return bd_err(err, errlen, "%s: '%s' is not a SHA-256 (64 hex digits)", label,
+                          expected_sha256);
+        for (int i = 0; i < 64; i++) {
+            char ch = expected_sha256[i];
+            want[i] = (ch >= 'A' && ch <= 'F') ? (char)(ch - 'A' + 'a') : ch;
+        }
+        want[64] = 0;
+    }
+    int fd = open(partial_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return bd_err(err, errlen, "cannot open %s: %s", partial_path, strerror(errno));
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md) {
+        close(fd);
+        return bd_err(err, errlen, "out of memory");
+    }
+    bool ok = false;
+    bool fresh_retry_used = false;
+    uint64_t hashed = 0;
+    char last[512] = "";
+    /* Existing partial bytes: hash them before any request, so the stall
+     * timer never runs during a long re-hash. */
+    if (!hash_fd(fd, md, &hashed, o, label, err, errlen)) goto out;
+    if (hashed > 0) {
+        res->resumed = true;
+        if (check) {
+            char have[65];
+            md_hex(md, have);
+            if (!strcmp(have, want)) { /* finished earlier, not yet moved into place */
+                res->no_network = true;
+                res->bytes = hashed;
+                snprintf(res->sha256, sizeof res->sha256, "%s", have);
+                ok = true;
+                goto out;
+            }
+        }
+    }
+    for (int attempt = 1;; attempt++) {
+        res->attempts = attempt;
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
+            goto out;
+        }
+        if ((uint64_t)st.st_size != hashed) { /* never trust a hash of other bytes */
+            if (!hash_fd(fd, md, &hashed, o, label, err, errlen)) goto out;
+        }
+        if (lseek(fd, (off_t)hashed, SEEK_SET) < 0) {
+            bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
+            goto out;
+        }
+        xfer x = {.fd = fd, .md = md, .base = hashed, .range = hashed > 0, .o = o,
+                  .label = label, .attempt = attempt};
+        CURL *c = curl_easy_init();
+        if (!c) {
+            bd_err(err, errlen, "cannot initialise libcurl");
+            goto out;
+        }
+        x.c = c;
+        struct curl_slist *hdrs = auth_headers(url, o);
+        char cerr[CURL_ERROR_SIZE] = "", range[32];
+        setup_common(c, url, o, hdrs);
+        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+        if (x.range) {
+            snprintf(range, sizeof range, "%llu-", (unsigned long long)hashed);
+            curl_easy_setopt(c, CURLOPT_RANGE, range);
+        }
+        emit(o, FETCH_PHASE_START, label, hashed, 0, attempt, NULL);
+        x.t0 = x.last_cb = bd_time_ms();
+        CURLcode rc = curl_easy_perform(c);
+        long status = 0;
+        curl_off_t expect = -1;
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expect);
+        curl_easy_cleanup(c);
+        curl_slist_free_all(hdrs);
+        hashed = x.base + x.got;
+        if (x.restarted) res->resumed = false;
+
+        if (rc == CURLE_OK) {
+            if (fsync(fd) != 0) {
+                bd_err(err, errlen, "%s: fsync: %s", partial_path, strerror(errno));
+                goto out;
+            }
+            char have[65];
+            md_hex(md, have);
+            if (!check || !strcmp(have, want)) {
+                res->bytes = hashed;
+                snprintf(res->sha256, sizeof res->sha256, "%s", have);
+                emit(o, FETCH_PHASE_DONE, label, hashed, hashed, attempt, NULL);
+                ok = true;
+                goto out;
+            }
+            /* Mismatch: the bytes are wrong, never keep them. */
+            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
+                goto out;
+            }
+            hashed = 0;
+            if (res->resumed && !fresh_retry_used) {
+                /* The old partial may have come from an earlier upload of
+                 * the file; one download from scratch settles it. */
+                fresh_retry_used = true;
+                res->resumed = false;
+                snprintf(last, sizeof last, "SHA-256 mismatch after resuming (got %s); "
+                         "downloading once more from scratch", have);
+                emit(o, FETCH_PHASE_RETRY, label, 0, 0, attempt, last);
+                continue;
+            }
+            unlink(partial_path);
+            bd_err(err, errlen,
+                   "SHA-256 mismatch for %s: expected %s, got %s (%llu bytes from %s); the "
+                   "partial download was removed",
+                   label, want, have, (unsigned long long)x.base + x.got, url);
+            goto out;
+        }
+        if (x.why[0]) {
+            if (!x.why_retry) {
+                bd_err(err, errlen, "%s: %s", label, x.why);
+                goto out;
+            }
+            /* Inconsistent resume: drop the partial and start over. */
+            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
+                goto out;
+            }
+            hashed = 0;
+            res->resumed = false;
+            snprintf(last, sizeof last, "%s", x.why);
+        } else if (rc == CURLE_HTTP_RETURNED_ERROR && status == 416 && x.range) {
+            /* The partial is not a prefix the server can continue. */
+            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
+                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
+                goto out;
+            }
+            hashed = 0;
+            res->resumed = false;
+            snprintf(last, sizeof last, "server refused to resume (HTTP 416); starting over");
+        } else {
+            describe_failure(last, sizeof last, rc, status, cerr, o, x.base + x.got,
+                             expect >= 0 ? (curl_off_t)x.base + expect : -1);
+            if (!transient(rc, status)) {
+                bd_err(err, errlen, "%s: %s (%s)", label, last, url);
+                goto out;
+            }
+        }
+        if (attempt >= o->max_attempts) {
+            bd_err(err, errlen,
+                   "%s: giving up after %d attempts: %s (%s); %llu bytes kept in %s for a later "
+                   "resume",
+                   label, attempt, last, url, (unsigned long long)hashed, partial_path);
+            goto out;
+        }
+        int delay = backoff_ms(o, attempt);
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s; retrying in %.1f s (attempt %d of %d)", last, delay / 1000.0,
+                 attempt + 1, o->max_attempts);
+        emit(o, FETCH_PHASE_RETRY, label, hashed, 0, attempt, msg);
+        sleep_ms(delay);
+    }
+out:
+    EVP_MD_CTX_free(md);
+    close(fd);
+    return ok;
+}

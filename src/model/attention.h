@@ -1,0 +1,24 @@
+/*
+ * attention.h - softmax attention of a batch of query rows over a KV cache.
+ */
+#ifndef BD_ATTENTION_H
+#define BD_ATTENTION_H
+
+#include "../base/base.h"
+
+typedef struct bd_attn_args {
+    const float *q;        /* [n][n_head*hd] (already normed and rotated) */
+    const float *k_cache;  /* [n_ctx][n_kv*hd] of this layer */
+    const float *v_cache;  /* [n_ctx][n_kv*hd] of this layer */
+    float *out;            /* [n][n_head*hd] */
+    float *scores;         /* [n_threads][scores_stride] scratch */
+    int64_t scores_stride; /* >= n_past + n */
+    int32_t n, n_head, n_kv, hd;
+    int32_t n_past;        /* cache rows before the batch */
+    bool causal;
+} bd_attn_args;
+
+/* Runs on every thread of pool; does not allocate. */
+void bd_attention(bd_pool *pool, const bd_attn_args *a);
+
+#endif

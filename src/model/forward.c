@@ -1,0 +1,119 @@
+/*
+ * forward.c - batched causal forward of the llama / qwen3 decoder.
+ *
+ * One chunk of n_b tokens at positions n_past..n_past+n_b-1:
+ *
+ *   x = token_embd[tokens]                                  [n_b][n_embd]
+ *   per layer:  (tap: copy x, the layer *input*, if asked)
+ *     h = RMSNorm(x) * attn_norm
+ *     q, k, v = Wq h, Wk h, Wv h      (qwen3: per-head RMSNorm of q and k)
+ *     RoPE(q, k) at each row's position (NORM for llama, NEOX for qwen3)
+ *     K/V rows -> cache; att = causal softmax(q kᵀ / sqrt(hd)) v   (GQA)
+ *     x += Wo att
+ *     h = RMSNorm(x) * ffn_norm;  x += Wdown(silu(Wgate h) * Wup h)
+ *   logits rows = output · (RMSNorm(x) * output_norm)
+ *
+ * The matmuls and attention run on the session's pool; the cheap per-row
+ * ops run on the calling thread.
+ */
+#include <string.h>
+
+#include "attention.h"
+#include "model.h"
+
+static void rows_rmsnorm(float *out, const float *x, const float *w, int32_t n, int64_t width, float eps) {
+    for (int32_t t = 0; t < n; t++) bd_rmsnorm(out + t * width, x + t * width, w, width, eps);
+}
+
+static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode) {
+    bd_model *m = s->m;
+    const bd_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd,
+                  FF = hp->n_ff;
+    const int32_t p0 = s->n_past;
+
+    for (int32_t t = 0; t < n; t++) bd_mat_get_row(&m->tok_embd, tokens[t], s->x + t * E);
+
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const bd_layer *L = &m->layers[il];
+        if (s->tap_slot[il] >= 0)
+            for (int32_t t = 0; t < n; t++)
+                memcpy(s->taps + ((int64_t)t * s->n_tap + s->tap_slot[il]) * E, s->x + t * E,
+                       (size_t)E * sizeof(float));
+
+        /* attention block */
+        rows_rmsnorm(s->h, s->x, L->attn_norm, n, E, hp->rms_eps);
+        bd_matmul(s->pool, &L->wq, s->h, E, n, s->q, Q, s->mm_scratch);
+        bd_matmul(s->pool, &L->wk, s->h, E, n, s->k, KV, s->mm_scratch);
+        bd_matmul(s->pool, &L->wv, s->h, E, n, s->v, KV, s->mm_scratch);
+        float *kc = s->k_cache + (int64_t)il * s->n_ctx * KV;
+        float *vc = s->v_cache + (int64_t)il * s->n_ctx * KV;
+        for (int32_t t = 0; t < n; t++) {
+            float *q = s->q + t * Q, *k = s->k + t * KV;
+            if (L->q_norm) {
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
+                for (int32_t h = 0; h < hp->n_kv; h++)
+                    bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
+            }
+            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, p0 + t, hp->rope_base, hp->rope_type);
+            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, p0 + t, hp->rope_base, hp->rope_type);
+            memcpy(kc + (int64_t)(p0 + t) * KV, k, (size_t)KV * sizeof(float));
+            memcpy(vc + (int64_t)(p0 + t) * KV, s->v + t * KV, (size_t)KV * sizeof(float));
+        }
+        bd_attn_args aa = {
+            .q = s->q, .k_cache = kc, .v_cache = vc, .out = s->att, .scores = s->scores,
+            .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
+            .hd = hp->hd, .n_past = p0, .causal = true,
+        };
+        bd_attention(s->pool, &aa);
+        bd_matmul(s->pool, &L->wo, s->att, Q, n, s->h, E, s->mm_scratch);
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
+
+        /* feed-forward block */
+        rows_rmsnorm(s->h, s->x, L->ffn_norm, n, E, hp->rms_eps);
+        bd_matmul(s->pool, &L->w_gate, s->h, E, n, s->gate, FF, s->mm_scratch);
+        bd_matmul(s->pool, &L->w_up, s->h, E, n, s->up, FF, s->mm_scratch);
+        for (int64_t i = 0; i < (int64_t)n * FF; i++) s->gate[i] = bd_silu(s->gate[i]) * s->up[i];
+        bd_matmul(s->pool, &L->w_down, s->gate, FF, n, s->h, E, s->mm_scratch);
+        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
+    }
+    if (s->tap_slot[hp->n_layer] >= 0)
+        for (int32_t t = 0; t < n; t++)
+            memcpy(s->taps + ((int64_t)t * s->n_tap + s->tap_slot[hp->n_layer]) * E, s->x + t * E,
+                   (size_t)E * sizeof(float));
+    s->n_taps_rows = n;
+
+    /* output head for the rows asked for */
+    s->n_logits = 0;
+    if (mode != BD_LOGITS_NONE) {
+        int32_t first = mode == BD_LOGITS_ALL ? 0 : n - 1;
+        int32_t rows = n - first;
+        rows_rmsnorm(s->h, s->x + (int64_t)first * E, m->output_norm, rows, E, hp->rms_eps);
+        bd_matmul(s->pool, &m->output, s->h, E, rows, s->logits, hp->n_vocab, s->mm_scratch);
+        s->n_logits = rows;
+    }
+    s->n_past += n;
+}
+
+bool bd_session_forward(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode,
+                        char *err, size_t errlen) {
+    const bd_hparams *hp = &s->m->hp;
+    if (n <= 0) return bd_err(err, errlen, "forward: empty batch");
+    if ((int64_t)s->n_past + n > s->n_ctx)
+        return bd_err(err, errlen, "forward: context full (%d + %d tokens > n_ctx %d)", s->n_past, n,
+                      s->n_ctx);
+    if (mode == BD_LOGITS_ALL && n > s->n_out_max)
+        return bd_err(err, errlen, "forward: %d rows of logits asked, the session holds at most %d", n,
+                      s->n_out_max);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab)
+            return bd_err(err, errlen, "forward: token id %d at index %d is outside the vocabulary (%d)",
+                          tokens[i], i, hp->n_vocab);
+    for (int32_t off = 0; off < n; off += s->n_batch) {
+        int32_t nb = n - off < s->n_batch ? n - off : s->n_batch;
+        bool last = off + nb == n;
+        forward_chunk(s, tokens + off, nb, last ? mode : BD_LOGITS_NONE);
+    }
+    return true;
+}

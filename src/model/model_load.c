@@ -1,0 +1,329 @@
+/*
+ * model_load.c - open a GGUF, read hyper-parameters, bind weight views.
+ *
+ * Every tensor is looked up by its llama.cpp name and checked for type
+ * support and exact shape before use, so the forward pass can trust
+ * shapes without re-checking them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* ------------------------------------------------------------------------
+ * Tensor lookup
+ * ---------------------------------------------------------------------- */
+
+bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, bool required,
+                      bd_mat *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (!required) return true;
+        return bd_err(err, errlen, "%s: missing tensor '%s'", m->path, name);
+    }
+    const bd_type_traits *tt = bd_type_get(t->type);
+    if (!tt || !tt->supported)
+        return bd_err(err, errlen, "%s: tensor '%s' has type %s (%u), which blockdraft cannot compute with",
+                      m->path, name, bd_type_name(t->type), t->type);
+    if (t->ne[0] != (uint64_t)ne0 || t->ne[1] != (uint64_t)ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return bd_err(err, errlen,
+                      "%s: tensor '%s' has shape {%llu, %llu, %llu, %llu}, expected {%lld, %lld}",
+                      m->path, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                      (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0,
+                      (long long)ne1);
+    out->type = t->type;
+    out->ncols = ne0;
+    out->nrows = ne1;
+    if (!bd_row_size(t->type, ne0, &out->row_bytes))
+        return bd_err(err, errlen, "%s: tensor '%s': bad row size", m->path, name);
+    out->data = t->data;
+    m->weight_bytes += t->nbytes;
+    return true;
+}
+
+bool bd_model_get_vec(bd_model *m, const char *name, int64_t n, bool required, const float **out,
+                      char *err, size_t errlen) {
+    *out = NULL;
+    bd_mat v;
+    if (!bd_model_get_mat(m, name, n, 1, required, &v, err, errlen)) return false;
+    if (!v.data) return true;
+    if (v.type == BD_TYPE_F32) {
+        *out = v.data;
+        return true;
+    }
+    /* A 1-D tensor in another type: convert once into model-owned memory. */
+    if (m->owned_used + (size_t)n > m->owned_cap)
+        return bd_err(err, errlen, "%s: too many converted vectors", m->path);
+    float *dst = m->owned + m->owned_used;
+    if (!bd_dequantize_row(v.type, v.data, dst, n))
+        return bd_err(err, errlen, "%s: cannot convert tensor '%s'", m->path, name);
+    m->owned_used += (size_t)n;
+    *out = dst;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Hyper-parameters
+ * ---------------------------------------------------------------------- */
+
+static bool hp_u32(bd_model *m, const char *prefix, const char *key, bool required, int32_t def,
+                   int32_t *out, char *err, size_t errlen) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", prefix, key);
+    uint32_t v;
+    if (!gguf_get_u32(m->gguf, full, &v)) {
+        if (gguf_find(m->gguf, full))
+            return bd_err(err, errlen, "%s: key '%s' has the wrong type", m->path, full);
+        if (required) return bd_err(err, errlen, "%s: missing key '%s'", m->path, full);
+        *out = def;
+        return true;
+    }
+    if (v > (1u << 30)) return bd_err(err, errlen, "%s: key '%s' = %u is out of range", m->path, full, v);
+    *out = (int32_t)v;
+    return true;
+}
+
+static bool hp_f32(bd_model *m, const char *prefix, const char *key, bool required, float def,
+                   float *out, char *err, size_t errlen) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", prefix, key);
+    if (!gguf_get_f32(m->gguf, full, out)) {
+        if (gguf_find(m->gguf, full))
+            return bd_err(err, errlen, "%s: key '%s' has the wrong type", m->path, full);
+        if (required) return bd_err(err, errlen, "%s: missing key '%s'", m->path, full);
+        *out = def;
+    }
+    return true;
+}
+
+bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen) {
+    bd_hparams *hp = &m->hp;
+    if (!hp_u32(m, p, "block_count", true, 0, &hp->n_layer, err, errlen) ||
+        !hp_u32(m, p, "embedding_length", true, 0, &hp->n_embd, err, errlen) ||
+        !hp_u32(m, p, "feed_forward_length", true, 0, &hp->n_ff, err, errlen) ||
+        !hp_u32(m, p, "attention.head_count", true, 0, &hp->n_head, err, errlen) ||
+        !hp_u32(m, p, "context_length", false, 2048, &hp->n_ctx_train, err, errlen))
+        return false;
+    if (hp->n_layer < 1 || hp->n_layer > 256 || hp->n_embd < 1 || hp->n_head < 1 || hp->n_ff < 1)
+        return bd_err(err, errlen, "%s: implausible hyper-parameters (layers %d, width %d, heads %d)",
+                      m->path, hp->n_layer, hp->n_embd, hp->n_head);
+    if (!hp_u32(m, p, "attention.head_count_kv", false, hp->n_head, &hp->n_kv, err, errlen)) return false;
+    if (hp->n_kv < 1 || hp->n_head % hp->n_kv != 0)
+        return bd_err(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path,
+                      hp->n_head, hp->n_kv);
+    int32_t def_hd = hp->n_embd / hp->n_head;
+    if (!hp_u32(m, p, "attention.key_length", false, def_hd, &hp->hd, err, errlen) ||
+        !hp_u32(m, p, "attention.value_length", false, hp->hd, &hp->hd_v, err, errlen))
+        return false;
+    if (hp->hd < 2 || hp->hd % 2 || hp->hd_v != hp->hd)
+        return bd_err(err, errlen, "%s: unsupported head dims (key %d, value %d)", m->path, hp->hd, hp->hd_v);
+    if (!hp_u32(m, p, "rope.dimension_count", false, hp->hd, &hp->n_rot, err, errlen)) return false;
+    if (hp->n_rot < 2 || hp->n_rot > hp->hd || hp->n_rot % 2)
+        return bd_err(err, errlen, "%s: rope.dimension_count %d does not fit head dim %d", m->path,
+                      hp->n_rot, hp->hd);
+    if (!hp_f32(m, p, "rope.freq_base", false, 10000.0f, &hp->rope_base, err, errlen) ||
+        !hp_f32(m, p, "attention.layer_norm_rms_epsilon", false, 1e-5f, &hp->rms_eps, err, errlen))
+        return false;
+    if (!(hp->rope_base > 0) || !(hp->rms_eps > 0))
+        return bd_err(err, errlen, "%s: invalid rope base or rms epsilon", m->path);
+    /* Scaled RoPE changes the numerics; refuse rather than silently ignore it. */
+    char key[128];
+    const char *stype = NULL;
+    uint64_t slen = 0;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", p);
+    if (gguf_get_str(m->gguf, key, &stype, &slen) && !(slen == 4 && !memcmp(stype, "none", 4)))
+        return bd_err(err, errlen, "%s: '%s' = '%.*s' (scaled RoPE) is not supported", m->path, key,
+                      (int)(slen > 32 ? 32 : slen), stype);
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Layers
+ * ---------------------------------------------------------------------- */
+
+bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t errlen) {
+    (void)prefix;
+    const bd_hparams *hp = &m->hp;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return bd_err(err, errlen, "out of memory");
+    int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
+    bool qk_norm = m->arch != BD_ARCH_LLAMA;
+    char name[96];
+#define T(field, fmt_suffix, ne0, ne1, req)                                                   \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "blk.%d." fmt_suffix, il);                                 \
+        if (!bd_model_get_mat(m, name, ne0, ne1, req, &L->field, err, errlen)) return false; \
+    } while (0)
+#define V(field, fmt_suffix, n, req)                                                          \
+    do {                                                                                      \
+        snprintf(name, sizeof name, "blk.%d." fmt_suffix, il);                                 \
+        if (!bd_model_get_vec(m, name, n, req, &L->field, err, errlen)) return false;        \
+    } while (0)
+    for (int il = 0; il < hp->n_layer; il++) {
+        bd_layer *L = &m->layers[il];
+        snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
+        if (gguf_find_tensor(m->gguf, name))
+            return bd_err(err, errlen, "%s: fused '%s' is not supported (expected separate attn_q/k/v)",
+                          m->path, name);
+        snprintf(name, sizeof name, "blk.%d.attn_q.bias", il);
+        if (gguf_find_tensor(m->gguf, name))
+            return bd_err(err, errlen, "%s: attention biases ('%s') are not supported for %s", m->path,
+                          name, m->arch_name);
+        V(attn_norm, "attn_norm.weight", E, true);
+        T(wq, "attn_q.weight", E, Q, true);
+        T(wk, "attn_k.weight", E, KV, true);
+        T(wv, "attn_v.weight", E, KV, true);
+        T(wo, "attn_output.weight", Q, E, true);
+        V(q_norm, "attn_q_norm.weight", hp->hd, qk_norm);
+        V(k_norm, "attn_k_norm.weight", hp->hd, qk_norm);
+        V(ffn_norm, "ffn_norm.weight", E, true);
+        T(w_gate, "ffn_gate.weight", E, hp->n_ff, true);
+        T(w_up, "ffn_up.weight", E, hp->n_ff, true);
+        T(w_down, "ffn_down.weight", hp->n_ff, E, true);
+    }
+#undef T
+#undef V
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Open
+ * ---------------------------------------------------------------------- */
+
+bool bd_dflash_load(bd_model *m, char *err, size_t errlen); /* dflash.c */
+
+static bool load_target(bd_model *m, char *err, size_t errlen) {
+    const char *p = m->arch_name;
+    if (!bd_model_load_hparams(m, p, err, errlen)) return false;
+    const bd_hparams *hp = &m->hp;
+    const gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!te) return bd_err(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
+    if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
+        return bd_err(err, errlen, "%s: implausible vocabulary size %llu", m->path,
+                      (unsigned long long)te->ne[1]);
+    m->hp.n_vocab = (int32_t)te->ne[1];
+    if (m->tok && bd_tokenizer_n_vocab(m->tok) != hp->n_vocab)
+        return bd_err(err, errlen, "%s: tokenizer has %d tokens but token_embd has %d rows", m->path,
+                      bd_tokenizer_n_vocab(m->tok), hp->n_vocab);
+    if (!bd_model_get_mat(m, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->tok_embd, err, errlen) ||
+        !bd_model_get_vec(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err, errlen) ||
+        !bd_model_get_mat(m, "output.weight", hp->n_embd, hp->n_vocab, false, &m->output, err, errlen))
+        return false;
+    if (!m->output.data) {
+        m->output = m->tok_embd;
+        m->tied = true;
+    }
+    const gguf_tensor *rf = gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    if (rf) return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported", m->path);
+    m->hp.rope_type = m->arch == BD_ARCH_LLAMA ? BD_ROPE_NORM : BD_ROPE_NEOX;
+    return bd_model_load_layers(m, p, err, errlen);
+}
+
+bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
+    bd_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        bd_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    snprintf(m->path, sizeof m->path, "%s", path);
+    m->gguf = gguf_open(path, err, errlen);
+    if (!m->gguf) goto fail;
+    if (!gguf_get_strz(m->gguf, "general.architecture", m->arch_name, sizeof m->arch_name)) {
+        bd_err(err, errlen, "%s: missing key 'general.architecture'", path);
+        goto fail;
+    }
+    if (!strcmp(m->arch_name, "llama")) m->arch = BD_ARCH_LLAMA;
+    else if (!strcmp(m->arch_name, "qwen3")) m->arch = BD_ARCH_QWEN3;
+    else if (!strcmp(m->arch_name, "dflash")) m->arch = BD_ARCH_DFLASH;
+    else if (!strcmp(m->arch_name, "dflash-draft")) {
+        bd_err(err, errlen,
+               "%s: architecture 'dflash-draft' is a llama.cpp fork's DFlash schema, which blockdraft "
+               "does not load; convert the drafter with upstream llama.cpp's converter (architecture "
+               "'dflash', key 'dflash.target_layers')",
+               path);
+        goto fail;
+    } else if (!strncmp(m->arch_name, "qwen35", 6) || !strcmp(m->arch_name, "qwen3moe") ||
+               !strcmp(m->arch_name, "qwen3next")) {
+        bd_err(err, errlen, "%s: architecture '%s' is not supported by this build yet (supported: llama, qwen3, dflash)",
+               path, m->arch_name);
+        goto fail;
+    } else {
+        bd_err(err, errlen, "%s: unknown architecture '%s' (supported: llama, qwen3, dflash)", path,
+               m->arch_name);
+        goto fail;
+    }
+    /* Room for converting every 1-D tensor if the file stores norms as F16. */
+    size_t cap = 0;
+    for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        if (t->n_dims == 1 && t->ne[0] <= (1u << 20)) cap += (size_t)t->ne[0];
+    }
+    if (cap) {
+        m->owned = malloc(cap * sizeof(float));
+        if (!m->owned) {
+            bd_err(err, errlen, "out of memory");
+            goto fail;
+        }
+        m->owned_cap = cap;
+    }
+    if (gguf_find(m->gguf, "tokenizer.ggml.model")) {
+        m->tok = bd_tokenizer_load(m->gguf, err, errlen);
+        if (!m->tok) goto fail;
+    }
+    const char *tmpl;
+    uint64_t tlen;
+    if (gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &tlen) && tlen < (64u << 20)) {
+        m->chat_template = malloc(tlen + 1);
+        if (!m->chat_template) {
+            bd_err(err, errlen, "out of memory");
+            goto fail;
+        }
+        memcpy(m->chat_template, tmpl, tlen);
+        m->chat_template[tlen] = '\0';
+    }
+    bool ok = m->arch == BD_ARCH_DFLASH ? bd_dflash_load(m, err, errlen) : load_target(m, err, errlen);
+    if (!ok) goto fail;
+    return m;
+fail:
+    bd_model_free(m);
+    return NULL;
+}
+
+void bd_model_free(bd_model *m) {
+    if (!m) return;
+    if (m->tok) bd_tokenizer_free(m->tok);
+    if (m->gguf) gguf_close(m->gguf);
+    free(m->layers);
+    free(m->owned);
+    free(m->chat_template);
+    free(m);
+}
+
+/* ------------------------------------------------------------------------
+ * Accessors
+ * ---------------------------------------------------------------------- */
+
+const char *bd_model_arch(const bd_model *m) { return m->arch_name; }
+int32_t bd_model_n_vocab(const bd_model *m) { return m->hp.n_vocab; }
+int32_t bd_model_n_embd(const bd_model *m) { return m->hp.n_embd; }
+int32_t bd_model_n_layer(const bd_model *m) { return m->hp.n_layer; }
+int32_t bd_model_n_ctx_train(const bd_model *m) { return m->hp.n_ctx_train; }
+uint64_t bd_model_weight_bytes(const bd_model *m) { return m->weight_bytes; }
+const char *bd_model_chat_template(const bd_model *m) { return m->chat_template; }
+
+int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                int32_t *out, int max_out) {
+    if (!m->tok) return 0;
+    return bd_tokenizer_encode(m->tok, text, len, add_special, parse_special, out, max_out);
+}
+
+int bd_token_piece(const bd_model *m, int32_t id, char *buf, int bufsize, bool render_special) {
+    if (!m->tok) return 0;
+    return bd_tokenizer_piece(m->tok, id, buf, bufsize, render_special);
+}
+
+bool bd_token_is_eog(const bd_model *m, int32_t id) { return m->tok && bd_tokenizer_is_eog(m->tok, id); }
+int32_t bd_token_bos(const bd_model *m) { return m->tok ? bd_tokenizer_bos(m->tok) : -1; }
+int32_t bd_token_eos(const bd_model *m) { return m->tok ? bd_tokenizer_eos(m->tok) : -1; }

@@ -1,0 +1,164 @@
+/*
+ * session.c - session creation (all buffers of the token loop are
+ * allocated here, once), truncation and accessors.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+bd_session_params bd_session_default_params(void) {
+    bd_session_params p = {0};
+    return p;
+}
+
+static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
+    size_t mx = 0;
+#define UPD(W, n)                                                           \
+    do {                                                                    \
+        if ((W).data) {                                                     \
+            size_t s_ = bd_matmul_scratch_size(&(W), n);                    \
+            if (s_ > mx) mx = s_;                                           \
+        }                                                                   \
+    } while (0)
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const bd_layer *L = &m->layers[il];
+        UPD(L->wq, n_batch);
+        UPD(L->wk, n_batch);
+        UPD(L->wv, n_batch);
+        UPD(L->wo, n_batch);
+        UPD(L->w_gate, n_batch);
+        UPD(L->w_up, n_batch);
+        UPD(L->w_down, n_batch);
+    }
+    UPD(m->output, n_out);
+#undef UPD
+    return mx;
+}
+
+bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
+                                      size_t errlen);
+
+bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
+    return bd_session_create_on_pool(m, p, NULL, err, errlen);
+}
+
+/* pool == NULL: the session creates and owns its pool; else it borrows
+ * pool (a draft model sharing its target's threads). */
+bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
+                                      size_t errlen) {
+    if (m->arch == BD_ARCH_DFLASH) {
+        bd_err(err, errlen, "%s: a dflash drafter runs attached to a target model, not on its own", m->path);
+        return NULL;
+    }
+    bd_session_params d = bd_session_default_params();
+    if (!p) p = &d;
+    const bd_hparams *hp = &m->hp;
+    bd_session *s = calloc(1, sizeof *s);
+    if (!s) {
+        bd_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->m = m;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096; /* llama.cpp's default, whatever the trained length */
+    if (s->n_ctx < 1) s->n_ctx = 1;
+    s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
+    if (s->n_batch > s->n_ctx) s->n_batch = s->n_ctx;
+    s->n_out_max = p->n_outputs > 0 ? p->n_outputs : 32;
+    if (s->n_out_max > s->n_batch) s->n_out_max = s->n_batch;
+    if (p->n_tap < 0 || p->n_tap > BD_MAX_TAPS || (p->n_tap > 0 && !p->tap_layers)) {
+        bd_err(err, errlen, "invalid tap layer count %d (max %d)", p->n_tap, BD_MAX_TAPS);
+        goto fail;
+    }
+    for (int i = 0; i <= hp->n_layer && i < 257; i++) s->tap_slot[i] = -1;
+    s->n_tap = p->n_tap;
+    for (int i = 0; i < p->n_tap; i++) {
+        int32_t l = p->tap_layers[i];
+        if (l < 0 || l > hp->n_layer) {
+            bd_err(err, errlen, "tap layer %d is out of range (the model has %d layers)", l, hp->n_layer);
+            goto fail;
+        }
+        if (s->tap_slot[l] >= 0) {
+            bd_err(err, errlen, "tap layer %d is listed twice", l);
+            goto fail;
+        }
+        s->tap_layers[i] = l;
+        s->tap_slot[l] = i;
+    }
+    s->owns_pool = pool == NULL;
+    s->pool = pool ? pool : bd_pool_create(p->n_threads);
+    if (!s->pool) {
+        bd_err(err, errlen, "cannot create thread pool");
+        goto fail;
+    }
+    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
+                  KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
+    size_t kv_bytes = (size_t)hp->n_layer * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    s->k_cache = bd_alloc(kv_bytes);
+    s->v_cache = bd_alloc(kv_bytes);
+    s->x = bd_alloc((size_t)(B * E) * sizeof(float));
+    s->h = bd_alloc((size_t)(B * E) * sizeof(float));
+    s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
+    s->k = bd_alloc((size_t)(B * KV) * sizeof(float));
+    s->v = bd_alloc((size_t)(B * KV) * sizeof(float));
+    s->att = bd_alloc((size_t)(B * Q) * sizeof(float));
+    s->gate = bd_alloc((size_t)(B * FF) * sizeof(float));
+    s->up = bd_alloc((size_t)(B * FF) * sizeof(float));
+    s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * (size_t)(s->n_ctx + B) * sizeof(float));
+    s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
+    s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
+    s->mm_scratch = bd_alloc(s->mm_scratch_size);
+    if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
+    if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->k || !s->v || !s->att ||
+        !s->gate || !s->up || !s->scores || !s->logits || !s->mm_scratch ||
+        (s->n_tap > 0 && !s->taps)) {
+        bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB)", s->n_ctx,
+               2.0 * (double)kv_bytes / (1 << 20));
+        goto fail;
+    }
+    return s;
+fail:
+    bd_session_free(s);
+    return NULL;
+}
+
+void bd_session_free(bd_session *s) {
+    if (!s) return;
+    if (s->owns_pool) bd_pool_free(s->pool);
+    bd_free(s->k_cache);
+    bd_free(s->v_cache);
+    bd_free(s->x);
+    bd_free(s->h);
+    bd_free(s->q);
+    bd_free(s->k);
+    bd_free(s->v);
+    bd_free(s->att);
+    bd_free(s->gate);
+    bd_free(s->up);
+    bd_free(s->scores);
+    bd_free(s->logits);
+    bd_free(s->mm_scratch);
+    bd_free(s->taps);
+    free(s);
+}
+
+int32_t bd_session_length(const bd_session *s) { return s->n_past; }
+int32_t bd_session_n_ctx(const bd_session *s) { return s->n_ctx; }
+
+bool bd_session_truncate(bd_session *s, int32_t n_keep) {
+    if (n_keep < 0 || n_keep > s->n_past) return false;
+    /* Cache rows past n_keep are simply overwritten by later forwards:
+     * attention only ever reads rows below the current length. */
+    s->n_past = n_keep;
+    return true;
+}
+
+const float *bd_session_logits(const bd_session *s, int32_t i) {
+    if (i < 0 || i >= s->n_logits) return NULL;
+    return s->logits + (int64_t)i * s->m->hp.n_vocab;
+}
+
+const float *bd_session_taps(const bd_session *s, int32_t *rows) {
+    if (rows) *rows = s->n_tap > 0 ? s->n_taps_rows : 0;
+    return s->n_tap > 0 ? s->taps : NULL;
+}

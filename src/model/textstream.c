@@ -1,0 +1,33 @@
+/*
+ * textstream.c - public streaming detokenizer over the tokenizer's bd_detok.
+ * The stream always continues a prompt, so the SentencePiece rule that
+ * drops the leading space of a sequence's first piece is turned off.
+ */
+#include <stdlib.h>
+
+#include "model.h"
+
+struct bd_textstream {
+    bd_detok d;
+};
+
+bd_textstream *bd_textstream_create(const bd_model *m, bool render_special) {
+    if (!m->tok) return NULL;
+    bd_textstream *ts = calloc(1, sizeof *ts);
+    if (!ts) return NULL;
+    bd_detok_init(&ts->d, m->tok, render_special);
+    ts->d.at_start = false;
+    return ts;
+}
+
+int bd_textstream_push(bd_textstream *ts, int32_t id, char *out, int outsize) {
+    int n = bd_detok_push(&ts->d, id, out, outsize);
+    return n < 0 ? -1 : n;
+}
+
+int bd_textstream_flush(bd_textstream *ts, char *out, int outsize) {
+    int n = bd_detok_flush(&ts->d, out, outsize);
+    return n < 0 ? -1 : n;
+}
+
+void bd_textstream_free(bd_textstream *ts) { free(ts); }

@@ -1,0 +1,241 @@
+/*
+ * dot_ref.c - scalar reference dot products, weight row x activation row.
+ *
+ * Same arithmetic as ggml: for the quantized types, each block's integer
+ * products are summed exactly in int32 (sub-block scales applied as
+ * integers), then the block sum is scaled once by the product of the two
+ * block scales and added to an f32 accumulator. So a SIMD twin that keeps
+ * the integer part exact differs from these only by the order of the f32
+ * block additions.
+ *
+ * Block result conventions (the SIMD kernels use the same ones):
+ *   Q8_0-like:  (dw * dx) * isum
+ *   Q4_1/Q5_1:  (dw * dx) * isum + mw * sx       (sx = Q8_1 block's s)
+ *   K-quants:   (dx * dw) * isum - (dx * dmin) * imin
+ */
+#include <math.h>
+#include <string.h>
+
+#include "tensor.h"
+
+static inline float f16f(bd_f16 h) { return bd_f16_to_f32(h); }
+
+static float dot_q4_0(int64_t nb, const block_q4_0 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_q4_1(int64_t nb, const block_q4_1 *w, const block_q8_1 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += (w[i].qs[j] & 0xF) * x[i].qs[j] + (w[i].qs[j] >> 4) * x[i].qs[j + 16];
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum + f16f(w[i].m) * f16f(x[i].s);
+    }
+    return sum;
+}
+
+static float dot_q5_0(int64_t nb, const block_q5_0 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t qh;
+        memcpy(&qh, w[i].qh, 4);
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = ((w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4)) - 16;
+            int q1 = ((w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
+            isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
+        }
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_q5_1(int64_t nb, const block_q5_1 *w, const block_q8_1 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        uint32_t qh;
+        memcpy(&qh, w[i].qh, 4);
+        int isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = (w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+            int q1 = (w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
+        }
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum + f16f(w[i].m) * f16f(x[i].s);
+    }
+    return sum;
+}
+
+static float dot_q8_0(int64_t nb, const block_q8_0 *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int j = 0; j < QK8_0; j++) isum += w[i].qs[j] * x[i].qs[j];
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_iq4_nl(int64_t nb, const block_iq4_nl *w, const block_q8_0 *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += bd_kvalues_iq4nl[w[i].qs[j] & 0xF] * x[i].qs[j] +
+                    bd_kvalues_iq4nl[w[i].qs[j] >> 4] * x[i].qs[j + 16];
+        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+/* 6-bit scale and min of sub-block s of a Q4_K/Q5_K scales array. */
+static inline void kq_scale_min(const uint8_t *b, int s, int *sc, int *m) {
+    if (s < 4) {
+        *sc = b[s] & 63;
+        *m = b[s + 4] & 63;
+    } else {
+        *sc = (b[s + 4] & 0x0F) | ((b[s - 4] >> 6) << 4);
+        *m = (b[s + 4] >> 4) | ((b[s] >> 6) << 4);
+    }
+}
+
+static float dot_q4_K(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0, imin = 0;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = w[i].qs + 32 * c;
+            const int8_t *y = x[i].qs + 64 * c;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (q[l] & 0xF) * y[l];
+                s1 += (q[l] >> 4) * y[l + 32];
+            }
+            int sc0, m0, sc1, m1;
+            kq_scale_min(w[i].scales, 2 * c, &sc0, &m0);
+            kq_scale_min(w[i].scales, 2 * c + 1, &sc1, &m1);
+            isum += sc0 * s0 + sc1 * s1;
+            /* sub-block s covers bsums[2s], bsums[2s+1] */
+            imin += m0 * (x[i].bsums[4 * c] + x[i].bsums[4 * c + 1]) +
+                    m1 * (x[i].bsums[4 * c + 2] + x[i].bsums[4 * c + 3]);
+        }
+        sum += (x[i].d * f16f(w[i].d)) * (float)isum - (x[i].d * f16f(w[i].dmin)) * (float)imin;
+    }
+    return sum;
+}
+
+static float dot_q5_K(int64_t nb, const block_q5_K *w, const block_q8_K *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0, imin = 0;
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = w[i].qs + 32 * c;
+            const int8_t *y = x[i].qs + 64 * c;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                int q0 = (q[l] & 0xF) | (((w[i].qh[l] >> (2 * c)) & 1) << 4);
+                int q1 = (q[l] >> 4) | (((w[i].qh[l] >> (2 * c + 1)) & 1) << 4);
+                s0 += q0 * y[l];
+                s1 += q1 * y[l + 32];
+            }
+            int sc0, m0, sc1, m1;
+            kq_scale_min(w[i].scales, 2 * c, &sc0, &m0);
+            kq_scale_min(w[i].scales, 2 * c + 1, &sc1, &m1);
+            isum += sc0 * s0 + sc1 * s1;
+            imin += m0 * (x[i].bsums[4 * c] + x[i].bsums[4 * c + 1]) +
+                    m1 * (x[i].bsums[4 * c + 2] + x[i].bsums[4 * c + 3]);
+        }
+        sum += (x[i].d * f16f(w[i].d)) * (float)isum - (x[i].d * f16f(w[i].dmin)) * (float)imin;
+    }
+    return sum;
+}
+
+static float dot_q6_K(int64_t nb, const block_q6_K *w, const block_q8_K *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+            const int8_t *sc = w[i].scales + 8 * h;
+            const int8_t *y = x[i].qs + 128 * h;
+            int g[8] = {0}; /* per 16-group integer sums */
+            for (int l = 0; l < 32; l++) {
+                int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                g[l / 16] += q0 * y[l];
+                g[2 + l / 16] += q1 * y[l + 32];
+                g[4 + l / 16] += q2 * y[l + 64];
+                g[6 + l / 16] += q3 * y[l + 96];
+            }
+            for (int k = 0; k < 8; k++) isum += sc[k] * g[k];
+        }
+        sum += (x[i].d * f16f(w[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+static float dot_iq4_xs(int64_t nb, const block_iq4_xs *w, const block_q8_K *x) {
+    float sum = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int isum = 0;
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
+                     (((w[i].scales_h >> (2 * ib)) & 3) << 4);
+            const uint8_t *q = w[i].qs + 16 * ib;
+            const int8_t *y = x[i].qs + 32 * ib;
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += bd_kvalues_iq4nl[q[j] & 0xF] * y[j] + bd_kvalues_iq4nl[q[j] >> 4] * y[j + 16];
+            isum += (ls - 32) * s;
+        }
+        sum += (x[i].d * f16f(w[i].d)) * (float)isum;
+    }
+    return sum;
+}
+
+float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x) {
+    const bd_type_traits *t = bd_type_get(type);
+    if (!t || !t->supported || n < 0 || n % t->blck != 0) return NAN;
+    int64_t nb = n / t->blck;
+    switch (type) {
+    case BD_TYPE_F32: {
+        const float *a = w, *b = x;
+        float sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += a[i] * b[i];
+        return sum;
+    }
+    case BD_TYPE_F16: {
+        const bd_f16 *a = w, *b = x;
+        float sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += bd_f16_to_f32(a[i]) * bd_f16_to_f32(b[i]);
+        return sum;
+    }
+    case BD_TYPE_BF16: {
+        const bd_bf16 *a = w, *b = x;
+        float sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += bd_bf16_to_f32(a[i]) * bd_bf16_to_f32(b[i]);
+        return sum;
+    }
+    case BD_TYPE_Q4_0: return dot_q4_0(nb, w, x);
+    case BD_TYPE_Q4_1: return dot_q4_1(nb, w, x);
+    case BD_TYPE_Q5_0: return dot_q5_0(nb, w, x);
+    case BD_TYPE_Q5_1: return dot_q5_1(nb, w, x);
+    case BD_TYPE_Q8_0: return dot_q8_0(nb, w, x);
+    case BD_TYPE_IQ4_NL: return dot_iq4_nl(nb, w, x);
+    case BD_TYPE_Q4_K: return dot_q4_K(nb, w, x);
+    case BD_TYPE_Q5_K: return dot_q5_K(nb, w, x);
+    case BD_TYPE_Q6_K: return dot_q6_K(nb, w, x);
+    case BD_TYPE_IQ4_XS: return dot_iq4_xs(nb, w, x);
+    default: return NAN;
+    }
+}

@@ -1,0 +1,634 @@
+/*
+ * kernels_avx512.c - AVX-512 F/BW/VL/VNNI kernels (compiled with those flags).
+ *
+ * Multi-row dots (vec_dot_n) are the point of this file: a weight block is
+ * loaded and unpacked once into registers, then dotted against up to 16
+ * activation rows whose f32 accumulators also stay in registers. Each
+ * kernel body is written once as an always-inline function taking the row
+ * count as a constant, and instantiated for 1..16 rows, so the row loops
+ * unroll and the accumulators become registers.
+ *
+ * Integer parts are exact (same int32 block sums as dot_ref.c); only the
+ * order of the f32 additions differs from the scalar twins.
+ *
+ * Activation byte trick for signed x signed int8 (Q8_0 family):
+ * vpdpbusd multiplies unsigned by signed bytes, so the activation is fed as
+ * (y ^ 0x80) = y + 128 (unsigned) and the accumulator starts at
+ * -128 * sum(w) (per lane), which is computed once per weight block:
+ * sum((y+128) w) - 128 sum(w) = sum(y w) exactly.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define BD_INLINE static inline __attribute__((always_inline))
+#define NX_MAX 16
+
+static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
+
+BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
+    return (const uint8_t *)x + (size_t)r * stride;
+}
+
+/* Instantiate fn##_nx(…, K) for K = 1..16 behind one switch. Rows beyond
+ * 16 are handled by the caller's loop (the contract is nx <= 16, but be
+ * safe). */
+#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            int k = nx > NX_MAX ? NX_MAX : nx;                                                \
+            switch (k) {                                                                      \
+            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
+            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
+            case 3: KERNEL(n, w, x, xs, out, 3); break;                                       \
+            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
+            case 5: KERNEL(n, w, x, xs, out, 5); break;                                       \
+            case 6: KERNEL(n, w, x, xs, out, 6); break;                                       \
+            case 7: KERNEL(n, w, x, xs, out, 7); break;                                       \
+            case 8: KERNEL(n, w, x, xs, out, 8); break;                                       \
+            case 9: KERNEL(n, w, x, xs, out, 9); break;                                       \
+            case 10: KERNEL(n, w, x, xs, out, 10); break;                                     \
+            case 11: KERNEL(n, w, x, xs, out, 11); break;                                     \
+            case 12: KERNEL(n, w, x, xs, out, 12); break;                                     \
+            case 13: KERNEL(n, w, x, xs, out, 13); break;                                     \
+            case 14: KERNEL(n, w, x, xs, out, 14); break;                                     \
+            case 15: KERNEL(n, w, x, xs, out, 15); break;                                     \
+            default: KERNEL(n, w, x, xs, out, 16); break;                                     \
+            }                                                                                 \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
+    }
+
+#define BD_SINGLE(NAME, MULTI)                                            \
+    static float NAME(int64_t n, const void *w, const void *x) {          \
+        float r;                                                          \
+        MULTI(n, w, x, 0, 1, &r);                                         \
+        return r;                                                         \
+    }
+
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* ------------------------------------------------------------------------
+ * Activation quantizers (bit-identical to quant_ref.c)
+ * ---------------------------------------------------------------------- */
+
+static void from_float_q8_0(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(a, absmask),
+                                                        _mm512_and_ps(b, absmask)));
+        float d = amax / 127.0f;
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        y[i].d = bd_f32_to_f16(d);
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
+        __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(qa));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(qb));
+    }
+}
+
+static void from_float_q8_1(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(a, absmask),
+                                                        _mm512_and_ps(b, absmask)));
+        float d = amax / 127.0f;
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, vid));
+        __m512i qb = _mm512_cvtps_epi32(_mm512_mul_ps(b, vid));
+        _mm_storeu_si128((__m128i *)y[i].qs, _mm512_cvtsepi32_epi8(qa));
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), _mm512_cvtsepi32_epi8(qb));
+        int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+        y[i].d = bd_f32_to_f16(d);
+        y[i].s = bd_f32_to_f16(d * (float)sum);
+    }
+}
+
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m512 mx = _mm512_loadu_ps(x), mn = mx;
+        for (int j = 16; j < QK_K; j += 16) {
+            __m512 v = _mm512_loadu_ps(x + j);
+            mx = _mm512_max_ps(mx, v);
+            mn = _mm512_min_ps(mn, v);
+        }
+        float hi = _mm512_reduce_max_ps(mx), lo = _mm512_reduce_min_ps(mn);
+        float max;
+        if (hi > -lo) max = hi;
+        else if (-lo > hi) max = lo;
+        else { /* tie (or all zero): the first one in order wins, as in ref */
+            max = 0;
+            for (int j = 0; j < QK_K; j++)
+                if (x[j] == hi || x[j] == lo) {
+                    max = x[j];
+                    break;
+                }
+        }
+        if (max == 0) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = -127.0f / max;
+        __m512 vs = _mm512_set1_ps(iscale);
+        const __m512i c127 = _mm512_set1_epi32(127);
+        for (int g = 0; g < QK_K / 16; g++) {
+            __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs));
+            q = _mm512_min_epi32(q, c127);
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * g), _mm512_cvtsepi32_epi8(q));
+            y[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Q4_K x Q8_K
+ *
+ * Per block: W[c] (c = 0..3) holds elements 64c..64c+63 as bytes 0..15
+ * (low nibbles of qs[32c..], high nibbles in the upper 32 bytes), which is
+ * exactly the layout of the activation bytes y.qs[64c..64c+63]. vpmaddubsw
+ * forms pair sums (|.| <= 2*15*128, no saturation), vpdpwssd multiplies
+ * them by the int16 sub-block scale (SC[c]: lanes 0-15 sub 2c, 16-31 sub
+ * 2c+1) and accumulates int32. The mins use the activation's bsums:
+ * lane k of bsums (16 values) belongs to sub-block k/2.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, b, 4);
+    memcpy(&u1, b + 4, 4);
+    memcpy(&u2, b + 8, 4);
+    uint32_t sc_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
+    uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+    uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+    *sc8 = sc_lo | ((uint64_t)sc_hi << 32);
+    *m8 = m_lo | ((uint64_t)m_hi << 32);
+}
+
+/* SC[c] for c = 0..3 from eight u8 scales; MV = -dmin * m_{k/2} per lane. */
+BD_INLINE void kq_scale_vectors(uint64_t sc8, uint64_t m8, float dmin, __m512i SC[4], __m512 *MV) {
+    __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+    for (int c = 0; c < 4; c++) {
+        /* lanes 0-15 -> scale 2c, lanes 16-31 -> scale 2c+1 */
+        __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(2 * c)),
+                                              _mm512_set1_epi16((short)(2 * c + 1)));
+        SC[c] = _mm512_permutexvar_epi16(idx, s16);
+    }
+    __m512i m32 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
+    const __m512i half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    *MV = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(half, m32)),
+                        _mm512_set1_ps(-dmin));
+}
+
+BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                          const int NX) {
+    const block_q4_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[NX_MAX];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i W[4], SC[4];
+        for (int c = 0; c < 4; c++) {
+            __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
+            q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
+            W[c] = _mm512_and_si512(q, m4);
+        }
+        uint64_t sc8, m8;
+        kq_unpack_scales(w[i].scales, &sc8, &m8);
+        __m512 MV;
+        kq_scale_vectors(sc8, m8, f16f(w[i].dmin), SC, &MV);
+        const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m512i s = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
+                s = _mm512_dpwssd_epi32(s, p, SC[c]);
+            }
+            __m512 b = _mm512_cvtepi32_ps(
+                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
+            __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
+            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
+BD_SINGLE(dot_q4_K, dot_n_q4_K)
+
+/* ------------------------------------------------------------------------
+ * Q5_K x Q8_K: as Q4_K with the 5th bit from qh (bit s of qh[l] for
+ * element l of sub-block s). Pair sums stay below 2*31*128.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                          const int NX) {
+    const block_q5_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    __m512 acc[NX_MAX];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i W[4], SC[4];
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[i].qh));
+        /* upper half one bit further on: sub-block 2c+1 uses bit 2c+1 */
+        qh = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 1);
+        for (int c = 0; c < 4; c++) {
+            __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
+            q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
+            /* bit 2c of each qh byte -> bit 4: shift left by 4 - 2c (or right) */
+            __m512i h;
+            switch (c) {
+            case 0: h = _mm512_slli_epi16(qh, 4); break;
+            case 1: h = _mm512_slli_epi16(qh, 2); break;
+            case 2: h = qh; break;
+            default: h = _mm512_srli_epi16(qh, 2); break;
+            }
+            W[c] = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(h, bit4));
+        }
+        uint64_t sc8, m8;
+        kq_unpack_scales(w[i].scales, &sc8, &m8);
+        __m512 MV;
+        kq_scale_vectors(sc8, m8, f16f(w[i].dmin), SC, &MV);
+        const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m512i s = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
+                s = _mm512_dpwssd_epi32(s, p, SC[c]);
+            }
+            __m512 b = _mm512_cvtepi32_ps(
+                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
+            __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
+            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
+BD_SINGLE(dot_q5_K, dot_n_q5_K)
+
+/* ------------------------------------------------------------------------
+ * Q6_K x Q8_K
+ *
+ * W[j] (j = 0..3) holds the unsigned 6-bit codes q (0..63) of elements
+ * 64j..64j+63. The -32 offset is applied through bsums:
+ * sum sc_g (q - 32) y = sum sc_g q y + sum (-32 sc_g) bsum_g, both
+ * accumulated by vpdpwssd into one exact int32 vector.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                          const int NX) {
+    const block_q6_K *w = vw;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc[NX_MAX];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i W[4], SC[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512(w[i].ql + 64 * h);
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            W[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                       _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
+            W[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(qh2, m30));
+        }
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        __m512i s16z = _mm512_castsi256_si512(s16);
+        for (int j = 0; j < 4; j++) {
+            /* maddubs lane k (pair of elements 2k, 2k+1) is in group 4j + k/8 */
+            __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
+                                           _mm512_srli_epi16(_mm512_setr_epi32(
+                                               0x00010000, 0x00030002, 0x00050004, 0x00070006,
+                                               0x00090008, 0x000B000A, 0x000D000C, 0x000F000E,
+                                               0x00110010, 0x00130012, 0x00150014, 0x00170016,
+                                               0x00190018, 0x001B001A, 0x001D001C, 0x001F001E), 3));
+            SC[j] = _mm512_permutexvar_epi16(idx, s16z);
+        }
+        /* -32 * sc_g in lanes 0-15, zero above (so the bsums' upper garbage
+         * lanes contribute nothing) */
+        const __m512i SCB = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(),
+                                                                    _mm256_slli_epi16(s16, 5)));
+        const float d = f16f(w[i].d);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m512i s = _mm512_dpwssd_epi32(
+                _mm512_setzero_si512(),
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y->bsums)), SCB);
+            for (int j = 0; j < 4; j++) {
+                __m512i p = _mm512_maddubs_epi16(W[j], _mm512_loadu_si512(y->qs + 64 * j));
+                s = _mm512_dpwssd_epi32(s, p, SC[j]);
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(y->d * d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
+BD_SINGLE(dot_q6_K, dot_n_q6_K)
+
+/* ------------------------------------------------------------------------
+ * Q8_0-family x Q8_0: Q8_0, Q4_0, Q5_0, IQ4_NL. The weight block is
+ * unpacked to 32 signed bytes (element order), then the byte trick from the
+ * file comment. Two blocks per 512-bit register.
+ * ---------------------------------------------------------------------- */
+
+/* Signed weight bytes of block i (32 elements, natural order) and its d. */
+BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
+    const block_q8_0 *b = (const block_q8_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+
+/* 16 nibble bytes -> 32 bytes: low nibbles (elements 0..15), then high. */
+BD_INLINE __m256i nibbles32(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
+    const block_q4_0 *b = (const block_q4_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
+}
+
+BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
+    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
+    *d = f16f(b->d);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
+}
+
+/* The 32 5th bits of a Q5 block as 0x10 bytes (element order). */
+BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    __mmask32 k = (__mmask32)qh;
+    return _mm256_maskz_mov_epi8(k, _mm256_set1_epi8(0x10));
+}
+
+BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
+    const block_q5_0 *b = (const block_q5_0 *)w + i;
+    *d = f16f(b->d);
+    __m256i q = _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
+#define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                         \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
+                        const int NX) {                                                         \
+        const __m512i flip = _mm512_set1_epi8((char)0x80);                                      \
+        __m512 acc[NX_MAX];                                                                     \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                       \
+        const int64_t nb = n / QK8_0;                                                           \
+        int64_t i = 0;                                                                          \
+        for (; i + 1 < nb; i += 2) {                                                            \
+            float da, db;                                                                       \
+            __m256i wa = UNPACK(w, i, &da), wb = UNPACK(w, i + 1, &db);                         \
+            __m512i W = _mm512_inserti64x4(_mm512_castsi256_si512(wa), wb, 1);                  \
+            /* -128 * (sum of each 4 weights), per lane */                                      \
+            __m512i C = _mm512_sub_epi32(_mm512_setzero_si512(),                                \
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, W)); \
+            __m512 DW = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);          \
+            UNROLL for (int r = 0; r < NX; r++) {                                               \
+                const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + i;                 \
+                __m512i Y = _mm512_inserti64x4(                                                 \
+                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),       \
+                    _mm256_loadu_si256((const __m256i *)y[1].qs), 1);                           \
+                __m512i s = _mm512_dpbusd_epi32(C, _mm512_xor_si512(Y, flip), W);               \
+                __m512 dy = _mm512_insertf32x8(_mm512_set1_ps(f16f(y[0].d)),                    \
+                                               _mm256_set1_ps(f16f(y[1].d)), 1);                \
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(DW, dy), acc[r]); \
+            }                                                                                   \
+        }                                                                                       \
+        for (; i < nb; i++) {                                                                   \
+            float da;                                                                           \
+            __m256i W = UNPACK(w, i, &da);                                                      \
+            const __m256i flip8 = _mm256_set1_epi8((char)0x80);                                 \
+            __m256i C = _mm256_sub_epi32(_mm256_setzero_si256(),                                \
+                                         _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip8, W)); \
+            UNROLL for (int r = 0; r < NX; r++) {                                               \
+                const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + i;                 \
+                __m256i s = _mm256_dpbusd_epi32(                                                \
+                    C, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip8), W); \
+                __m512 v = _mm512_castps256_ps512(_mm256_cvtepi32_ps(s));                       \
+                v = _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);                              \
+                acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(da * f16f(y->d)), acc[r]);           \
+            }                                                                                   \
+        }                                                                                       \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);              \
+    }
+
+Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
+Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
+Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
+Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
+BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
+BD_DISPATCH_NX(dot_n_q4_0, q4_0_kernel)
+BD_DISPATCH_NX(dot_n_q5_0, q5_0_kernel)
+BD_DISPATCH_NX(dot_n_iq4_nl, iq4_nl_kernel)
+BD_SINGLE(dot_q8_0, dot_n_q8_0)
+BD_SINGLE(dot_q4_0, dot_n_q4_0)
+BD_SINGLE(dot_q5_0, dot_n_q5_0)
+BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+
+/* ------------------------------------------------------------------------
+ * Q4_1 / Q5_1 x Q8_1: unsigned codes, so vpdpbusd takes them directly;
+ * block = (dw dx) isum + mw sx.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q4_1 *b = (const block_q4_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return nibbles32(b->qs);
+}
+
+BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q5_1 *b = (const block_q5_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
+}
+
+#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                     \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
+                        const int NX) {                                                     \
+        __m256 acc[NX_MAX];                                                                 \
+        float accm[NX_MAX];                                                                 \
+        UNROLL for (int r = 0; r < NX; r++) {                                               \
+            acc[r] = _mm256_setzero_ps();                                                   \
+            accm[r] = 0;                                                                    \
+        }                                                                                   \
+        for (int64_t i = 0; i < n / QK8_1; i++) {                                           \
+            float dw, mw;                                                                   \
+            __m256i W = UNPACK(w, i, &dw, &mw);                                             \
+            UNROLL for (int r = 0; r < NX; r++) {                                           \
+                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;             \
+                __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), W,                  \
+                                                _mm256_loadu_si256((const __m256i *)y->qs)); \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),                             \
+                                         _mm256_set1_ps(dw * f16f(y->d)), acc[r]);          \
+                accm[r] += mw * f16f(y->s);                                                 \
+            }                                                                               \
+        }                                                                                   \
+        UNROLL for (int r = 0; r < NX; r++) {                                               \
+            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]),                           \
+                                  _mm256_extractf128_ps(acc[r], 1));                        \
+            v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                         \
+            v = _mm_add_ss(v, _mm_movehdup_ps(v));                                          \
+            out[r] = _mm_cvtss_f32(v) + accm[r];                                            \
+        }                                                                                   \
+    }
+
+Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
+Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
+BD_DISPATCH_NX(dot_n_q4_1, q4_1_kernel)
+BD_DISPATCH_NX(dot_n_q5_1, q5_1_kernel)
+BD_SINGLE(dot_q4_1, dot_n_q4_1)
+BD_SINGLE(dot_q5_1, dot_n_q5_1)
+
+/* ------------------------------------------------------------------------
+ * IQ4_XS x Q8_K: table lookup to signed bytes, byte trick with the
+ * correction -128*sum(w) per lane; lanes 0-7 / 8-15 of chunk c are
+ * sub-blocks 2c / 2c+1, scaled by (ls - 32) with vpmulld.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                            const int NX) {
+    const block_iq4_xs *w = vw;
+    const __m512i flip = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
+    __m512 acc[NX_MAX];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i W[4], C[4], SC[4];
+        for (int c = 0; c < 4; c++) {
+            /* sub-block 2c: qs[32c..32c+15] lo then hi nibbles; sub 2c+1 next 16 */
+            __m128i qa = _mm_loadu_si128((const __m128i *)(w[i].qs + 32 * c));
+            __m128i qb = _mm_loadu_si128((const __m128i *)(w[i].qs + 32 * c + 16));
+            __m512i q = _mm512_castsi128_si512(qa);
+            q = _mm512_inserti32x4(q, _mm_srli_epi16(qa, 4), 1);
+            q = _mm512_inserti32x4(q, qb, 2);
+            q = _mm512_inserti32x4(q, _mm_srli_epi16(qb, 4), 3);
+            W[c] = _mm512_shuffle_epi8(tab, _mm512_and_si512(q, m4));
+            C[c] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, W[c]));
+            int l0 = ((w[i].scales_l[c] & 0xF) | (((w[i].scales_h >> (4 * c)) & 3) << 4)) - 32;
+            int l1 = ((w[i].scales_l[c] >> 4) | (((w[i].scales_h >> (4 * c + 2)) & 3) << 4)) - 32;
+            SC[c] = _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(l0), _mm512_set1_epi32(l1));
+        }
+        const float d = f16f(w[i].d);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m512i t = _mm512_setzero_si512();
+            for (int c = 0; c < 4; c++) {
+                __m512i Y = _mm512_xor_si512(_mm512_loadu_si512(y->qs + 64 * c), flip);
+                __m512i s = _mm512_dpbusd_epi32(C[c], Y, W[c]);
+                t = _mm512_add_epi32(t, _mm512_mullo_epi32(s, SC[c]));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(y->d * d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
+BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+
+/* ------------------------------------------------------------------------
+ * F32 / F16 / BF16: weights converted to f32 once per 16 elements, FMA per
+ * row. n not a multiple of 16 is finished with a masked load.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE __m512 load_f32(const void *p, int64_t j, __mmask16 k) {
+    return _mm512_maskz_loadu_ps(k, (const float *)p + j);
+}
+BD_INLINE __m512 load_f16(const void *p, int64_t j, __mmask16 k) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const bd_f16 *)p + j));
+}
+BD_INLINE __m512 load_bf16(const void *p, int64_t j, __mmask16 k) {
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const bd_bf16 *)p + j));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+#define FLOAT_KERNEL(NAME, LOAD)                                                            \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
+                        const int NX) {                                                     \
+        __m512 acc[NX_MAX];                                                                 \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                   \
+        for (int64_t j = 0; j < n; j += 16) {                                               \
+            __mmask16 k = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);          \
+            __m512 W = LOAD(w, j, k);                                                       \
+            UNROLL for (int r = 0; r < NX; r++)                                             \
+                acc[r] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j, k), acc[r]);          \
+        }                                                                                   \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);          \
+    }
+
+FLOAT_KERNEL(f32_kernel, load_f32)
+FLOAT_KERNEL(f16_kernel, load_f16)
+FLOAT_KERNEL(bf16_kernel, load_bf16)
+BD_DISPATCH_NX(dot_n_f32, f32_kernel)
+BD_DISPATCH_NX(dot_n_f16, f16_kernel)
+BD_DISPATCH_NX(dot_n_bf16, bf16_kernel)
+
+/* Single-row float dots: 4 independent accumulators hide FMA latency. */
+#define FLOAT_SINGLE(NAME, LOAD)                                                            \
+    static float NAME(int64_t n, const void *w, const void *x) {                           \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                         \
+        int64_t j = 0;                                                                      \
+        for (; j + 64 <= n; j += 64) {                                                      \
+            a0 = _mm512_fmadd_ps(LOAD(w, j, 0xFFFF), LOAD(x, j, 0xFFFF), a0);               \
+            a1 = _mm512_fmadd_ps(LOAD(w, j + 16, 0xFFFF), LOAD(x, j + 16, 0xFFFF), a1);     \
+            a2 = _mm512_fmadd_ps(LOAD(w, j + 32, 0xFFFF), LOAD(x, j + 32, 0xFFFF), a2);     \
+            a3 = _mm512_fmadd_ps(LOAD(w, j + 48, 0xFFFF), LOAD(x, j + 48, 0xFFFF), a3);     \
+        }                                                                                   \
+        for (; j < n; j += 16) {                                                            \
+            __mmask16 k = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);          \
+            a0 = _mm512_fmadd_ps(LOAD(w, j, k), LOAD(x, j, k), a0);                         \
+        }                                                                                   \
+        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))); \
+    }
+FLOAT_SINGLE(dot_f32, load_f32)
+FLOAT_SINGLE(dot_f16, load_f16)
+FLOAT_SINGLE(dot_bf16, load_bf16)
+
+/* ------------------------------------------------------------------------
+ * Table
+ * ---------------------------------------------------------------------- */
+
+void bd_kernels_fill_avx512(bd_kernels *k) {
+    k->name = "avx512";
+#define SET(T, D, DN)               \
+    k->vec_dot[BD_TYPE_##T] = D;    \
+    k->vec_dot_n[BD_TYPE_##T] = DN;
+    SET(Q4_K, dot_q4_K, dot_n_q4_K)
+    SET(Q5_K, dot_q5_K, dot_n_q5_K)
+    SET(Q6_K, dot_q6_K, dot_n_q6_K)
+    SET(Q8_0, dot_q8_0, dot_n_q8_0)
+    SET(Q4_0, dot_q4_0, dot_n_q4_0)
+    SET(Q5_0, dot_q5_0, dot_n_q5_0)
+    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
+    SET(Q4_1, dot_q4_1, dot_n_q4_1)
+    SET(Q5_1, dot_q5_1, dot_n_q5_1)
+    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
+    SET(F32, dot_f32, dot_n_f32)
+    SET(F16, dot_f16, dot_n_f16)
+    SET(BF16, dot_bf16, dot_n_bf16)
+#undef SET
+    k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
+    k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
+}

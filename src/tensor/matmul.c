@@ -1,0 +1,89 @@
+/*
+ * matmul.c - Y = X · Wᵀ for a quantized weight matrix and f32 activations.
+ *
+ * Two phases, each one pool run:
+ *   1. convert the n_tok activation rows to the weight's vec_dot_type
+ *      (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32) into the caller's scratch;
+ *   2. split the weight rows across threads; every thread walks its rows
+ *      and, per row, dots the row against up to 16 activation rows at once
+ *      through vec_dot_n, so a weight row is streamed from memory once per
+ *      16 tokens. For a verify batch of <= 16 rows that is once in total.
+ */
+#include <string.h>
+
+#include "kernels.h"
+
+#define MM_NX 16 /* activation rows per weight-row pass */
+
+size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) {
+    const bd_type_traits *t = bd_type_get(W->type);
+    if (!t) return 0;
+    uint64_t row = 0;
+    if (!bd_row_size(t->vec_dot_type, W->ncols, &row)) return 0;
+    row = (row + 63) & ~(uint64_t)63;
+    return (size_t)(row * (uint64_t)n_tok);
+}
+
+typedef struct {
+    const bd_kernels *k;
+    const bd_mat *W;
+    const float *X;
+    int64_t ldx, n_tok;
+    float *Y;
+    int64_t ldy;
+    uint8_t *xq;
+    size_t xq_stride;
+    uint32_t vdt;
+} mm_ctx;
+
+static void mm_quantize(void *arg, int ith, int nth) {
+    mm_ctx *c = arg;
+    int64_t lo, hi;
+    bd_split(c->n_tok, ith, nth, &lo, &hi);
+    bd_from_float_fn ff = c->k->from_float[c->vdt];
+    for (int64_t t = lo; t < hi; t++) ff(c->X + t * c->ldx, c->xq + t * c->xq_stride, c->W->ncols);
+}
+
+static void mm_dot(void *arg, int ith, int nth) {
+    mm_ctx *c = arg;
+    const bd_mat *W = c->W;
+    int64_t lo, hi;
+    bd_split(W->nrows, ith, nth, &lo, &hi);
+    bd_vec_dot_fn dot = c->k->vec_dot[W->type];
+    bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
+    float out[MM_NX];
+    for (int64_t r = lo; r < hi; r++) {
+        const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
+        if (c->n_tok == 1) {
+            c->Y[r] = dot(W->ncols, w, c->xq);
+            continue;
+        }
+        for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
+            int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
+            dotn(W->ncols, w, c->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
+            for (int j = 0; j < nx; j++) c->Y[(t0 + j) * c->ldy + r] = out[j];
+        }
+    }
+}
+
+void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
+               float *Y, int64_t ldy, void *scratch) {
+    const bd_type_traits *t = bd_type_get(W->type);
+    mm_ctx c = {
+        .k = bd_kernels_get(), .W = W, .X = X, .ldx = ldx, .n_tok = n_tok, .Y = Y, .ldy = ldy,
+        .xq = scratch, .vdt = t->vec_dot_type,
+    };
+    uint64_t row = 0;
+    bd_row_size(c.vdt, W->ncols, &row);
+    c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
+    if (n_tok >= 8 && pool) bd_pool_run(pool, mm_quantize, &c);
+    else mm_quantize(&c, 0, 1);
+    if (pool) bd_pool_run(pool, mm_dot, &c);
+    else mm_dot(&c, 0, 1);
+}
+
+bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {
+    if (row < 0 || row >= W->nrows) return false;
+    return bd_dequantize_row(W->type, (const uint8_t *)W->data + (uint64_t)row * W->row_bytes, dst,
+                             W->ncols);
+}

@@ -1,0 +1,243 @@
+/*
+ * test_kernels.c - every SIMD kernel against its scalar twin.
+ *
+ * For each ISA table this CPU can run (avx2, avx512):
+ *   - activation quantizers (from_float Q8_0/Q8_1/Q8_K) must be bit-identical
+ *     to the reference quantizer (same products, same round-half-even);
+ *   - vec_dot and vec_dot_n (nx = 1..16, padded row stride) must equal the
+ *     reference dot to f32 summation-order rounding: |simd - ref| <=
+ *     1e-5 * sum|w_i x_i| (the integer block sums are exact in both; the
+ *     f32 block additions are reordered).
+ * Inputs: random raw block bytes (so every nibble / bit pattern occurs)
+ * with f16 scales from moderate, huge (near 65504) and tiny (subnormal)
+ * ranges, and activations from the reference quantizer.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/base.h"
+#include "tensor/kernels.h"
+#include "tensor/tensor.h"
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static uint64_t rng_u64(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+static float rng_unit(void) { return (float)((rng_u64() >> 40) + 1) / (float)(1u << 24); }
+static float rng_gauss(void) {
+    float u = rng_unit(), v = rng_unit();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+static size_t row_bytes(uint32_t type, int64_t n) {
+    uint64_t b = 0;
+    assert_true(bd_row_size(type, n, &b));
+    return (size_t)b;
+}
+
+static void *xalloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static const uint32_t k_wtypes[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0,   BD_TYPE_F32,
+                                    BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q5_K,   BD_TYPE_Q4_0,
+                                    BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL,
+                                    BD_TYPE_IQ4_XS};
+#define N_WTYPES (sizeof k_wtypes / sizeof k_wtypes[0])
+
+static bd_f16 rand_scale_f16(int mode) {
+    uint16_t sign = (rng_u64() & 1) ? 0x8000 : 0;
+    switch (mode) {
+    case 1: return (bd_f16)(sign | (0x7BFF - rng_u64() % 64)); /* near 65504 */
+    case 2: return (bd_f16)(sign | (1 + rng_u64() % 1023));    /* subnormal */
+    default: return bd_f32_to_f16((rng_unit() - 0.5f) * 0.1f);
+    }
+}
+
+static void fill_random_weight(uint32_t type, void *buf, int64_t n, int mode) {
+    size_t bytes = row_bytes(type, n);
+    uint8_t *p = buf;
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)rng_u64();
+    const bd_type_traits *t = bd_type_get(type);
+    for (int64_t i = 0; i < n / t->blck; i++) {
+        uint8_t *blk = p + i * t->blck_bytes;
+        bd_f16 s[2] = {rand_scale_f16(mode), rand_scale_f16(mode)};
+        switch (type) {
+        case BD_TYPE_F32: ((float *)buf)[i] = rng_gauss(); break;
+        case BD_TYPE_F16: ((bd_f16 *)buf)[i] = bd_f32_to_f16(rng_gauss()); break;
+        case BD_TYPE_BF16: ((bd_bf16 *)buf)[i] = bd_f32_to_bf16(rng_gauss()); break;
+        case BD_TYPE_Q4_1:
+        case BD_TYPE_Q5_1:
+        case BD_TYPE_Q4_K:
+        case BD_TYPE_Q5_K: memcpy(blk, s, 4); break;
+        case BD_TYPE_Q6_K: memcpy(blk + offsetof(block_q6_K, d), s, 2); break;
+        default: memcpy(blk, s, 2); break;
+        }
+    }
+}
+
+/* sum |w_i x_i| over the dequantized operands: the tolerance scale. */
+static double dot_magnitude(uint32_t type, const void *w, const void *x, int64_t n) {
+    uint32_t atype = bd_type_get(type)->vec_dot_type;
+    float *a = xalloc((size_t)n * sizeof(float)), *b = xalloc((size_t)n * sizeof(float));
+    assert_true(bd_dequantize_row(type, w, a, n));
+    assert_true(bd_dequantize_row(atype, x, b, n));
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m += fabs((double)a[i] * b[i]);
+    free(a);
+    free(b);
+    return m;
+}
+
+static void check_from_float(const bd_kernels *k) {
+    const uint32_t atypes[] = {BD_TYPE_Q8_0, BD_TYPE_Q8_1, BD_TYPE_Q8_K};
+    const int64_t n = 1024;
+    float *x = xalloc(n * sizeof(float));
+    for (size_t a = 0; a < 3; a++) {
+        size_t rb = row_bytes(atypes[a], n);
+        uint8_t *want = xalloc(rb), *got = xalloc(rb);
+        for (int rep = 0; rep < 8; rep++) {
+            for (int64_t i = 0; i < n; i++) x[i] = rng_gauss() * (rep == 3 ? 1e-30f : 1.0f);
+            if (rep == 1) /* zero block, +/- tie for the largest magnitude */
+                for (int i = 0; i < 256; i++) {
+                    x[i] = 0;
+                    x[256 + i] = (i == 40) ? -7.0f : (i == 90) ? 7.0f : rng_gauss();
+                    x[512 + i] = (i == 40) ? 7.0f : (i == 90) ? -7.0f : rng_gauss();
+                }
+            if (rep == 2) /* exact .5 products: rounding ties */
+                for (int64_t i = 0; i < n; i++) x[i] = (float)((int)(rng_u64() % 255) - 127) * 0.5f;
+            bd_quantize_row(atypes[a], x, want, n);
+            memset(got, 0xA5, rb);
+            k->from_float[atypes[a]](x, got, n);
+            if (memcmp(want, got, rb) != 0) {
+                print_error("%s from_float %s differs (rep %d)\n", k->name,
+                            bd_type_name(atypes[a]), rep);
+                fail();
+            }
+        }
+        free(want);
+        free(got);
+    }
+    free(x);
+}
+
+static void check_dots(const bd_kernels *k) {
+    const int64_t sizes[] = {256, 768, 2560};
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        uint32_t type = k_wtypes[t];
+        uint32_t atype = bd_type_get(type)->vec_dot_type;
+        for (size_t si = 0; si < 3; si++) {
+            int64_t n = sizes[si];
+            /* odd element counts for the float types: masked tails */
+            if (type == BD_TYPE_F32 || type == BD_TYPE_F16 || type == BD_TYPE_BF16) n += 13 * si;
+            if (bd_type_get(type)->blck == 32 && si == 1) n = 32 * 7; /* odd block count */
+            size_t wb = row_bytes(type, n);
+            size_t stride = row_bytes(atype, n) + 64 + 2 * si; /* padded rows */
+            void *w = xalloc(wb);
+            uint8_t *x = xalloc(16 * stride);
+            float *f = xalloc((size_t)n * sizeof(float));
+            for (int rep = 0; rep < 3; rep++) {
+                fill_random_weight(type, w, n, rep);
+                for (int r = 0; r < 16; r++) {
+                    for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (r == 5 ? 1e-3f : 1.0f);
+                    if (r == 7) memset(f, 0, (size_t)n * sizeof(float));
+                    assert_true(bd_quantize_row(atype, f, x + r * stride, n));
+                }
+                float want[16];
+                double mag[16];
+                for (int r = 0; r < 16; r++) {
+                    want[r] = bd_vec_dot_ref(type, n, w, x + r * stride);
+                    mag[r] = dot_magnitude(type, w, x + r * stride, n);
+                }
+                for (int r = 0; r < 16; r++) {
+                    float got = k->vec_dot[type](n, w, x + r * stride);
+                    double tol = 1e-5 * mag[r] + 1e-30;
+                    if (!(fabs((double)got - want[r]) <= tol)) {
+                        print_error("%s vec_dot %s n=%ld rep=%d row=%d: got %.9g want %.9g\n",
+                                    k->name, bd_type_name(type), (long)n, rep, r, got, want[r]);
+                        fail();
+                    }
+                }
+                for (int nx = 1; nx <= 16; nx++) {
+                    float got[16];
+                    for (int r = 0; r < 16; r++) got[r] = NAN;
+                    k->vec_dot_n[type](n, w, x, stride, nx, got);
+                    for (int r = 0; r < 16; r++) {
+                        if (r >= nx) { /* must not write past nx */
+                            assert_true(isnan(got[r]));
+                            continue;
+                        }
+                        double tol = 1e-5 * mag[r] + 1e-30;
+                        if (!(fabs((double)got[r] - want[r]) <= tol)) {
+                            print_error("%s vec_dot_n %s n=%ld rep=%d nx=%d row=%d: got %.9g "
+                                        "want %.9g\n",
+                                        k->name, bd_type_name(type), (long)n, rep, nx, r, got[r],
+                                        want[r]);
+                            fail();
+                        }
+                    }
+                }
+            }
+            free(w);
+            free(x);
+            free(f);
+        }
+    }
+}
+
+static void run_isa(bd_isa isa) {
+    const bd_kernels *k = bd_kernels_for(isa);
+    if (!k) {
+        print_message("  ISA %d not available on this CPU: skipped\n", (int)isa);
+        skip();
+    }
+    check_from_float(k);
+    check_dots(k);
+}
+
+static void test_ref_table(void **state) {
+    (void)state;
+    run_isa(BD_ISA_REF); /* the generic loops around the scalar code */
+}
+static void test_avx2(void **state) {
+    (void)state;
+    run_isa(BD_ISA_AVX2);
+}
+static void test_avx512(void **state) {
+    (void)state;
+    run_isa(BD_ISA_AVX512);
+}
+
+static void test_chosen(void **state) {
+    (void)state;
+    const bd_kernels *k = bd_kernels_get();
+    assert_non_null(k);
+    const bd_cpu *c = bd_cpu_get();
+    const char *env = getenv("BLOCKDRAFT_ISA");
+    if (!env && c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->avx2 && c->fma &&
+        c->f16c)
+        assert_string_equal(k->name, "avx512");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ref_table),
+        cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_chosen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
