@@ -385,7 +385,8 @@ static bool lex_tag(lexer *L, bool is_block, size_t tag_start) {
     }
 }
 
-/* Match "{%[-+]? *NAME *[-+]?%}" at p; returns end offset or 0. *lsign/*rsign get the signs. */
+/* Match an opening brace-percent, optional sign, NAME, optional sign, percent-brace (any spacing)
+ * at p; returns the end offset or 0; *lsign / *rsign get the signs. */
 static size_t match_simple_tag(const char *s, size_t n, size_t p, const char *name, char *lsign, char *rsign) {
     if (p + 2 > n || s[p] != '{' || s[p + 1] != '%') return 0;
     size_t q = p + 2;

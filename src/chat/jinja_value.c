@@ -520,8 +520,8 @@ void jv_float_repr(double f, char *buf, size_t len) {
             for (int k = 1; k < nd; k++) out[o++] = digits[k];
         }
         out[o] = 0;
-        char e[12];
-        snprintf(e, sizeof e, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+        char e[16];
+        snprintf(e, sizeof e, "e%c%02d", ex < 0 ? '-' : '+', (ex < 0 ? -ex : ex) % 1000);
         strcat(out, e);
     }
     snprintf(buf, len, "%s", out);

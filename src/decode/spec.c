@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sampler.h"
+#include "spec_internal.h"
 #include "../model/dflash.h"
 #include "../model/model.h"
 
@@ -315,6 +316,8 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
  * Acceptance
  * ---------------------------------------------------------------------- */
 
+bool bd_spec_test_wrong_rule = false;
+
 /* Draw from dist (ids/probs, count n) with `skip` removed (renormalized). */
 static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float *probs, int32_t n, int32_t skip) {
     double mass = 0.0;
@@ -359,6 +362,14 @@ static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, in
             pd = probs[i];
             break;
         }
+    if (bd_spec_test_wrong_rule) {
+        if (pd > 0.1) {
+            *tok = d;
+            return true;
+        }
+        *tok = sample_excluding(smp, ids, probs, n, d);
+        return false;
+    }
     if (pd > 0.0 && bd_sampler_uniform(smp) < pd) {
         *tok = d;
         return true;

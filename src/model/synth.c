@@ -8,6 +8,7 @@
 #include "synth.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,12 +73,10 @@ void bd_synth_row_values(uint64_t seed, const bd_synth_tensor *t, uint64_t row, 
     rng r;
     rng_seed(&r, seed, t->name, row);
     uint64_t n = t->ne[0];
-    float tc = 1, d;
-    if (getenv("BD_SYNTH_TUNE")) sscanf(getenv("BD_SYNTH_TUNE"), "%f,%f,%f,%f", &d, &d, &tc, &d);
     if (t->init == BD_SYNTH_NORM)
         for (uint64_t i = 0; i < n; i++) out[i] = 1.0f + t->scale * rng_gauss(&r);
     else if (t->init == BD_SYNTH_NORM_QK)
-        for (uint64_t i = 0; i < n; i++) out[i] = tc + t->scale * rng_gauss(&r);
+        for (uint64_t i = 0; i < n; i++) out[i] = 2.0f + t->scale * rng_gauss(&r);
     else
         for (uint64_t i = 0; i < n; i++) out[i] = t->scale * rng_gauss(&r);
 }
@@ -208,13 +207,17 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     const uint64_t E = s->n_embd, F = s->n_ff, Q = (uint64_t)s->n_head * s->head_dim,
                    KV = (uint64_t)s->n_head_kv * s->head_dim, V = n_vocab;
     /* Logit std ~ 4: |row| * rms(normed x) = 4/sqrt(E) * sqrt(E). */
-    float ta = 1, tf = 1, tc = 1, te = 1;
-    if (getenv("BD_SYNTH_TUNE")) sscanf(getenv("BD_SYNTH_TUNE"), "%f,%f,%f,%f", &ta, &tf, &tc, &te);
-    const float s_vocab = 4.0f * inv_sqrt(E), s_in = inv_sqrt(E), s_o = ta * inv_sqrt(Q),
-                s_down = tf * inv_sqrt(F), s_norm = 0.1f, s_qk = tc * inv_sqrt(E), s_emb = te * s_vocab;
+    /* Scales (std of the entries), found by checking greedy decoding of the
+     * tiny/small/odd/0.6b shapes with llama.cpp: with every matmul at
+     * 1/sqrt(fan_in) the residual stream is dominated by slowly changing
+     * attention averages and greedy decoding repeats one token. A damped
+     * attention output, a stronger FFN (3x) and sharper attention scores (2x
+     * q/k, or q/k norm weights near 2 for qwen3) give varied sequences. */
+    const float s_vocab = 4.0f * inv_sqrt(E), s_in = inv_sqrt(E), s_o = 0.5f * inv_sqrt(Q),
+                s_down = 3.0f * inv_sqrt(F), s_norm = 0.1f, s_qk = 2.0f * inv_sqrt(E);
     char nm[48];
 
-    plan_add(p, "token_embd.weight", 2, E, V, BD_SYNTH_MATRIX, p->tied ? s_vocab : s_emb);
+    plan_add(p, "token_embd.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
     plan_add(p, "output_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
     if (!p->tied) plan_add(p, "output.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
     for (uint32_t l = 0; l < s->n_layer; l++) {
@@ -280,6 +283,62 @@ void bd_synth_plan_free(bd_synth_plan *p) {
 
 #define CHUNK_BYTES (16u << 20) /* output bytes generated per pool run */
 
+/* Block pools. ggml-style K-quant and IQ4 quantizers search for scales and
+ * cost 100-1500 ns per weight, which would make a Qwen3-4B Q4_K_M take
+ * many minutes. Big tensors of those types are therefore assembled from a
+ * pool of POOL_BLOCKS blocks quantized from fresh values of the same
+ * distribution: each row picks its blocks with its own PRNG stream. Blocks
+ * are self-contained (own scales), so the result is valid data of the type
+ * with the intended value distribution; a block recurs at the same column
+ * in two rows with probability 1/POOL_BLOCKS (and is then rescaled
+ * differently). Rows need many blocks for this to look random, so only
+ * wide rows use pools; the tiny/small test shapes are quantized exactly. */
+#define POOL_BLOCKS 4096
+#define POOL_ROW_BLOCKS 64      /* blocks per generated pool row */
+#define POOL_MIN_ELEMS (1u << 22) /* tensors at least this big use a pool */
+#define POOL_MIN_ROW_BLOCKS 8     /* ... if their rows have this many blocks */
+
+typedef struct block_pool {
+    uint32_t type;
+    enum bd_synth_init init;
+    float scale;
+    uint64_t blck, blck_bytes;
+    uint8_t *data; /* [POOL_BLOCKS][blck_bytes] */
+} block_pool;
+
+static bool type_is_slow(uint32_t type) {
+    switch (type) {
+    case BD_TYPE_Q4_K:
+    case BD_TYPE_Q5_K:
+    case BD_TYPE_Q6_K:
+    case BD_TYPE_IQ4_NL:
+    case BD_TYPE_IQ4_XS: return true;
+    default: return false;
+    }
+}
+
+static void f16_scale(uint8_t *p, float f) {
+    bd_f16 h;
+    memcpy(&h, p, 2);
+    h = bd_f32_to_f16(bd_f16_to_f32(h) * f);
+    memcpy(p, &h, 2);
+}
+
+/* Multiply every value of one block by f (through its f16 scales). */
+static void pool_block_scale(uint32_t type, uint8_t *blk, float f) {
+    switch (type) {
+    case BD_TYPE_Q4_K:
+    case BD_TYPE_Q5_K:
+        f16_scale(blk + offsetof(block_q4_K, d), f);
+        f16_scale(blk + offsetof(block_q4_K, dmin), f);
+        break;
+    case BD_TYPE_Q6_K: f16_scale(blk + offsetof(block_q6_K, d), f); break;
+    case BD_TYPE_IQ4_NL: f16_scale(blk + offsetof(block_iq4_nl, d), f); break;
+    case BD_TYPE_IQ4_XS: f16_scale(blk + offsetof(block_iq4_xs, d), f); break;
+    default: break;
+    }
+}
+
 typedef struct gen_ctx {
     uint64_t seed;
     const bd_synth_tensor *t;
@@ -289,6 +348,7 @@ typedef struct gen_ctx {
     uint8_t *chunk;     /* CHUNK_BYTES or one row, whichever is larger */
     uint64_t row_bytes;
     uint64_t r0, r1;    /* rows of the current chunk */
+    const block_pool *bp; /* non-NULL: rows are assembled from this pool */
     bool failed;
 } gen_ctx;
 
@@ -298,11 +358,58 @@ static void gen_rows(void *vctx, int ith, int nth) {
     bd_split((int64_t)(g->r1 - g->r0), ith, nth, &lo, &hi);
     float *row = g->scratch + (uint64_t)ith * g->max_ne0;
     for (int64_t r = lo; r < hi; r++) {
+        uint8_t *dst = g->chunk + (uint64_t)r * g->row_bytes;
+        if (g->bp) {
+            rng st;
+            rng_seed(&st, g->seed, g->t->name, g->r0 + (uint64_t)r);
+            uint64_t nb = g->t->ne[0] / g->bp->blck, bb = g->bp->blck_bytes;
+            for (uint64_t b = 0; b < nb; b++) {
+                uint64_t v = rng_next(&st);
+                uint8_t *blk = dst + b * bb;
+                memcpy(blk, g->bp->data + (v >> 52) * bb, bb);
+                /* Scale the block by 0.75..1.25 (its f16 super-scale, and
+                 * the min scale where there is one) so that recurring
+                 * blocks differ. */
+                float f = 0.75f + 0.5f * (float)(v & 0xfffff) / (float)0xfffff;
+                pool_block_scale(g->t->type, blk, f);
+            }
+            continue;
+        }
         bd_synth_row_values(g->seed, g->t, g->r0 + (uint64_t)r, row);
-        if (!bd_quantize_row(g->t->type, row, g->chunk + (uint64_t)r * g->row_bytes,
-                             (int64_t)g->t->ne[0]))
+        if (!bd_quantize_row(g->t->type, row, dst, (int64_t)g->t->ne[0]))
             g->failed = true; /* benign race: only ever set to true */
     }
+}
+
+/* Fill a block pool: POOL_BLOCKS/POOL_ROW_BLOCKS rows of a pseudo-tensor
+ * whose name encodes (type, init, scale), quantized with the real
+ * quantizer on the thread pool. */
+static bool pool_fill(block_pool *bp, gen_ctx proto, char *err, size_t errlen) {
+    const bd_type_traits *tt = bd_type_get(bp->type);
+    bp->blck = (uint64_t)tt->blck;
+    bp->blck_bytes = (uint64_t)tt->blck_bytes;
+    bp->data = bd_alloc(POOL_BLOCKS * bp->blck_bytes);
+    if (!bp->data) return bd_err(err, errlen, "out of memory");
+    bd_synth_tensor pt = {0};
+    snprintf(pt.name, sizeof pt.name, "synth-pool.%u.%d.%08x", bp->type, (int)bp->init,
+             (unsigned)(bp->scale * 1e6f));
+    pt.n_dims = 2;
+    pt.ne[0] = bp->blck * POOL_ROW_BLOCKS;
+    pt.ne[1] = POOL_BLOCKS / POOL_ROW_BLOCKS;
+    pt.type = bp->type;
+    pt.init = bp->init;
+    pt.scale = bp->scale;
+    gen_ctx g = proto;
+    g.t = &pt;
+    g.bp = NULL;
+    g.chunk = bp->data;
+    g.row_bytes = POOL_ROW_BLOCKS * bp->blck_bytes;
+    g.r0 = 0;
+    g.r1 = pt.ne[1];
+    g.failed = false;
+    bd_pool_run(g.pool, gen_rows, &g);
+    if (g.failed) return bd_err(err, errlen, "cannot quantize to %s", bd_type_name(bp->type));
+    return true;
 }
 
 /* gguf_tensor_producer: emits the tensor's bytes chunk by chunk. */
@@ -345,6 +452,8 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
     gguf_writer *w = NULL;
     bd_pool *pool = NULL;
     gen_ctx *gens = NULL;
+    block_pool *pools = NULL;
+    int n_pools = 0;
     float *scratch = NULL;
     uint8_t *chunk = NULL;
 
@@ -403,10 +512,12 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
         if (plan.tensors[i].ne[0] > max_ne0) max_ne0 = plan.tensors[i].ne[0];
         if (rb > max_row) max_row = rb;
     }
+    if (max_ne0 < (uint64_t)QK_K * POOL_ROW_BLOCKS) max_ne0 = (uint64_t)QK_K * POOL_ROW_BLOCKS;
     scratch = bd_alloc((size_t)nth * max_ne0 * sizeof(float));
     chunk = bd_alloc(max_row > CHUNK_BYTES ? max_row : CHUNK_BYTES);
     gens = plan.n_tensors > 0 ? calloc((size_t)plan.n_tensors, sizeof *gens) : NULL;
-    if (!scratch || !chunk || !gens) { bd_err(err, errlen, "out of memory"); goto out; }
+    pools = plan.n_tensors > 0 ? calloc((size_t)plan.n_tensors, sizeof *pools) : NULL;
+    if (!scratch || !chunk || !gens || !pools) { bd_err(err, errlen, "out of memory"); goto out; }
     for (int i = 0; i < plan.n_tensors; i++) {
         const bd_synth_tensor *t = &plan.tensors[i];
         gen_ctx *g = &gens[i];
@@ -417,6 +528,22 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
         g->max_ne0 = max_ne0;
         g->chunk = chunk;
         bd_row_size(t->type, (int64_t)t->ne[0], &g->row_bytes);
+        if (type_is_slow(t->type) && t->ne[0] * t->ne[1] >= POOL_MIN_ELEMS &&
+            t->ne[0] >= POOL_MIN_ROW_BLOCKS * (uint64_t)bd_type_get(t->type)->blck) {
+            /* One pool per (type, init, scale): layers share them. */
+            int k = 0;
+            while (k < n_pools && !(pools[k].type == t->type && pools[k].init == t->init &&
+                                    pools[k].scale == t->scale))
+                k++;
+            if (k == n_pools) {
+                pools[k].type = t->type;
+                pools[k].init = t->init;
+                pools[k].scale = t->scale;
+                n_pools++;
+                if (!pool_fill(&pools[k], *g, err, errlen)) goto out;
+            }
+            g->bp = &pools[k];
+        }
         uint64_t nbytes = g->row_bytes * t->ne[1];
         if (!gguf_writer_add_tensor_stream(w, t->name, t->type, t->n_dims, t->ne, nbytes,
                                            gen_produce, g)) {
@@ -429,6 +556,8 @@ out:
     if (w) gguf_writer_free(w);
     if (pool) bd_pool_free(pool);
     free(gens);
+    for (int i = 0; i < n_pools; i++) bd_free(pools[i].data);
+    free(pools);
     bd_free(scratch);
     bd_free(chunk);
     bd_synth_plan_free(&plan);

@@ -11,10 +11,11 @@
  * count. Values are bell-shaped (Irwin-Hall sum of four uniforms, integer
  * arithmetic only, so no libm rounding enters the bytes) and scaled so that
  * each matmul roughly preserves unit RMS, logits have a standard deviation
- * of about 4 (top-2 gaps are rarely tiny) and the residual stream is
- * dominated by the layers rather than the token embedding (a random tied
- * model would otherwise keep predicting its input token). Norm weights are
- * 1 + N(0, 0.1)-ish.
+ * of about 4 (top-2 gaps are rarely tiny), the residual stream is dominated
+ * by the layers rather than the token embedding (a random tied model would
+ * otherwise keep predicting its input token) and greedy decoding gives
+ * varied sequences, not one repeated token (see bd_synth_plan_make). Norm
+ * weights are 1 + N(0, 0.1)-ish.
  */
 #ifndef BD_SYNTH_H
 #define BD_SYNTH_H
@@ -49,6 +50,8 @@ typedef struct bd_synth_opts {
 } bd_synth_opts;
 
 /* Weight distribution of a tensor. */
+/* Weight distribution of a tensor: NORM 1 + scale*z, NORM_QK 2 + scale*z
+ * (sharper attention for qwen3's per-head q/k norms), MATRIX scale*z. */
 enum bd_synth_init { BD_SYNTH_NORM = 0, BD_SYNTH_MATRIX = 1, BD_SYNTH_NORM_QK = 2 };
 
 typedef struct bd_synth_tensor {

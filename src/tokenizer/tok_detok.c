@@ -24,7 +24,7 @@ typedef struct buf {
 } buf;
 
 static void buf_put(buf *b, const void *s, size_t n) {
-    if (!b->ok) return;
+    if (!b->ok || n == 0) return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + n) cap *= 2;
@@ -149,7 +149,7 @@ int bd_tokenizer_piece(const bd_tokenizer *t, int32_t id, char *out, int bufsize
     size_t n;
     const char *p = visible_piece(t, id, render_special, &n);
     if (bufsize < 0 || n > (size_t)bufsize) return -(int)n;
-    memcpy(out, p, n);
+    if (n) memcpy(out, p, n);
     return (int)n;
 }
 
@@ -162,7 +162,7 @@ int bd_tokenizer_decode(const bd_tokenizer *t, const int32_t *ids, int n, bool r
         const char *p = visible_piece(t, ids[i], render_special, &pl);
         if (strip_space(t, at_start, p, pl)) p++, pl--;
         if (ids[i] != t->bos) at_start = false;
-        if (total + pl <= cap) memcpy(out + total, p, pl);
+        if (pl && total + pl <= cap) memcpy(out + total, p, pl);
         total += pl;
         if (total > (size_t)INT_MAX) return INT32_MIN;
     }
@@ -209,9 +209,9 @@ int bd_detok_push(bd_detok *d, int32_t id, char *out, int outsize) {
     uint8_t tail[4];
     for (size_t k = emit; k < total; k++) tail[k - emit] = k < nh ? d->held[k] : (uint8_t)p[k - nh];
     size_t from_held = emit < nh ? emit : nh;
-    memcpy(out, d->held, from_held);
+    if (from_held) memcpy(out, d->held, from_held);
     if (emit > nh) memcpy(out + nh, p, emit - nh);
-    memcpy(d->held, tail, keep);
+    if (keep) memcpy(d->held, tail, keep);
     d->n_held = (uint8_t)keep;
     if (id != t->bos) d->at_start = false;
     return (int)emit;
@@ -220,7 +220,7 @@ int bd_detok_push(bd_detok *d, int32_t id, char *out, int outsize) {
 int bd_detok_flush(bd_detok *d, char *out, int outsize) {
     if (outsize < 0 || d->n_held > outsize) return -(int)d->n_held;
     int n = d->n_held;
-    memcpy(out, d->held, (size_t)n);
+    if (n) memcpy(out, d->held, (size_t)n);
     d->n_held = 0;
     return n;
 }

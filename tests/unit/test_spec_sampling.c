@@ -1,0 +1,230 @@
+/*
+ * test_spec_sampling.c - speculative sampling is lossless (statistically).
+ *
+ * Model: the stories260K target (vocabulary 512) with its trained DFlash
+ * drafter. Sampling: T = 1, top-k 8, top-p 0.95, prompt "Tom and" (a high-entropy start). For each of N runs (seed =
+ * run index) the first three generated tokens (x1, x2, x3) are recorded.
+ * x2 and x3 pass through the speculative accept/reject step (x1 comes from
+ * the prefill), so their joint law is what the test probes.
+ *
+ * Expected law: P(x1, x2, x3) = p(x1) p(x2 | x1) p(x3 | x1 x2), where each
+ * p is the distribution plain sampling draws from (bd_sampler_dist after a
+ * plain forward). Cells with expected count < 5 are pooled. Pearson's
+ * chi-square is compared with the critical value at significance 0.001
+ * (Wilson-Hilferty approximation). Any observed sequence outside the
+ * support fails outright.
+ *
+ * Calibration and power: plain sampling must pass the same test, and the
+ * speculative loop with a deliberately wrong acceptance rule (accept any
+ * draft whose probability exceeds 0.1) must fail it.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "blockdraft.h"
+#include "decode/sampler.h"
+#include "decode/spec_internal.h"
+
+#define N_RUNS 3000
+#define MAXC 4096
+
+typedef struct {
+    int32_t x[3];
+    double p;
+    long obs;
+} cell;
+
+static char g_target[1024], g_draft[1024];
+static bd_model *g_m, *g_dm;
+static cell g_cells[MAXC];
+static int g_nc;
+static int32_t g_prompt[16];
+static int g_np;
+static bd_sampler_params g_sp;
+
+static int dist_after(bd_session *s, const int32_t *toks, int n, int32_t *ids, float *pr) {
+    char err[256];
+    bd_session_truncate(s, 0);
+    assert_true(bd_session_forward(s, toks, n, BD_LOGITS_LAST, err, sizeof err));
+    bd_sampler *smp = bd_sampler_create(&g_sp, bd_model_n_vocab(g_m));
+    const int32_t *di;
+    const float *dp;
+    int k = bd_sampler_dist(smp, bd_session_logits(s, 0), &di, &dp);
+    memcpy(ids, di, (size_t)k * sizeof *ids);
+    memcpy(pr, dp, (size_t)k * sizeof *pr);
+    bd_sampler_free(smp);
+    return k;
+}
+
+/* Enumerate the support of (x1, x2, x3) with exact probabilities. */
+static void build_expected(void) {
+    char err[256];
+    bd_session_params sp = bd_session_default_params();
+    sp.n_ctx = 64;
+    sp.n_threads = 1;
+    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(s);
+    int32_t seq[32], i1[64], i2[64], i3[64];
+    float p1[64], p2[64], p3[64];
+    memcpy(seq, g_prompt, (size_t)g_np * sizeof *seq);
+    int k1 = dist_after(s, seq, g_np, i1, p1);
+    g_nc = 0;
+    for (int a = 0; a < k1; a++) {
+        seq[g_np] = i1[a];
+        int k2 = dist_after(s, seq, g_np + 1, i2, p2);
+        for (int b = 0; b < k2; b++) {
+            seq[g_np + 1] = i2[b];
+            int k3 = dist_after(s, seq, g_np + 2, i3, p3);
+            for (int c = 0; c < k3; c++) {
+                assert_true(g_nc < MAXC);
+                cell *e = &g_cells[g_nc++];
+                e->x[0] = i1[a];
+                e->x[1] = i2[b];
+                e->x[2] = i3[c];
+                e->p = (double)p1[a] * p2[b] * p3[c];
+                e->obs = 0;
+            }
+        }
+    }
+    bd_session_free(s);
+}
+
+typedef struct {
+    int32_t got[3];
+    int n;
+} rec;
+
+static bool on_tok(int32_t t, void *u) {
+    rec *r = u;
+    if (r->n < 3) r->got[r->n++] = t;
+    return r->n < 3;
+}
+
+/* Returns chi-square minus the critical value (> 0: reject). */
+static double run_experiment(bool spec) {
+    char err[256];
+    bd_session_params sp = bd_session_default_params();
+    int32_t taps[16];
+    sp.n_ctx = 64;
+    sp.n_threads = 1;
+    sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
+    sp.tap_layers = taps;
+    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(s);
+    bd_spec *x = NULL;
+    if (spec) {
+        bd_spec_params p = bd_spec_default_params();
+        p.type = BD_SPEC_DRAFT_DFLASH;
+        p.n_max = 3;
+        x = bd_spec_create(s, g_dm, &p, NULL, 0, err, sizeof err);
+        assert_non_null(x);
+    }
+    for (int i = 0; i < g_nc; i++) g_cells[i].obs = 0;
+    long drafted = 0, accepted = 0;
+    for (int run = 0; run < N_RUNS; run++) {
+        bd_gen_params gp = {.n_predict = 3, .sampling = g_sp, .ignore_eog = true};
+        gp.sampling.seed = 1000 + (uint64_t)run;
+        rec r = {{0}, 0};
+        bd_gen_stats st;
+        bool ok = spec ? bd_spec_generate(x, g_prompt, g_np, &gp, on_tok, &r, &st, err, sizeof err)
+                       : bd_generate(s, g_prompt, g_np, &gp, on_tok, &r, &st, err, sizeof err);
+        assert_true(ok);
+        assert_int_equal(r.n, 3);
+        drafted += st.spec.n_drafted;
+        accepted += st.spec.n_accepted;
+        int j = 0;
+        while (j < g_nc && memcmp(g_cells[j].x, r.got, sizeof r.got)) j++;
+        if (j == g_nc) fail_msg("sampled (%d %d %d), which has probability 0", r.got[0], r.got[1], r.got[2]);
+        g_cells[j].obs++;
+    }
+    /* pool cells with expected count < 5 */
+    double chi2 = 0, pool_e = 0, pool_o = 0;
+    int df = -1;
+    for (int i = 0; i < g_nc; i++) {
+        double e = g_cells[i].p * N_RUNS;
+        if (e < 5) {
+            pool_e += e;
+            pool_o += (double)g_cells[i].obs;
+            continue;
+        }
+        chi2 += (g_cells[i].obs - e) * (g_cells[i].obs - e) / e;
+        df++;
+    }
+    if (pool_e > 0) {
+        chi2 += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        df++;
+    }
+    double z = 3.0902; /* upper 0.001 quantile of N(0,1) */
+    double h = 2.0 / (9.0 * df);
+    double crit = df * pow(1 - h + z * sqrt(h), 3);
+    printf("%s%s: %d runs, %d cells (df %d), chi2 %.1f, critical %.1f at alpha 0.001; drafted %ld accepted %ld\n",
+           spec ? "speculative" : "plain", spec && bd_spec_test_wrong_rule ? " (WRONG rule)" : "", N_RUNS, g_nc, df,
+           chi2, crit, drafted, accepted);
+    if (spec) assert_true(drafted > N_RUNS / 2); /* the accept/reject path really ran */
+    bd_spec_free(x);
+    bd_session_free(s);
+    return chi2 - crit;
+}
+
+static void plain_matches(void **st) {
+    (void)st;
+    assert_true(run_experiment(false) < 0);
+}
+
+static void speculative_matches(void **st) {
+    (void)st;
+    bd_spec_test_wrong_rule = false;
+    assert_true(run_experiment(true) < 0);
+}
+
+static void wrong_rule_is_detected(void **st) {
+    (void)st;
+    bd_spec_test_wrong_rule = true;
+    double d = run_experiment(true);
+    bd_spec_test_wrong_rule = false;
+    assert_true(d > 0);
+}
+
+static int setup(void **st) {
+    (void)st;
+    char err[256];
+    const char *sh = getenv("BD_SHARED");
+    if (!sh) sh = "../shared";
+    snprintf(g_target, sizeof g_target, "%s/fixtures/stories260K/stories260K.gguf", sh);
+    snprintf(g_draft, sizeof g_draft, "%s/fixtures/stories260K/stories260K-dflash.gguf", sh);
+    g_m = bd_model_open(g_target, err, sizeof err);
+    g_dm = bd_model_open(g_draft, err, sizeof err);
+    if (!g_m || !g_dm) return -1;
+    g_np = bd_tokenize(g_m, "Tom and", 7, true, false, g_prompt, 16);
+    g_sp = bd_sampler_default_params();
+    g_sp.temperature = 1.0f;
+    g_sp.top_k = 8;
+    g_sp.top_p = 0.95f;
+    g_sp.min_p = 0.0f;
+    build_expected();
+    return 0;
+}
+
+static int teardown(void **st) {
+    (void)st;
+    bd_model_free(g_dm);
+    bd_model_free(g_m);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(plain_matches),
+        cmocka_unit_test(speculative_matches),
+        cmocka_unit_test(wrong_rule_is_detected),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
