@@ -59,6 +59,9 @@ $(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# gallery/index.yaml is compiled in (.incbin in builtin_index.c).
+$(BUILD)/src/gallery/builtin_index.o: gallery/index.yaml
+
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
@@ -116,6 +119,14 @@ $(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) $(HDRS)
 $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) -lm
+
+# blockdraft vs llama.cpp v0.5.0 (npm node-llama-cpp@3.22.1, prebuilt CPU
+# libraries) on the same GGUF files and threads: pp, tg, verify curve,
+# DFlash end to end; prints a side-by-side table (tools/bench-compare.sh,
+# BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_THREADS, BENCH_REPS,
+# BENCH_SHAPES, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
+bench-compare: all
+	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
 clean:
 	rm -rf build build-debug build-fuzz

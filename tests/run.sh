@@ -11,7 +11,7 @@ set -u
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 PATTERN=${2:-}
-export BD_BUILD="$PWD/$BUILD"
+case "$BUILD" in /*) export BD_BUILD="$BUILD" ;; *) export BD_BUILD="$PWD/$BUILD" ;; esac
 export BD_BIN="$BD_BUILD/blockdraft"
 export BD_SHARED="${BD_SHARED:-$(cd .. && pwd)/shared}"
 export BD_ROOT="$PWD"

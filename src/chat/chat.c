@@ -25,7 +25,8 @@ const char *chat_template_chatml =
 struct chat_template {
     jinja_template *tpl;
     char *bos, *eos;
-    bool supports_system;
+    bool supports_system;        /* a system message's text reaches the output */
+    bool supports_typed_content; /* [{"type":"text",...}] content renders as its text */
 };
 
 static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -80,7 +81,7 @@ static bool validate_messages(const json_t *msgs, char *err, size_t errlen) {
 }
 
 /* llama.cpp's edits (common/chat.cpp + minja polyfills), on a deep copy. */
-static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system) {
+static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system, bool typed_content) {
     json_t *out = json_array();
     if (!out) return NULL;
     char *pending = NULL; /* system text waiting for the next user message */
@@ -91,7 +92,7 @@ static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system) {
         if (!m) goto fail;
         /* typed text parts -> one string joined with "\n" */
         json_t *content = json_object_get(m, "content");
-        if (json_is_array(content)) {
+        if (json_is_array(content) && !typed_content) {
             bool all_text = true;
             size_t k;
             json_t *part;
@@ -137,50 +138,43 @@ static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system) {
                 }
             }
         }
+        /* A leading system message is folded into the first user message
+         * ("system\nuser"); later system messages are left alone (llama.cpp
+         * raises on them for such templates, and so does the template). */
         const char *role = json_string_value(json_object_get(m, "role"));
-        if (!supports_system && role) {
-            if (strcmp(role, "system") == 0) {
+        if (!supports_system && role && i == 0 && strcmp(role, "system") == 0) {
+            const char *c = json_string_value(json_object_get(m, "content"));
+            pending = strdup(c ? c : "");
+            json_decref(m);
+            if (!pending) goto fail;
+            continue;
+        }
+        if (pending && i == 1) {
+            if (role && strcmp(role, "user") == 0) {
                 const char *c = json_string_value(json_object_get(m, "content"));
                 c = c ? c : "";
-                size_t pl = pending ? strlen(pending) : 0;
-                char *np = realloc(pending, pl + strlen(c) + 2);
-                if (!np) {
+                size_t n = strlen(pending) + strlen(c) + 2;
+                char *merged = malloc(n);
+                if (!merged) {
                     json_decref(m);
                     goto fail;
                 }
-                if (pl) np[pl++] = '\n';
-                strcpy(np + pl, c);
-                pending = np;
-                json_decref(m);
-                continue;
-            }
-            if (pending) {
-                if (strcmp(role, "user") == 0) {
-                    const char *c = json_string_value(json_object_get(m, "content"));
-                    c = c ? c : "";
-                    size_t n = strlen(pending) + strlen(c) + 2;
-                    char *merged = malloc(n);
-                    if (!merged) {
-                        json_decref(m);
-                        goto fail;
-                    }
-                    snprintf(merged, n, "%s%s%s", pending, *c ? "\n" : "", c);
-                    json_object_set_new(m, "content", json_string(merged));
-                    free(merged);
-                } else {
-                    json_t *u = json_pack("{s:s, s:s}", "role", "user", "content", pending);
-                    if (!u || json_array_append_new(out, u) != 0) {
-                        json_decref(m);
-                        goto fail;
-                    }
+                snprintf(merged, n, "%s%s%s", pending, *c ? "\n" : "", c);
+                json_object_set_new(m, "content", json_string(merged));
+                free(merged);
+            } else {
+                json_t *u = json_pack("{s:s, s:s}", "role", "user", "content", pending);
+                if (!u || json_array_append_new(out, u) != 0) {
+                    json_decref(m);
+                    goto fail;
                 }
-                free(pending);
-                pending = NULL;
             }
+            free(pending);
+            pending = NULL;
         }
         if (json_array_append_new(out, m) != 0) goto fail;
     }
-    free(pending);
+    free(pending); /* a system-only conversation: the system text is dropped */
     return out;
 fail:
     free(pending);
@@ -214,7 +208,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     const json_t *msgs = p->messages, *tools = p->tools;
     json_t *norm = NULL;
     if (p->llamacpp_compat) {
-        norm = llamacpp_normalize(p->messages, t->supports_system);
+        norm = llamacpp_normalize(p->messages, t->supports_system, t->supports_typed_content);
         if (!norm) {
             errf(err, errlen, "out of memory");
             return NULL;
@@ -278,18 +272,29 @@ char *chat_template_apply(const chat_template *t, const chat_params *p, size_t *
     return apply_inner(t, p, out_len, is_user_error, err, errlen);
 }
 
-static bool probe_system(chat_template *t) {
-    json_t *msgs = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", "<System Needle>", "role", "user",
-                             "content", "Hey");
-    if (!msgs) return true;
+/* Render one probe conversation; true when the output contains needle and none of the avoid strings. */
+static bool probe(chat_template *t, json_t *msgs, const char *needle, const char *avoid1, const char *avoid2) {
+    if (!msgs) return false;
     chat_params p = {.messages = msgs, .add_generation_prompt = false};
     char err[256];
     bool ue;
     char *out = apply_inner(t, &p, NULL, &ue, err, sizeof err);
-    bool r = out && strstr(out, "<System Needle>") != NULL;
+    bool r = out && strstr(out, needle) && !(avoid1 && strstr(out, avoid1)) && !(avoid2 && strstr(out, avoid2));
     free(out);
     json_decref(msgs);
     return r;
+}
+
+/* Capability probes in the spirit of llama.cpp's template caps detection. */
+static void probe_caps(chat_template *t) {
+    t->supports_system = probe(t,
+                               json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", "<System Needle>",
+                                         "role", "user", "content", "Hey"),
+                               "<System Needle>", NULL, NULL);
+    /* typed parts must come out as their text, not as a Python repr of the list */
+    t->supports_typed_content =
+        probe(t, json_pack("[{s:s, s:[{s:s, s:s}]}]", "role", "user", "content", "type", "text", "text", "<Typed Needle>"),
+              "<Typed Needle>", "'text'", "\"text\"");
 }
 
 chat_template *chat_template_create(const char *src, const char *bos, const char *eos, char *err, size_t errlen) {
@@ -317,7 +322,7 @@ chat_template *chat_template_create(const char *src, const char *bos, const char
         chat_template_free(t);
         return NULL;
     }
-    t->supports_system = probe_system(t);
+    probe_caps(t);
     return t;
 }
 

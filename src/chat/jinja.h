@@ -120,10 +120,10 @@ jinja_value *jinja_int(jinja_ctx *cx, int64_t i);
 jinja_value *jinja_float(jinja_ctx *cx, double f);
 jinja_value *jinja_str(jinja_ctx *cx, const char *s, size_t len);
 
-/* Convert a jansson value (deep copy of structure; string bytes are copied
- * too so the json may be freed before rendering). Objects keep key order.
- * NULL json -> None. Returns NULL on out-of-memory or invalid UTF-8 is not
- * checked here (jansson guarantees valid UTF-8). */
+/* Convert a jansson value to Python-like values (deep copy, strings
+ * included, so the json may be freed before rendering). Objects keep key
+ * order. NULL json -> None. Returns NULL (error recorded in cx) on
+ * out-of-memory or nesting deeper than 256. UTF-8 validity is jansson's. */
 jinja_value *jinja_from_json(jinja_ctx *cx, const json_t *j);
 
 /* Render. Returns a malloc'd NUL-terminated string (length in *out_len when
@@ -131,7 +131,8 @@ jinja_value *jinja_from_json(jinja_ctx *cx, const json_t *j);
 char *jinja_render(const jinja_template *t, jinja_ctx *cx, size_t *out_len, jinja_error *err);
 
 /* Convenience: parse + render with the given globals object (a jansson
- * object whose members become globals), HF options and default limits. */
+ * object whose members become globals), HF options and default limits.
+ * No raise_exception/strftime_now (see jinja_ctx_define_hf_globals). */
 char *jinja_render_string(const char *src, const json_t *globals, size_t *out_len, jinja_error *err);
 
 #endif

@@ -399,7 +399,7 @@ static jinja_value *do_slice(jx_ctx *cx, jinja_value *obj, jinja_value *vs[3], c
         if (count == 0) return &jx_empty_str;
         size_t b = off ? off[start] : (size_t)start, e = off ? off[start + count] : (size_t)(start + count);
         jinja_value *r = jv_str_ref(cx, s + b, e - b);
-        if (r) r->is_ascii = obj->is_ascii;
+        if (r && r != &jx_empty_str) r->is_ascii = obj->is_ascii;
         return r;
     }
     jx_buf b = {.limit = cx->lim.max_output};
@@ -451,7 +451,7 @@ static jinja_value *repeat(jx_ctx *cx, jinja_value *seq, int64_t times, const jx
         if (!p) return jx_fail_oom(cx, at);
         for (int64_t k = 0; k < times; k++) memcpy(p + (size_t)k * seq->u.str.len, seq->u.str.s, seq->u.str.len);
         jinja_value *r = jv_str_ref(cx, p, total);
-        if (r) r->is_ascii = seq->is_ascii;
+        if (r && r != &jx_empty_str) r->is_ascii = seq->is_ascii;
         return r;
     }
     uint64_t total;
@@ -479,7 +479,7 @@ static jinja_value *binop(jx_ctx *cx, jx_op op, jinja_value *a, jinja_value *b, 
         memcpy(p, sa->u.str.s, sa->u.str.len);
         memcpy(p + sa->u.str.len, sb->u.str.s, sb->u.str.len);
         jinja_value *r = jv_str_ref(cx, p, n);
-        if (r) r->is_ascii = sa->is_ascii && sb->is_ascii;
+        if (r && r != &jx_empty_str) r->is_ascii = sa->is_ascii && sb->is_ascii;
         return r;
     }
     if (a->kind == JV_UNDEF) return jx_fail_undef(cx, a, at);
@@ -569,10 +569,7 @@ static jinja_value *binop(jx_ctx *cx, jx_op op, jinja_value *a, jinja_value *b, 
             return jx_fail(cx, JINJA_ERR_TYPE, at, "can't multiply sequence by non-int of type '%s'",
                            jv_type_name(a->kind == JV_STR || a->kind == JV_LIST ? b : a));
     }
-    if (op == OP_MOD && a->kind == JV_STR) {
-        jx_fail(cx, JINJA_ERR_UNSUPPORTED, at, "printf-style string formatting ('%%' on str) is not supported");
-        return NULL;
-    }
+    if (op == OP_MOD && a->kind == JV_STR) return jx_percent_format(cx, a, b, at);
     return jx_fail(cx, JINJA_ERR_TYPE, at, "unsupported operand type(s) for %s: '%s' and '%s'", op_sym(op),
                    jv_type_name(a), jv_type_name(b));
 }

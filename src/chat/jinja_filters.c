@@ -893,10 +893,25 @@ F(tojson) {
     return r;
 }
 
+/* "fmt"|format(a, b) == "fmt" % (a, b); keyword arguments format %(name)s */
 F(format) {
-    (void)v;
-    (void)a;
-    return jx_fail(cx, JINJA_ERR_UNSUPPORTED, at, "the 'format' filter (printf-style) is not supported");
+    jinja_value *s = soft_str(cx, v);
+    if (!s) return NULL;
+    jinja_value *args;
+    if (a->nkw) {
+        if (a->npos) return jx_fail(cx, JINJA_ERR_TYPE, at, "can't handle positional and keyword arguments at the same time");
+        args = jv_dict_new(cx, a->nkw);
+        for (size_t i = 0; args && i < a->nkw; i++)
+            if (!jv_dict_set(cx, args, a->kwn[i], strlen(a->kwn[i]), a->kwv[i])) return NULL;
+    } else {
+        args = jv_list_new(cx, a->npos);
+        if (args) {
+            args->is_tuple = 1;
+            if (a->npos) memcpy(args->u.list->items, a->pos, a->npos * sizeof *a->pos);
+            args->u.list->n = a->npos;
+        }
+    }
+    return args ? jx_percent_format(cx, s, args, at) : NULL;
 }
 
 static const struct {

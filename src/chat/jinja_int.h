@@ -350,5 +350,7 @@ jinja_value *jx_str_strip(jx_ctx *cx, jinja_value *s, jinja_value *chars, bool l
 jinja_value *jx_str_replace(jx_ctx *cx, jinja_value *s, jinja_value *old, jinja_value *new_,
                             int64_t count);
 jinja_value *jx_str_case(jx_ctx *cx, jinja_value *s, int mode); /* 0 lower 1 upper 2 capitalize 3 title */
+/* Python 'fmt' % args (args: a tuple of values, a dict, or one value). */
+jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, const jx_node *at);
 
 #endif

@@ -24,7 +24,7 @@ typedef struct lexer {
     const char *s;
     size_t n, pos;
     int line;
-    size_t line_start; /* byte offset of the current line */
+    size_t col;        /* code points since the start of the line, at `counted` */
     size_t counted;    /* positions before this have been scanned for newlines */
     const jinja_options *opt;
     jx_tok *toks;
@@ -33,21 +33,24 @@ typedef struct lexer {
     size_t max_tokens;
 } lexer;
 
+/* Line/column (1-based, column in code points) of offset p. Positions are
+ * asked for in increasing order, so the scan is incremental: O(source). */
 static void lx_linecol(lexer *L, size_t p, int *line, int *col) {
-    /* p only moves forward across calls (callers ask in increasing order). */
     if (p < L->counted) { /* rare: recount from the start */
         L->counted = 0;
         L->line = 1;
-        L->line_start = 0;
+        L->col = 0;
     }
-    for (size_t i = L->counted; i < p && i < L->n; i++)
-        if (L->s[i] == '\n') {
+    for (size_t i = L->counted; i < p && i < L->n; i++) {
+        unsigned char c = (unsigned char)L->s[i];
+        if (c == '\n') {
             L->line++;
-            L->line_start = i + 1;
-        }
-    L->counted = p > L->counted ? p : L->counted;
+            L->col = 0;
+        } else if ((c & 0xC0) != 0x80) L->col++;
+    }
+    if (p > L->counted) L->counted = p;
     *line = L->line;
-    *col = (int)jx_utf8_len(L->s + L->line_start, p - L->line_start) + 1;
+    *col = L->col + 1;
 }
 
 static bool lx_fail(lexer *L, size_t p, const char *msg) {

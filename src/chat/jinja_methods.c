@@ -92,7 +92,7 @@ jinja_value *jx_str_case(jx_ctx *cx, jinja_value *sv, int mode) {
         idx++;
     }
     jinja_value *v = jv_str_ref(cx, out, o);
-    if (v) v->is_ascii = sv->is_ascii;
+    if (v && v != &jx_empty_str) v->is_ascii = sv->is_ascii;
     return v;
 }
 
@@ -720,6 +720,124 @@ jinja_value *jx_method_lookup(jx_ctx *cx, jinja_value *obj, const char *name, si
     for (const method_entry *e = tab; e->name; e++)
         if (strlen(e->name) == nlen && memcmp(e->name, name, nlen) == 0) return jv_func(cx, e->fn, obj, e->name);
     return NULL;
+}
+
+/* ========================================================================
+ * printf-style formatting: 'fmt' % args and the format filter
+ * ====================================================================== */
+
+/* Supports %s %r %d %i %f %x %X %% with optional flags "-0+ ", width, .precision
+ * and %(name)s keys when args is a dict; enough for chat templates. */
+jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, const jx_node *at) {
+    jinja_value *single[1];
+    jinja_value **av = single;
+    size_t na = 1, ai = 0;
+    bool dict = args->kind == JV_DICT;
+    if (args->kind == JV_LIST && args->is_tuple) {
+        av = args->u.list->items;
+        na = args->u.list->n;
+    } else single[0] = args;
+    const char *s = fmt->u.str.s;
+    size_t n = fmt->u.str.len;
+    jx_buf b = {.limit = cx->lim.max_output};
+    jinja_value *r = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] != '%') {
+            jx_buf_putc(&b, s[i]);
+            continue;
+        }
+        if (++i >= n) {
+            jx_fail(cx, JINJA_ERR_VALUE, at, "incomplete format");
+            goto out;
+        }
+        if (s[i] == '%') {
+            jx_buf_putc(&b, '%');
+            continue;
+        }
+        jinja_value *v = NULL;
+        if (s[i] == '(') {
+            size_t j = i + 1;
+            while (j < n && s[j] != ')') j++;
+            if (j >= n || !dict) {
+                jx_fail(cx, JINJA_ERR_TYPE, at, "format requires a mapping");
+                goto out;
+            }
+            v = jv_dict_get(args, s + i + 1, j - i - 1);
+            if (!v) {
+                jx_fail(cx, JINJA_ERR_TYPE, at, "KeyError: '%.*s'", (int)(j - i - 1), s + i + 1);
+                goto out;
+            }
+            i = j + 1;
+        }
+        char spec[32] = "%";
+        size_t sl = 1;
+        while (i < n && strchr("-0+ ", s[i]) && sl < 8) spec[sl++] = s[i++];
+        while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 16) spec[sl++] = s[i++];
+        if (i < n && s[i] == '.') {
+            spec[sl++] = s[i++];
+            while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 24) spec[sl++] = s[i++];
+        }
+        if (i >= n) {
+            jx_fail(cx, JINJA_ERR_VALUE, at, "incomplete format");
+            goto out;
+        }
+        char conv = s[i];
+        if (!v) {
+            if (ai >= na || dict) {
+                jx_fail(cx, JINJA_ERR_TYPE, at, "not enough arguments for format string");
+                goto out;
+            }
+            v = av[ai++];
+        }
+        if (conv == 's' || conv == 'r') {
+            jx_buf tmp = {.limit = cx->lim.max_output};
+            if (conv == 's') jv_write_str(&tmp, v);
+            else jv_write_repr(&tmp, v);
+            spec[sl++] = '.';
+            spec[sl++] = '*';
+            spec[sl++] = 's';
+            spec[sl] = 0;
+            jx_buf_printf(&b, spec, (int)tmp.n, tmp.p ? tmp.p : "");
+            jx_buf_free(&tmp);
+        } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X') {
+            int64_t x;
+            if (v->kind == JV_INT) x = v->u.i;
+            else if (v->kind == JV_BOOL) x = v->u.b;
+            else if (v->kind == JV_FLOAT && v->u.f > -9.2e18 && v->u.f < 9.2e18) x = (int64_t)v->u.f;
+            else {
+                jx_fail(cx, JINJA_ERR_TYPE, at, "%%%c format: a real number is required, not %s", conv, jv_type_name(v));
+                goto out;
+            }
+            spec[sl++] = 'l';
+            spec[sl++] = 'l';
+            spec[sl++] = conv == 'i' ? 'd' : conv;
+            spec[sl] = 0;
+            jx_buf_printf(&b, spec, (long long)x);
+        } else if (conv == 'f' || conv == 'F' || conv == 'e' || conv == 'g') {
+            double x;
+            if (v->kind == JV_FLOAT) x = v->u.f;
+            else if (v->kind == JV_INT) x = (double)v->u.i;
+            else if (v->kind == JV_BOOL) x = v->u.b;
+            else {
+                jx_fail(cx, JINJA_ERR_TYPE, at, "must be real number, not %s", jv_type_name(v));
+                goto out;
+            }
+            spec[sl++] = conv;
+            spec[sl] = 0;
+            jx_buf_printf(&b, spec, x);
+        } else {
+            jx_fail(cx, JINJA_ERR_VALUE, at, "unsupported format character '%c'", conv);
+            goto out;
+        }
+    }
+    if (!dict && ai < na) {
+        jx_fail(cx, JINJA_ERR_TYPE, at, "not all arguments converted during string formatting");
+        goto out;
+    }
+    r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+out:
+    jx_buf_free(&b);
+    return r;
 }
 
 /* ========================================================================

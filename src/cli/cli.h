@@ -7,10 +7,13 @@
 #define BD_CLI_H
 
 int cmd_run(int argc, char **argv);
+int cmd_make_drafter(int argc, char **argv); /* make-model --arch dflash */
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);
+int cmd_serve(int argc, char **argv); /* cmd_serve.c: OpenAI-compatible server */
+int cmd_bench(int argc, char **argv);
 
 /* Gallery and model management (cmd_pull.c, cmd_list.c, cmd_show.c,
  * cmd_rm.c, cmd_gallery.c). */

@@ -21,7 +21,10 @@ static void make_model_usage(FILE *out) {
             "  --quant   %s\n"
             "  --vocab   GGUF whose tokenizer.* keys are copied; the vocabulary size follows it\n"
             "  --seed    PRNG seed (default 1); the file is a pure function of the options\n"
-            "  --plan    print the tensor table (name, shape, type) instead of writing\n",
+            "  --plan    print the tensor table (name, shape, type) instead of writing\n"
+            "  --constant-output  output_norm = 0: greedy emits token 0 forever (target for\n"
+            "            constructed drafters: `make-model --arch dflash --drafter constructed`)\n"
+            "  --arch dflash --target FILE ...  write a DFlash drafter (see --arch dflash --help)\n",
             bd_synth_shape_names(), bd_synth_mix_names());
 }
 
@@ -36,6 +39,9 @@ static bool parse_u64(const char *s, uint64_t *out) {
 }
 
 int cmd_make_model(int argc, char **argv) {
+    /* drafters have their own generator and options (cmd_make_drafter.c) */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "dflash")) return cmd_make_drafter(argc, argv);
     bd_synth_opts o = {.arch = NULL, .shape = NULL, .mix = NULL, .seed = 1, .tied = -1,
                        .vocab_path = NULL, .n_threads = 0};
     const char *outpath = NULL;
@@ -50,6 +56,8 @@ int cmd_make_model(int argc, char **argv) {
             o.tied = 1;
         } else if (!strcmp(a, "--untied")) {
             o.tied = 0;
+        } else if (!strcmp(a, "--constant-output")) {
+            o.constant_output = true;
         } else if (!strcmp(a, "--plan")) {
             plan_only = true;
         } else if (v && !strcmp(a, "--arch")) {

@@ -1,7 +1,7 @@
 /*
  * cmd_run.c - `blockdraft run`: generate text from a model.
  *
- *   blockdraft run -m MODEL.gguf -p PROMPT [-n N] [--temp T] [--top-k K]
+ *   blockdraft run (-m MODEL.gguf | NAME) -p PROMPT [-n N] [--temp T] [--top-k K]
  *                  [--top-p P] [--min-p P] [--seed S] [-t THREADS] [-c CTX]
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
@@ -19,6 +19,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../gallery/gallery.h"
 
 typedef struct {
     bool json;
@@ -59,7 +60,8 @@ static bool on_token(int32_t tok, void *user) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: blockdraft run -m MODEL.gguf -p PROMPT [options]\n"
+            "usage: blockdraft run (-m MODEL.gguf | NAME) -p PROMPT [options]\n"
+            "  NAME                   an installed gallery model (pulled first when missing)\n"
             "  -m, --model FILE       target model (GGUF)\n"
             "  -p, --prompt TEXT      prompt text;  -f, --file FILE  read the prompt from a file\n"
             "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
@@ -86,15 +88,55 @@ static void usage(void) {
             "                         of the trained block length (default)\n");
 }
 
+/* A gallery model's config supplies defaults; command-line flags win. */
+static void apply_config(const gallery_config *c, bd_gen_params *gp, bd_session_params *sp, bd_spec_params *spp) {
+    if (c->context_size > 0) sp->n_ctx = c->context_size;
+    if (c->threads > 0) sp->n_threads = c->threads;
+    if (c->has_temperature) gp->sampling.temperature = (float)c->temperature;
+    if (c->has_top_p) gp->sampling.top_p = (float)c->top_p;
+    if (c->has_top_k) gp->sampling.top_k = (int32_t)c->top_k;
+    if (c->has_min_p) gp->sampling.min_p = (float)c->min_p;
+    if (c->has_seed && c->seed >= 0) gp->sampling.seed = (uint64_t)c->seed;
+    if (c->has_max_tokens) gp->n_predict = (int32_t)c->max_tokens;
+    if (c->spec_n_max > 0) spp->n_max = c->spec_n_max;
+    if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
+    if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
+}
+
 int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
+    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v, *name = NULL;
     bd_gen_params gp = {.n_predict = 128, .sampling = bd_sampler_default_params()};
     bd_session_params sp = bd_session_default_params();
     bool json = false, echo = true, spec_type_set = false;
     const char *draft_path = NULL;
     bd_spec_params spp = bd_spec_default_params();
+    static gallery_model gm;
+    /* `run NAME`: a gallery model (pulled first when missing) */
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] != '-') {
+            name = argv[i];
+            break;
+        }
+        if (i + 1 < argc && argv[i][0] == '-' && strcmp(argv[i], "--json") && strcmp(argv[i], "--ignore-eos") &&
+            strcmp(argv[i], "--no-display-prompt") && strcmp(argv[i], "--spec-adaptive") &&
+            strcmp(argv[i], "--spec-dflash-short-block") && strcmp(argv[i], "-h") && strcmp(argv[i], "--help"))
+            i++; /* skip the option's value */
+    }
+    if (name) {
+        gallery_pull_opts po;
+        cli_pull_opts_init(&po, false);
+        char gerr[512];
+        if (!gallery_resolve_model(name, &po, &gm, gerr, sizeof gerr)) {
+            fprintf(stderr, "blockdraft run: %s\n", gerr);
+            return 1;
+        }
+        model_path = gm.target_path;
+        if (gm.draft_path[0]) draft_path = gm.draft_path;
+        if (gm.has_config) apply_config(&gm.cfg, &gp, &sp, &spp);
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (a == name) continue;
         if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) model_path = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v)) prompt = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) prompt_file = v;
@@ -258,6 +300,7 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(js, "prompt_tps", json_real(st.prompt_tps));
         json_object_set_new(js, "gen_tps", json_real(st.gen_tps));
         json_object_set_new(js, "stopped_eog", json_boolean(st.stopped_eog));
+        json_object_set_new(js, "kv_len", json_integer(bd_session_length(s)));
         const bd_spec_stats *ss = &st.spec;
         json_t *jsp = json_object(), *acc = json_array();
         json_object_set_new(jsp, "type", json_string(ss->type));

@@ -14,6 +14,7 @@ typedef struct {
 
 static const command commands[] = {
     {"run", cmd_run, "generate text from a model (-m FILE | NAME)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with speculative statistics"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"eval", cmd_eval, "print top-k next-token logits at every prompt position"},
     {"pull", cmd_pull, "download and verify a gallery model (target + DFlash drafter)"},
@@ -23,6 +24,7 @@ static const command commands[] = {
     {"gallery", cmd_gallery, "list gallery entries that can be pulled [--tag T]"},
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"make-model", cmd_make_model, "write a synthetic qwen3/llama GGUF with random weights"},
+    {"bench", cmd_bench, "llama-bench style speed test: pp, tg, verify curve, speculative (-md)"},
 };
 
 static void usage(FILE *out) {

@@ -309,13 +309,18 @@ static bool hash_fd(int fd, EVP_MD_CTX *md, uint64_t *bytes, const fetch_opts *o
     if (!EVP_DigestInit_ex(md, EVP_sha256(), NULL)) return bd_err(err, errlen, "SHA-256 init failed");
     struct stat st;
     if (fstat(fd, &st) != 0) return bd_err(err, errlen, "%s: %s", label, strerror(errno));
-    static __thread unsigned char buf[1 << 20];
+    enum { HASH_BUF = 1 << 20 };
+    unsigned char *buf = malloc(HASH_BUF);
+    if (!buf) return bd_err(err, errlen, "out of memory");
     uint64_t done = 0;
     double last = 0;
     while (true) {
-        ssize_t r = pread(fd, buf, sizeof buf, (off_t)done);
+        ssize_t r = pread(fd, buf, HASH_BUF, (off_t)done);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return bd_err(err, errlen, "%s: read: %s", label, strerror(errno));
+        if (r < 0) {
+            free(buf);
+            return bd_err(err, errlen, "%s: read: %s", label, strerror(errno));
+        }
         if (r == 0) break;
         EVP_DigestUpdate(md, buf, (size_t)r);
         done += (uint64_t)r;
@@ -325,6 +330,7 @@ static bool hash_fd(int fd, EVP_MD_CTX *md, uint64_t *bytes, const fetch_opts *o
             o->progress(o->progress_ctx, &ev);
         }
     }
+    free(buf);
     *bytes = done;
     return true;
 }
@@ -375,6 +381,8 @@ typedef struct xfer {
     const fetch_opts *o;
     const char *label;
     double t0, last_cb;
+    double last_data;    /* when the last body bytes arrived (or the start) */
+    bool stalled;        /* aborted by the stall watchdog */
     int attempt;
 } xfer;
 
@@ -437,6 +445,7 @@ static size_t on_body(char *data, size_t sz, size_t nm, void *ctx) {
     }
     EVP_DigestUpdate(x->md, data, len);
     x->got += len;
+    x->last_data = bd_time_ms();
     return len;
 }
 
@@ -446,8 +455,16 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
     (void)ulnow;
     (void)dlnow;
     xfer *x = ctx;
-    if (!x->o->progress) return 0;
     double now = bd_time_ms();
+    /* Stall watchdog: libcurl's low-speed limit averages over a window of
+     * several seconds, so a burst followed by silence is noticed late;
+     * this checks the time since the last byte directly (libcurl calls
+     * this function at least once a second while idle). */
+    if (now - x->last_data > x->o->stall_timeout_s * 1000.0) {
+        x->stalled = true;
+        return 1;
+    }
+    if (!x->o->progress) return 0;
     if (now - x->last_cb < 100) return 0;
     x->last_cb = now;
     double secs = (now - x->t0) / 1000.0;
@@ -552,8 +569,9 @@ bool fetch_file(const char *url, const char *partial_path, const char *expected_
             curl_easy_setopt(c, CURLOPT_RANGE, range);
         }
         emit(o, FETCH_PHASE_START, label, hashed, 0, attempt, NULL);
-        x.t0 = x.last_cb = bd_time_ms();
+        x.t0 = x.last_cb = x.last_data = bd_time_ms();
         CURLcode rc = curl_easy_perform(c);
+        if (rc == CURLE_ABORTED_BY_CALLBACK && x.stalled) rc = CURLE_OPERATION_TIMEDOUT;
         long status = 0;
         curl_off_t expect = -1;
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -631,10 +649,14 @@ bool fetch_file(const char *url, const char *partial_path, const char *expected_
             }
         }
         if (attempt >= o->max_attempts) {
-            bd_err(err, errlen,
-                   "%s: giving up after %d attempts: %s (%s); %llu bytes kept in %s for a later "
-                   "resume",
-                   label, attempt, last, url, (unsigned long long)hashed, partial_path);
+            if (hashed > 0)
+                bd_err(err, errlen,
+                       "%s: giving up after %d attempts: %s (%s); %llu bytes kept in %s for a "
+                       "later resume",
+                       label, attempt, last, url, (unsigned long long)hashed, partial_path);
+            else
+                bd_err(err, errlen, "%s: giving up after %d attempts: %s (%s)", label, attempt,
+                       last, url);
             goto out;
         }
         int delay = backoff_ms(o, attempt);
@@ -646,6 +668,9 @@ bool fetch_file(const char *url, const char *partial_path, const char *expected_
     }
 out:
     EVP_MD_CTX_free(md);
+    /* An empty partial carries nothing worth resuming. */
+    struct stat fin;
+    if (!ok && fstat(fd, &fin) == 0 && fin.st_size == 0) unlink(partial_path);
     close(fd);
     return ok;
 }

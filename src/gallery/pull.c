@@ -160,10 +160,12 @@ static bool validate_files(const pull_file *files, int n, gallery_pull_result *r
     if (d) gguf_close(d);
     if (!ok) {
         const pairing_check *c = pairing_report_first(&res->report, PAIRING_FAIL);
-        bool drafter_side = c && !strncmp(c->name, "drafter.", 8);
-        return bd_err(err, errlen, "%s %s refused: %s",
-                      drafter_side ? "drafter" : c && !strncmp(c->name, "fit.", 4) ? "pair" : "target",
-                      drafter_side ? df->ref->filename : tf->ref->filename, e1);
+        if (c && !strncmp(c->name, "drafter.", 8))
+            return bd_err(err, errlen, "drafter %s refused: %s", df->ref->filename, e1);
+        if (c && !strncmp(c->name, "fit.", 4))
+            return bd_err(err, errlen, "drafter %s does not fit target %s: %s",
+                          df->ref->filename, tf->ref->filename, e1);
+        return bd_err(err, errlen, "target %s refused: %s", tf->ref->filename, e1);
     }
     const pairing_check *u = pairing_report_first(&res->report, PAIRING_UNSUPPORTED);
     if (u && u->verdict == PAIRING_UNSUPPORTED) {
@@ -240,7 +242,12 @@ bool gallery_pull(const char *name, const gallery_pull_opts *o, gallery_pull_res
         if (!gallery_path_inside(models, r->filename, f->final_path, sizeof f->final_path, err,
                                  errlen))
             goto out;
-        snprintf(f->partial_path, sizeof f->partial_path, "%s.partial", f->final_path);
+        {
+            /* partial_path has 16 bytes more room than final_path */
+            size_t fl = strnlen(f->final_path, sizeof f->final_path - 1);
+            memcpy(f->partial_path, f->final_path, fl);
+            memcpy(f->partial_path + fl, ".partial", 9);
+        }
         char fkey[1100];
         snprintf(fkey, sizeof fkey, "file-%s", r->filename);
         f->lock_fd = gallery_lock(models, fkey, on_wait, (void *)o, err, errlen);

@@ -73,7 +73,9 @@ void bd_synth_row_values(uint64_t seed, const bd_synth_tensor *t, uint64_t row, 
     rng r;
     rng_seed(&r, seed, t->name, row);
     uint64_t n = t->ne[0];
-    if (t->init == BD_SYNTH_NORM)
+    if (t->init == BD_SYNTH_ZERO)
+        for (uint64_t i = 0; i < n; i++) out[i] = 0.0f;
+    else if (t->init == BD_SYNTH_NORM)
         for (uint64_t i = 0; i < n; i++) out[i] = 1.0f + t->scale * rng_gauss(&r);
     else if (t->init == BD_SYNTH_NORM_QK)
         for (uint64_t i = 0; i < n; i++) out[i] = 2.0f + t->scale * rng_gauss(&r);
@@ -218,7 +220,7 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     char nm[48];
 
     plan_add(p, "token_embd.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
-    plan_add(p, "output_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+    plan_add(p, "output_norm.weight", 1, E, 1, o->constant_output ? BD_SYNTH_ZERO : BD_SYNTH_NORM, s_norm);
     if (!p->tied) plan_add(p, "output.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
     for (uint32_t l = 0; l < s->n_layer; l++) {
 #define ADD(suffix, nd, a, b, init, sc)                                   \

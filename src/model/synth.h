@@ -47,12 +47,15 @@ typedef struct bd_synth_opts {
     int tied;               /* -1: the shape's default; 0 untied; 1 tied */
     const char *vocab_path; /* GGUF whose tokenizer.* keys are copied (required) */
     int n_threads;          /* <= 0: all CPUs */
+    bool constant_output;   /* output_norm = 0: every logit is 0 and greedy decoding emits token 0
+                               forever (the target of constructed DFlash drafters, whose
+                               acceptance is then known exactly; compute cost is unchanged) */
 } bd_synth_opts;
 
 /* Weight distribution of a tensor. */
 /* Weight distribution of a tensor: NORM 1 + scale*z, NORM_QK 2 + scale*z
  * (sharper attention for qwen3's per-head q/k norms), MATRIX scale*z. */
-enum bd_synth_init { BD_SYNTH_NORM = 0, BD_SYNTH_MATRIX = 1, BD_SYNTH_NORM_QK = 2 };
+enum bd_synth_init { BD_SYNTH_NORM = 0, BD_SYNTH_MATRIX = 1, BD_SYNTH_NORM_QK = 2, BD_SYNTH_ZERO = 3 };
 
 typedef struct bd_synth_tensor {
     char name[48];

@@ -1,10 +1,442 @@
 /*
  * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags).
+ *
+ * The fallback for x86 CPUs without AVX-512 VNNI. Same structure as the
+ * AVX-512 file, but with only 16 vector registers: each weight block is
+ * unpacked once into small aligned stack arrays (L1-resident), and up to 4
+ * activation rows are dotted against it with their accumulators in
+ * registers. Integer parts are exact, as in the scalar twins.
+ *
+ * Signed x signed int8 products use the classic AVX2 form:
+ * maddubs(|w|, sign(y, w)) then madd with ones. It is exact unless an
+ * activation byte is -128 where w < 0; the Q8_0/Q8_K quantizers never
+ * produce -128, so activations made by from_float are always safe.
  */
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels.h"
 
+#define BD_INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
+
+BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
+    return (const uint8_t *)x + (size_t)r * stride;
+}
+
+BD_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+BD_INLINE int hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* Rows in chunks of 4, 2, 1 (register blocking without blowing up code). */
+#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
+            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
+            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
+            else KERNEL(n, w, x, xs, out, 1);                                                 \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
+    }
+
+#define BD_SINGLE(NAME, MULTI)                                   \
+    static float NAME(int64_t n, const void *w, const void *x) { \
+        float r;                                                 \
+        MULTI(n, w, x, 0, 1, &r);                                \
+        return r;                                                \
+    }
+
+/* ------------------------------------------------------------------------
+ * Activation quantizers (bit-identical to quant_ref.c)
+ * ---------------------------------------------------------------------- */
+
+/* 32 int32 (four vectors, values in -127..127) -> 32 int8 in order. */
+BD_INLINE __m256i pack32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+BD_INLINE float absmax32(const float *x) {
+    const __m256 mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_and_ps(_mm256_loadu_ps(x), mask);
+    for (int j = 8; j < 32; j += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), mask));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void from_float_q8_0(const float *x, void *vy, int64_t n) {
+    block_q8_0 *y = vy;
+    for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
+        float amax = absmax32(x);
+        float d = amax / 127.0f;
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m256 v = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
+        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
+        y[i].d = bd_f32_to_f16(d);
+    }
+}
+
+static void from_float_q8_1(const float *x, void *vy, int64_t n) {
+    block_q8_1 *y = vy;
+    for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
+        float amax = absmax32(x);
+        float d = amax / 127.0f;
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m256 v = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
+        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
+        int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        y[i].d = bd_f32_to_f16(d);
+        y[i].s = bd_f32_to_f16(d * (float)sum);
+    }
+}
+
+static void from_float_q8_K(const float *x, void *vy, int64_t n) {
+    block_q8_K *y = vy;
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        __m256 mx = _mm256_loadu_ps(x), mn = mx;
+        for (int j = 8; j < QK_K; j += 8) {
+            __m256 v = _mm256_loadu_ps(x + j);
+            mx = _mm256_max_ps(mx, v);
+            mn = _mm256_min_ps(mn, v);
+        }
+        float hi, lo;
+        {
+            __m128 a = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+            a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+            hi = _mm_cvtss_f32(_mm_max_ss(a, _mm_movehdup_ps(a)));
+            __m128 b = _mm_min_ps(_mm256_castps256_ps128(mn), _mm256_extractf128_ps(mn, 1));
+            b = _mm_min_ps(b, _mm_movehl_ps(b, b));
+            lo = _mm_cvtss_f32(_mm_min_ss(b, _mm_movehdup_ps(b)));
+        }
+        float max;
+        if (hi > -lo) max = hi;
+        else if (-lo > hi) max = lo;
+        else { /* tie (or all zero): the first one in order wins, as in ref */
+            max = 0;
+            for (int j = 0; j < QK_K; j++)
+                if (x[j] == hi || x[j] == lo) {
+                    max = x[j];
+                    break;
+                }
+        }
+        if (max == 0) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        float iscale = -127.0f / max;
+        __m256 vs = _mm256_set1_ps(iscale);
+        const __m256i c127 = _mm256_set1_epi32(127);
+        for (int j = 0; j < QK_K; j += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_min_epi32(
+                    _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs)), c127);
+            _mm256_storeu_si256((__m256i *)(y[i].qs + j), pack32(q[0], q[1], q[2], q[3]));
+            y[i].bsums[j / 16] = (int16_t)hsum8i(_mm256_add_epi32(q[0], q[1]));
+            y[i].bsums[j / 16 + 1] = (int16_t)hsum8i(_mm256_add_epi32(q[2], q[3]));
+        }
+        y[i].d = 1.0f / iscale;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * K-quants x Q8_K. Per block: wq[256] unsigned codes in element order,
+ * sc[s] the int16 scale of each 32-element chunk replicated over 16 lanes
+ * (so vpmaddwd applies it to the vpmaddubsw pair sums).
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void kq_unpack_scales(const uint8_t *b, uint8_t sc[8], uint8_t m[8]) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, b, 4);
+    memcpy(&u1, b + 4, 4);
+    memcpy(&u2, b + 8, 4);
+    uint32_t v[4] = {u0 & 0x3F3F3F3Fu, (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u),
+                     u1 & 0x3F3F3F3Fu, ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)};
+    memcpy(sc, v, 8);
+    memcpy(m, v + 2, 8);
+}
+
+/* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel. */
+BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                           const int NX, const int q5) {
+    _Alignas(32) uint8_t wq[QK_K];
+    _Alignas(32) int16_t sc16[8][16];
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    const size_t bbytes = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bbytes;
+        bd_f16 dh, dmh;
+        memcpy(&dh, blk, 2);
+        memcpy(&dmh, blk + 2, 2);
+        const uint8_t *scales = blk + 4;
+        const uint8_t *qh = blk + 16;
+        const uint8_t *qs = q5 ? blk + 48 : blk + 16;
+        __m256i hb = q5 ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+        UNROLL for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (q5) {
+                const __m256i one = _mm256_set1_epi8(1);
+                __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c), one);
+                __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * c + 1), one);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+            }
+            _mm256_store_si256((__m256i *)(wq + 64 * c), lo);
+            _mm256_store_si256((__m256i *)(wq + 64 * c + 32), hi);
+        }
+        uint8_t sc[8], mn[8];
+        kq_unpack_scales(scales, sc, mn);
+        for (int s = 0; s < 8; s++) _mm256_store_si256((__m256i *)sc16[s], _mm256_set1_epi16(sc[s]));
+        /* lane k of the bsums vector (group k) belongs to sub-block k/2 */
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
+            _mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
+        const float d = f16f(dh), dmin = f16f(dmh);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m256i s = _mm256_setzero_si256();
+            UNROLL for (int k = 0; k < 8; k++) {
+                __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(wq + 32 * k)),
+                                                 _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
+            }
+            __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
+            __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d));
+            t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin), t);
+            acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(y->d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+}
+
+BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
+    kq45_kernel(n, w, x, xs, out, NX, 0);
+}
+BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
+    kq45_kernel(n, w, x, xs, out, NX, 1);
+}
+BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
+BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
+BD_SINGLE(dot_q4_K, dot_n_q4_K)
+BD_SINGLE(dot_q5_K, dot_n_q5_K)
+
+/* Q6_K: codes 0..63 in element order; the -32 offset goes through bsums. */
+BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                          const int NX) {
+    const block_q6_K *w = vw;
+    _Alignas(32) uint8_t wq[QK_K];
+    _Alignas(32) int16_t sc16[8][16];
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        UNROLL for (int h = 0; h < 2; h++) {
+            __m256i qa = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
+            __m256i qb = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            uint8_t *o = wq + 128 * h;
+            _mm256_store_si256((__m256i *)o, _mm256_or_si256(_mm256_and_si256(qa, m4),
+                                                             _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)));
+            _mm256_store_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                                                    _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)));
+            _mm256_store_si256((__m256i *)(o + 64),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4),
+                                               _mm256_and_si256(qh, m30)));
+            _mm256_store_si256((__m256i *)(o + 96),
+                               _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)));
+        }
+        /* chunk k of 32 elements: pair lanes 0-7 are group 2k, 8-15 group 2k+1 */
+        for (int k = 0; k < 8; k++) {
+            __m128i a = _mm_set1_epi16(w[i].scales[2 * k]), b = _mm_set1_epi16(w[i].scales[2 * k + 1]);
+            _mm256_store_si256((__m256i *)sc16[k], _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+        }
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const __m256i scb = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5));
+        const float d = f16f(w[i].d);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), scb);
+            UNROLL for (int k = 0; k < 8; k++) {
+                __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(wq + 32 * k)),
+                                                 _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(y->d * d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
+BD_SINGLE(dot_q6_K, dot_n_q6_K)
+
+/* ------------------------------------------------------------------------
+ * Q8_0 family x Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL): signed weight bytes.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE __m256i nibbles32(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* The 32 5th bits of a Q5 block as 0x10 bytes, element order. */
+BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+    /* byte j gets qh byte j/8, then test bit j%8 */
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                    _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                       0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
+    const block_q8_0 *b = (const block_q8_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
+    const block_q4_0 *b = (const block_q4_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
+}
+BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
+    const block_q5_0 *b = (const block_q5_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh)), _mm256_set1_epi8(16));
+}
+BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
+    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
+    *d = f16f(b->d);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
+}
+
+#define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                         \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
+                        const int NX) {                                                         \
+        const __m256i ones = _mm256_set1_epi16(1);                                              \
+        __m256 acc[4];                                                                          \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();                       \
+        for (int64_t i = 0; i < n / QK8_0; i++) {                                               \
+            float dw;                                                                           \
+            __m256i W = UNPACK(w, i, &dw);                                                      \
+            __m256i aw = _mm256_sign_epi8(W, W);                                                \
+            UNROLL for (int r = 0; r < NX; r++) {                                               \
+                const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + i;                 \
+                __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y->qs), W);   \
+                __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sy), ones);              \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16f(y->d)), \
+                                         acc[r]);                                               \
+            }                                                                                   \
+        }                                                                                       \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);                             \
+    }
+
+Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
+Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
+Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
+Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
+BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
+BD_DISPATCH_NX(dot_n_q4_0, q4_0_kernel)
+BD_DISPATCH_NX(dot_n_q5_0, q5_0_kernel)
+BD_DISPATCH_NX(dot_n_iq4_nl, iq4_nl_kernel)
+BD_SINGLE(dot_q8_0, dot_n_q8_0)
+BD_SINGLE(dot_q4_0, dot_n_q4_0)
+BD_SINGLE(dot_q5_0, dot_n_q5_0)
+BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+
+/* ------------------------------------------------------------------------
+ * F32 / F16 / BF16: weights converted once per 8 elements; scalar tail.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE __m256 ld_f32(const void *p, int64_t j) { return _mm256_loadu_ps((const float *)p + j); }
+BD_INLINE __m256 ld_f16(const void *p, int64_t j) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const bd_f16 *)p + j)));
+}
+BD_INLINE __m256 ld_bf16(const void *p, int64_t j) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const bd_bf16 *)p + j)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
+BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
+BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
+
+#define FLOAT_KERNEL(NAME, LD, SC)                                                      \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out, \
+                        const int NX) {                                                 \
+        __m256 acc[4];                                                                  \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();               \
+        int64_t j = 0;                                                                  \
+        for (; j + 8 <= n; j += 8) {                                                    \
+            __m256 W = LD(w, j);                                                        \
+            UNROLL for (int r = 0; r < NX; r++)                                         \
+                acc[r] = _mm256_fmadd_ps(W, LD(row_at(x, xs, r), j), acc[r]);           \
+        }                                                                               \
+        UNROLL for (int r = 0; r < NX; r++) {                                           \
+            float s = hsum8(acc[r]);                                                    \
+            for (int64_t t = j; t < n; t++) s += SC(w, t) * SC(row_at(x, xs, r), t);    \
+            out[r] = s;                                                                 \
+        }                                                                               \
+    }
+
+FLOAT_KERNEL(f32_kernel, ld_f32, sc_f32)
+FLOAT_KERNEL(f16_kernel, ld_f16, sc_f16)
+FLOAT_KERNEL(bf16_kernel, ld_bf16, sc_bf16)
+BD_DISPATCH_NX(dot_n_f32, f32_kernel)
+BD_DISPATCH_NX(dot_n_f16, f16_kernel)
+BD_DISPATCH_NX(dot_n_bf16, bf16_kernel)
+BD_SINGLE(dot_f32, dot_n_f32)
+BD_SINGLE(dot_f16, dot_n_f16)
+BD_SINGLE(dot_bf16, dot_n_bf16)
+
+/* ------------------------------------------------------------------------
+ * Table (Q4_1, Q5_1, IQ4_XS use the reference kernels here)
+ * ---------------------------------------------------------------------- */
+
 void bd_kernels_fill_avx2(bd_kernels *k) {
     k->name = "avx2";
+#define SET(T, D, DN)            \
+    k->vec_dot[BD_TYPE_##T] = D; \
+    k->vec_dot_n[BD_TYPE_##T] = DN;
+    SET(Q4_K, dot_q4_K, dot_n_q4_K)
+    SET(Q5_K, dot_q5_K, dot_n_q5_K)
+    SET(Q6_K, dot_q6_K, dot_n_q6_K)
+    SET(Q8_0, dot_q8_0, dot_n_q8_0)
+    SET(Q4_0, dot_q4_0, dot_n_q4_0)
+    SET(Q5_0, dot_q5_0, dot_n_q5_0)
+    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
+    SET(F32, dot_f32, dot_n_f32)
+    SET(F16, dot_f16, dot_n_f16)
+    SET(BF16, dot_bf16, dot_n_bf16)
+#undef SET
+    k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
+    k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
+    k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
 }

@@ -24,6 +24,7 @@
 
 #define BD_INLINE static inline __attribute__((always_inline))
 #define NX_MAX 16
+#define UNROLL _Pragma("GCC unroll 16")
 
 static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
 
@@ -62,6 +63,24 @@ BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
         }                                                                                     \
     }
 
+/* Fewer instantiations (1, 2, 4, 8 rows) for the less common types, to keep
+ * compile time down: nx is split greedily (e.g. 7 = 4 + 2 + 1). */
+#define BD_DISPATCH_NX_SMALL(NAME, KERNEL)                                                    \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            int k = nx >= 8 ? 8 : nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                              \
+            switch (k) {                                                                      \
+            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
+            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
+            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
+            default: KERNEL(n, w, x, xs, out, 8); break;                                      \
+            }                                                                                 \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
+    }
+
 #define BD_SINGLE(NAME, MULTI)                                            \
     static float NAME(int64_t n, const void *w, const void *x) {          \
         float r;                                                          \
@@ -69,7 +88,6 @@ BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
         return r;                                                         \
     }
 
-#define UNROLL _Pragma("GCC unroll 16")
 
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
@@ -145,7 +163,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), vs));
             q = _mm512_min_epi32(q, c127);
             _mm_storeu_si128((__m128i *)(y[i].qs + 16 * g), _mm512_cvtsepi32_epi8(q));
-            y[i].bsums[g] = 0;
+            y[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(q);
         }
         y[i].d = 1.0f / iscale;
     }
@@ -178,7 +196,7 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
 /* SC[c] for c = 0..3 from eight u8 scales; MV = -dmin * m_{k/2} per lane. */
 BD_INLINE void kq_scale_vectors(uint64_t sc8, uint64_t m8, float dmin, __m512i SC[4], __m512 *MV) {
     __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    for (int c = 0; c < 4; c++) {
+    UNROLL for (int c = 0; c < 4; c++) {
         /* lanes 0-15 -> scale 2c, lanes 16-31 -> scale 2c+1 */
         __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(2 * c)),
                                               _mm512_set1_epi16((short)(2 * c + 1)));
@@ -198,7 +216,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i W[4], SC[4];
-        for (int c = 0; c < 4; c++) {
+        UNROLL for (int c = 0; c < 4; c++) {
             __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
             q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
             W[c] = _mm512_and_si512(q, m4);
@@ -211,7 +229,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
             __m512i s = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++) {
+            UNROLL for (int c = 0; c < 4; c++) {
                 __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
                 s = _mm512_dpwssd_epi32(s, p, SC[c]);
             }
@@ -242,7 +260,7 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[i].qh));
         /* upper half one bit further on: sub-block 2c+1 uses bit 2c+1 */
         qh = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 1);
-        for (int c = 0; c < 4; c++) {
+        UNROLL for (int c = 0; c < 4; c++) {
             __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
             q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
             /* bit 2c of each qh byte -> bit 4: shift left by 4 - 2c (or right) */
@@ -263,7 +281,7 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
             __m512i s = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++) {
+            UNROLL for (int c = 0; c < 4; c++) {
                 __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
                 s = _mm512_dpwssd_epi32(s, p, SC[c]);
             }
@@ -295,7 +313,7 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i W[4], SC[4];
-        for (int h = 0; h < 2; h++) {
+        UNROLL for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(w[i].ql + 64 * h);
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
             __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
@@ -306,7 +324,7 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         }
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         __m512i s16z = _mm512_castsi256_si512(s16);
-        for (int j = 0; j < 4; j++) {
+        UNROLL for (int j = 0; j < 4; j++) {
             /* maddubs lane k (pair of elements 2k, 2k+1) is in group 4j + k/8 */
             __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
                                            _mm512_srli_epi16(_mm512_setr_epi32(
@@ -326,7 +344,7 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
             __m512i s = _mm512_dpwssd_epi32(
                 _mm512_setzero_si512(),
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y->bsums)), SCB);
-            for (int j = 0; j < 4; j++) {
+            UNROLL for (int j = 0; j < 4; j++) {
                 __m512i p = _mm512_maddubs_epi16(W[j], _mm512_loadu_si512(y->qs + 64 * j));
                 s = _mm512_dpwssd_epi32(s, p, SC[j]);
             }
@@ -386,7 +404,64 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
     return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
 }
 
-#define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                         \
+/*
+ * Blocks are taken in groups of 16. At the start of a group, the 16
+ * activation scales of each row are fetched with one gather (stride 34
+ * bytes), converted and multiplied by the 16 weight scales into a small
+ * table; the per-block work per row is then load, flip, vpdpbusd, convert
+ * and one FMA whose scale is a broadcast from that table.
+ */
+#define Q80_GROUP_KERNEL(NAME, UNPACK)                                                         \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
+                        const int NX) {                                                         \
+        const __m256i flip = _mm256_set1_epi8((char)0x80);                                      \
+        const __m512i didx = _mm512_mullo_epi32(                                                \
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),            \
+            _mm512_set1_epi32((int)sizeof(block_q8_0)));                                        \
+        __m256 acc[NX_MAX];                                                                     \
+        float dd[NX_MAX][16]; /* dw * dx per row and block of the group */                      \
+        float dwv[16];                                                                          \
+        __m256i Wg[16];                                                                         \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();                       \
+        const int64_t nb = n / QK8_0;                                                           \
+        for (int64_t g = 0; g < nb; g += 16) {                                                  \
+            const int cnt = nb - g >= 16 ? 16 : (int)(nb - g);                                  \
+            const __mmask16 km = (__mmask16)(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);              \
+            for (int b = 0; b < cnt; b++) Wg[b] = UNPACK(w, g + b, &dwv[b]);                    \
+            const __m512 DW = _mm512_maskz_loadu_ps(km, dwv);                                   \
+            UNROLL for (int r = 0; r < NX; r++) {                                               \
+                const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g;                 \
+                __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), km, didx,       \
+                                                        (const void *)y, 1);                    \
+                __m512 dy = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));                          \
+                _mm512_storeu_ps(dd[r], _mm512_mul_ps(dy, DW));                                 \
+            }                                                                                   \
+            for (int b = 0; b < cnt; b++) {                                                     \
+                const __m256i W = Wg[b];                                                        \
+                /* -128 * (sum of each 4 weights), per lane */                                  \
+                const __m256i C = _mm256_sub_epi32(                                             \
+                    _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, W)); \
+                UNROLL for (int r = 0; r < NX; r++) {                                           \
+                    const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g + b;         \
+                    __m256i Y = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip); \
+                    __m256i s = _mm256_dpbusd_epi32(C, Y, W);                                   \
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dd[r][b]),   \
+                                             acc[r]);                                           \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+        UNROLL for (int r = 0; r < NX; r++) {                                                   \
+            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]),                               \
+                                  _mm256_extractf128_ps(acc[r], 1));                            \
+            v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                             \
+            v = _mm_add_ss(v, _mm_movehdup_ps(v));                                              \
+            out[r] = _mm_cvtss_f32(v);                                                          \
+        }                                                                                       \
+    }
+
+/* Few rows (1-2): two blocks per 512-bit register, scales converted inline
+ * (the gathered-scale table below does not pay for itself here). */
+#define Q80_PAIR_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
                         const int NX) {                                                         \
         const __m512i flip = _mm512_set1_epi8((char)0x80);                                      \
@@ -431,14 +506,23 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
         UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);              \
     }
 
+#define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                 \
+    Q80_PAIR_KERNEL(NAME##_pair, UNPACK)                                                \
+    Q80_GROUP_KERNEL(NAME##_group, UNPACK)                                              \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out, \
+                        const int NX) {                                                 \
+        if (NX <= 2) NAME##_pair(n, w, x, xs, out, NX);                                 \
+        else NAME##_group(n, w, x, xs, out, NX);                                        \
+    }
+
 Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
 Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
 Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
 Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
 BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
-BD_DISPATCH_NX(dot_n_q4_0, q4_0_kernel)
-BD_DISPATCH_NX(dot_n_q5_0, q5_0_kernel)
-BD_DISPATCH_NX(dot_n_iq4_nl, iq4_nl_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_q4_0, q4_0_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_q5_0, q5_0_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_iq4_nl, iq4_nl_kernel)
 BD_SINGLE(dot_q8_0, dot_n_q8_0)
 BD_SINGLE(dot_q4_0, dot_n_q4_0)
 BD_SINGLE(dot_q5_0, dot_n_q5_0)
@@ -495,8 +579,8 @@ BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
 
 Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
 Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
-BD_DISPATCH_NX(dot_n_q4_1, q4_1_kernel)
-BD_DISPATCH_NX(dot_n_q5_1, q5_1_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_q4_1, q4_1_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_q5_1, q5_1_kernel)
 BD_SINGLE(dot_q4_1, dot_n_q4_1)
 BD_SINGLE(dot_q5_1, dot_n_q5_1)
 
@@ -515,7 +599,7 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i W[4], C[4], SC[4];
-        for (int c = 0; c < 4; c++) {
+        UNROLL for (int c = 0; c < 4; c++) {
             /* sub-block 2c: qs[32c..32c+15] lo then hi nibbles; sub 2c+1 next 16 */
             __m128i qa = _mm_loadu_si128((const __m128i *)(w[i].qs + 32 * c));
             __m128i qb = _mm_loadu_si128((const __m128i *)(w[i].qs + 32 * c + 16));
@@ -534,7 +618,7 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
             __m512i t = _mm512_setzero_si512();
-            for (int c = 0; c < 4; c++) {
+            UNROLL for (int c = 0; c < 4; c++) {
                 __m512i Y = _mm512_xor_si512(_mm512_loadu_si512(y->qs + 64 * c), flip);
                 __m512i s = _mm512_dpbusd_epi32(C[c], Y, W[c]);
                 t = _mm512_add_epi32(t, _mm512_mullo_epi32(s, SC[c]));
@@ -544,7 +628,7 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
-BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_iq4_xs, iq4xs_kernel)
 BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
 
 /* ------------------------------------------------------------------------
@@ -580,9 +664,9 @@ BD_INLINE __m512 load_bf16(const void *p, int64_t j, __mmask16 k) {
 FLOAT_KERNEL(f32_kernel, load_f32)
 FLOAT_KERNEL(f16_kernel, load_f16)
 FLOAT_KERNEL(bf16_kernel, load_bf16)
-BD_DISPATCH_NX(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX(dot_n_bf16, bf16_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_f32, f32_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_f16, f16_kernel)
+BD_DISPATCH_NX_SMALL(dot_n_bf16, bf16_kernel)
 
 /* Single-row float dots: 4 independent accumulators hide FMA latency. */
 #define FLOAT_SINGLE(NAME, LOAD)                                                            \

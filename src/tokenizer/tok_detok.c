@@ -25,6 +25,10 @@ typedef struct buf {
 
 static void buf_put(buf *b, const void *s, size_t n) {
     if (!b->ok || n == 0) return;
+    if (n > UINT32_MAX - b->n) { // offsets are 32-bit; a hostile vocabulary can blow this up
+        b->ok = false;
+        return;
+    }
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + n) cap *= 2;
@@ -114,7 +118,7 @@ bool bd_tok_build_pieces(bd_tokenizer *t) {
             uint8_t c = byte_token_value(s, n);
             buf_put(&b, &c, 1);
         } // UNUSED / UNDEFINED: empty
-        if (b.n > UINT32_MAX || b.n - start > (size_t)INT_MAX / 2) b.ok = false;
+        if (b.n - start > (size_t)INT_MAX / 2) b.ok = false;
         t->piece_off[id] = (uint32_t)start;
         t->piece_len[id] = (uint32_t)(b.n - start);
     }

@@ -16,11 +16,18 @@
  *   bd-oracle tokenize -m FILE --batch   < lines "PARSE_SPECIAL<TAB>HEX"
  *       one {"ids":[...]} line per input line (add_special=false), so a
  *       whole case table costs one vocabulary load.
+ *   bd-oracle quantize -m IN.gguf -o OUT.gguf --ftype N [--pure]
+ *       llama.cpp's own quantizer (llama_model_quantize, llama_ftype N,
+ *       e.g. 2 Q4_0, 3 Q4_1, 7 Q8_0, 15 Q4_K_M, 32 BF16): fixtures with
+ *       trained weights quantized by the reference. Prints {"ok":true}.
  *
  * Common options: -t THREADS (default 1), --kv f32|f16 (KV cache type,
  * default f32 so that the reference is not rounded through F16), --fa
- * (flash attention on; default off), --ctx N, --no-repack (disable the CPU
- * weight repacking buffers), -v (llama.cpp logs on stderr).
+ * (flash attention on; default off), --ctx N, --ubatch N (physical batch;
+ * default: the whole prompt in one), --repack (enable ggml's CPU weight
+ * repacking, off by default: the repacked AVX-512 kernels for Q4_0/Q4_1/
+ * Q4_K/IQ4_NL are not numerically equivalent to ggml's plain vec_dot path,
+ * which is the reference blockdraft mirrors), -v (llama.cpp logs).
  * -p TEXT is tokenized with add_special=true (BOS when the vocabulary asks
  * for it) and parse_special=true, as llama.cpp's tools do.
  * Exit status: 0 ok, 1 runtime error, 2 usage.
@@ -51,13 +58,17 @@ typedef struct opts {
     const char *prompt;
     const char *hex;
     const char *text;
+    const char *out;
+    int ftype;
+    bool pure;
     int top;
     int n_gen;
     int threads;
     int n_ctx;
+    int n_ubatch;
     bool kv_f16;
     bool fa;
-    bool no_repack;
+    bool repack;
     bool verbose;
     bool parse_special;
     bool add_special;
@@ -76,7 +87,8 @@ static int usage(void) {
             "usage: bd-oracle logits   -m FILE (--ids 1,2,3 | -p TEXT) [--top K] [-t N]\n"
             "       bd-oracle greedy   -m FILE (--ids ... | -p TEXT) -n N [-t N]\n"
             "       bd-oracle tokenize -m FILE [--no-special] [--no-add] (TEXT | --hex HEX | --batch)\n"
-            "options: --kv f32|f16  --fa  --ctx N  --no-repack  -v\n");
+            "       bd-oracle quantize -m IN -o OUT --ftype N [--pure]\n"
+            "options: --kv f32|f16  --fa  --ctx N  --ubatch N  --repack  -v\n");
     return 2;
 }
 
@@ -96,17 +108,21 @@ static bool parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ids")) { NEED_VAL(); o->ids_csv = v; }
         else if (!strcmp(a, "-p")) { NEED_VAL(); o->prompt = v; }
         else if (!strcmp(a, "--hex")) { NEED_VAL(); o->hex = v; }
+        else if (!strcmp(a, "-o")) { NEED_VAL(); o->out = v; }
+        else if (!strcmp(a, "--ftype")) { NEED_VAL(); o->ftype = atoi(v); }
+        else if (!strcmp(a, "--pure")) o->pure = true;
         else if (!strcmp(a, "--top")) { NEED_VAL(); o->top = atoi(v); }
         else if (!strcmp(a, "-n")) { NEED_VAL(); o->n_gen = atoi(v); }
         else if (!strcmp(a, "-t")) { NEED_VAL(); o->threads = atoi(v); }
         else if (!strcmp(a, "--ctx")) { NEED_VAL(); o->n_ctx = atoi(v); }
+        else if (!strcmp(a, "--ubatch")) { NEED_VAL(); o->n_ubatch = atoi(v); }
         else if (!strcmp(a, "--kv")) {
             NEED_VAL();
             if (!strcmp(v, "f16")) o->kv_f16 = true;
             else if (strcmp(v, "f32")) return false;
         }
         else if (!strcmp(a, "--fa")) o->fa = true;
-        else if (!strcmp(a, "--no-repack")) o->no_repack = true;
+        else if (!strcmp(a, "--repack")) o->repack = true;
         else if (!strcmp(a, "--no-special")) o->parse_special = false;
         else if (!strcmp(a, "--no-add")) o->add_special = false;
         else if (!strcmp(a, "--batch")) o->batch = true;
@@ -235,7 +251,7 @@ static struct llama_model *model_load(const opts *o, bool vocab_only) {
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
     mp.vocab_only = vocab_only;
-    if (o->no_repack) mp.use_extra_bufts = false;
+    mp.use_extra_bufts = o->repack;
     struct llama_model *m = llama_model_load_from_file(o->model, mp);
     if (!m) fprintf(stderr, "bd-oracle: cannot load model %s\n", o->model);
     return m;
@@ -247,9 +263,10 @@ static struct llama_context *context_create(const opts *o, struct llama_model *m
     if (n_ctx < 256) n_ctx = 256;
     n_ctx = (n_ctx + 255) / 256 * 256;
     cp.n_ctx = (uint32_t)n_ctx;
-    /* One ubatch holds the whole prompt, so every row sees the same graph. */
+    /* By default one ubatch holds the whole prompt; --ubatch 1 runs every
+     * row as its own graph (matrix-vector products only). */
     cp.n_batch = (uint32_t)n_ctx;
-    cp.n_ubatch = (uint32_t)n_ctx;
+    cp.n_ubatch = o->n_ubatch > 0 && o->n_ubatch < n_ctx ? (uint32_t)o->n_ubatch : (uint32_t)n_ctx;
     cp.n_seq_max = 1;
     cp.n_threads = o->threads;
     cp.n_threads_batch = o->threads;
@@ -412,6 +429,20 @@ static int mode_tokenize(const opts *o) {
     return rc;
 }
 
+static int mode_quantize(const opts *o) {
+    if (!o->out || o->ftype <= 0) return usage();
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = o->threads;
+    qp.ftype = (enum llama_ftype)o->ftype;
+    qp.pure = o->pure;
+    if (llama_model_quantize(o->model, o->out, &qp) != 0) {
+        fprintf(stderr, "bd-oracle: quantizing %s failed\n", o->model);
+        return 1;
+    }
+    printf("{\"ok\":true}\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts o;
     if (!parse_opts(argc, argv, &o)) return usage();
@@ -423,6 +454,7 @@ int main(int argc, char **argv) {
     if (!strcmp(o.mode, "logits")) rc = mode_logits(&o);
     else if (!strcmp(o.mode, "greedy")) rc = mode_greedy(&o);
     else if (!strcmp(o.mode, "tokenize")) rc = mode_tokenize(&o);
+    else if (!strcmp(o.mode, "quantize")) rc = mode_quantize(&o);
     else rc = usage();
     llama_backend_free();
     return rc;

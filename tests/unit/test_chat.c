@@ -170,7 +170,18 @@ static int run_fixtures(bool compat) {
             }
             char what[256];
             snprintf(what, sizeof what, "%s/%s%s", templates[ti].name, cname, compat ? " (llama.cpp mode)" : "");
-            if (want) {
+            /* Known divergence (reported): after folding the only (system) message away, Gemma's
+             * template reads messages[0]['role'] of an empty list. Jinja2 semantics raise
+             * UndefinedError there; llama.cpp's engine treats it as undefined and renders. */
+            bool divergence = compat && strcmp(cname, "system-only") == 0 &&
+                              strcmp(templates[ti].name, "google-gemma-2-2b-it") == 0;
+            if (divergence) {
+                n_txt++;
+                if (out || jerr.kind != JINJA_ERR_UNDEFINED) {
+                    fprintf(stderr, "FAIL %s: expected the documented UndefinedError\n", what);
+                    failures++;
+                }
+            } else if (want) {
                 n_txt++;
                 if (!out) {
                     fprintf(stderr, "FAIL %s: render error: %s\n", what, err);
@@ -187,7 +198,8 @@ static int run_fixtures(bool compat) {
                     failures++;
                 } else {
                     snprintf(got, sizeof got, "%s: %s\n", jinja_err_kind_name(jerr.kind), jerr.msg);
-                    if (strcmp(got, want_err) != 0) {
+                    /* llama.cpp mode: both engines raise; llama.cpp's message may differ */
+                    if (!compat && strcmp(got, want_err) != 0) {
                         fprintf(stderr, "FAIL %s: error\n  got:  %s  want: %s", what, got, want_err);
                         failures++;
                     } else if (!user_err) {
@@ -239,7 +251,8 @@ static void test_syntax_errors(void **state) {
         assert_true(e.line >= 1);
     }
     /* position: line 3, the filter name's column (Jinja reports the line) */
-    jinja_template *t = jinja_template_parse("a\nb\n  {{ x | nope }}", 19, NULL, &e);
+    const char *pos_src = "a\nb\n  {{ x | nope }}";
+    jinja_template *t = jinja_template_parse(pos_src, strlen(pos_src), NULL, &e);
     assert_null(t);
     assert_int_equal(e.line, 3);
     assert_string_equal(e.msg, "No filter named 'nope'.");
@@ -329,8 +342,11 @@ static void test_hostile(void **state) {
     free(deep);
 
     /* huge loops: iteration cap (10M by default) */
-    CHECK_ERROR("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL,
+    CHECK_ERROR("{% set r = range(100000) %}{% for i in r %}{% for j in r %}{% endfor %}{% endfor %}", NULL,
                 JINJA_ERR_LIMIT, "iterations");
+    /* the same with a fresh list per outer iteration ends on the memory cap first */
+    CHECK_ERROR("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", NULL,
+                JINJA_ERR_LIMIT, "");
     /* range cap of the sandbox */
     CHECK_ERROR("{{ range(1000000000)|length }}", NULL, JINJA_ERR_SECURITY, "Range too big");
     /* output cap (16 MiB) */
@@ -451,6 +467,10 @@ static void test_semantics_expressions(void **state) {
     CHECK_RENDER("{{ 'a' ~ 1 ~ none ~ undefined_thing }}", NULL, "a1None");
     CHECK_ERROR("{{ 'a' + 1 }}", NULL, JINJA_ERR_TYPE, "can only concatenate str (not \"int\") to str");
     CHECK_ERROR("{{ 1 / 0 }}", NULL, JINJA_ERR_ZERODIV, "division by zero");
+    /* printf-style formatting (Python "%" operator; Jinja's format filter applies it) */
+    CHECK_RENDER("{{ '%s=%d' % ('a', 3) }}|{{ '%05.1f' % 2.25 }}|{{ '%-3s|' % 'x' }}|{{ '%(k)s' % {'k': none} }}"
+                 "|{{ '%s and %r'|format('a', 'b') }}|{{ '100%%' % () }}",
+                 NULL, "a=3|002.2|x  ||None|a and 'b'|100%");
     /* Comparisons, chained; dict equality ignores order; in / not in */
     CHECK_RENDER("{{ 1 < 2 < 3 }}{{ 3 > 2 > 2 }}{{ {'a':1,'b':2} == {'b':2,'a':1} }}{{ 'ell' in 'hello' }}"
                  "{{ 2 not in [1,3] }}{{ 'k' in {'k': 0} }}",
@@ -505,7 +525,7 @@ static void test_semantics_filters(void **state) {
                  NULL, "d||d|None|True|43|0|2.5|3.0|3");
     CHECK_RENDER("{{ [1,2,3]|first }}{{ [1,2,3]|last }}{{ 'abc'|length }}{{ {'a':1}|length }}{{ [1,2]|sum }}"
                  "{{ [4,9,2]|max }}{{ [4,9,2]|min }}",
-                 NULL, "13312592");
+                 NULL, "1331392");
     /* transformers' tojson: json.dumps(ensure_ascii=False), insertion order, ", " / ": " separators */
     CHECK_RENDER("{{ {'b': [1, '\xc3\xa9', none, true, 2.5], 'a': {}}|tojson }}", NULL,
                  "{\"b\": [1, \"\xc3\xa9\", null, true, 2.5], \"a\": {}}");
@@ -588,7 +608,8 @@ static void test_reasoning(void **state) {
     check_split("\n<think></think>ok", false, "", "ok");
     check_split("<thinking>no</thinking>", false, NULL, "<thinking>no</thinking>");
     check_split("a < b </think> c", true, "a < b", "c");
-    assert_true(chat_prompt_opens_think("<|im_start|>assistant\n<think>\n", 31));
+    const char *open_p = "<|im_start|>assistant\n<think>\n";
+    assert_true(chat_prompt_opens_think(open_p, strlen(open_p)));
     const char *closed = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
     assert_false(chat_prompt_opens_think(closed, strlen(closed)));
     assert_false(chat_prompt_opens_think("<|im_start|>assistant\n", 22));
@@ -627,6 +648,91 @@ static void test_render_speed(void **state) {
     free(src);
 }
 
+/* Mutated fixture templates (deterministic LCG): parse + render must come back
+ * with an output or an error that has a kind and a message - never crash, hang
+ * or leak (run under `make debug` for ASan/UBSan). */
+static void test_mutation_smoke(void **state) {
+    (void)state;
+    static const char *frag[] = {"{{", "}}", "{%", "%}", "{#", "#}", "-", "(", ")", "[", "]", "'", "\"", "|",
+                                 "loop.", "namespace(", " for x in ", " if ", " else ", "endfor", "endif", " is ",
+                                 ".split(", "[::-1]", "~", "**", "tojson(indent=2)", "\\", "\n", " not ",
+                                 "caller()", "range(99999)", "{}", "[1,2]", "9999999999999999999", "1e400"};
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/templates/cases.json", shared_dir());
+    json_t *root = json_load_file(path, 0, NULL);
+    assert_non_null(root);
+    json_t *cases = json_object_get(root, "cases");
+    uint64_t rng = 12345;
+#define RND() ((rng = rng * 6364136223846793005ULL + 1442695040888963407ULL) >> 33)
+    jinja_limits lim = jinja_limits_default();
+    lim.max_iterations = 100000;
+    lim.max_memory = 32u << 20;
+    int rendered = 0, failed = 0;
+    for (int it = 0; it < 900; it++) {
+        snprintf(path, sizeof path, "%s/fixtures/templates/%s.jinja", shared_dir(), templates[it % N_TEMPLATES].name);
+        size_t n;
+        char *src = read_file(path, &n);
+        assert_non_null(src);
+        char *m = malloc(n + 8 * 64 + 1);
+        memcpy(m, src, n + 1);
+        for (int k = 0, nm = 1 + (int)(RND() % 4); k < nm; k++) {
+            size_t len = strlen(m), pos = RND() % (len + 1);
+            switch (RND() % 3) {
+            case 0: {
+                size_t dl = RND() % 8;
+                if (pos + dl > len) dl = len - pos;
+                memmove(m + pos, m + pos + dl, len - pos - dl + 1);
+                break;
+            }
+            case 1: {
+                const char *f = frag[RND() % (sizeof frag / sizeof frag[0])];
+                size_t fl = strlen(f);
+                if (fl > 64) break;
+                memmove(m + pos + fl, m + pos, len - pos + 1);
+                memcpy(m + pos, f, fl);
+                break;
+            }
+            default:
+                if (len) m[pos % len] = (char)(1 + RND() % 255);
+            }
+        }
+        json_t *c = json_array_get(cases, RND() % json_array_size(cases));
+        json_t *tools = json_object_get(c, "tools");
+        char err[512] = "";
+        jinja_error je;
+        bool ue;
+        chat_template *t = chat_template_create(m, "<s>", "</s>", err, sizeof err);
+        if (t) {
+            chat_params p = {.messages = json_object_get(c, "messages"),
+                             .tools = json_is_null(tools) ? NULL : tools,
+                             .add_generation_prompt = RND() % 2,
+                             .limits = &lim,
+                             .llamacpp_compat = RND() % 2,
+                             .error_out = &je};
+            size_t olen = 0;
+            char *o = chat_template_apply(t, &p, &olen, &ue, err, sizeof err);
+            if (o) {
+                assert_true(strlen(o) <= olen);
+                rendered++;
+            } else {
+                assert_true(je.kind != JINJA_OK || err[0]);
+                assert_true(err[0] != 0);
+                failed++;
+            }
+            free(o);
+            chat_template_free(t);
+        } else {
+            assert_true(err[0] != 0);
+            failed++;
+        }
+        free(m);
+        free(src);
+    }
+#undef RND
+    fprintf(stderr, "mutation smoke: %d rendered, %d failed cleanly\n", rendered, failed);
+    json_decref(root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_jinja2),   cmocka_unit_test(test_fixtures_llamacpp),
@@ -635,6 +741,7 @@ int main(void) {
         cmocka_unit_test(test_semantics_whitespace), cmocka_unit_test(test_semantics_expressions),
         cmocka_unit_test(test_semantics_filters), cmocka_unit_test(test_semantics_methods),
         cmocka_unit_test(test_reasoning),         cmocka_unit_test(test_render_speed),
+        cmocka_unit_test(test_mutation_smoke),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -668,6 +668,61 @@ static void test_rm_keeps_shared(void **state) {
     assert_non_null(strstr(err, "not installed"));
 }
 
+/* gallery_resolve_model: what `run NAME` and the server load. */
+static void test_resolve(void **state) {
+    (void)state;
+    char models[PATH_MAX + 32], p[PATH_MAX + 128], err[1024];
+    snprintf(models, sizeof models, "%s/res-models", g_tmp);
+    snprintf(p, sizeof p, "%s/ok.yaml", models);
+    write_text(p, "name: ok\nparameters:\n  model: t/t.gguf\ndraft_model: d/d.gguf\n");
+    snprintf(p, sizeof p, "%s/t/t.gguf", models);
+    write_text(p, "T");
+    snprintf(p, sizeof p, "%s/d/d.gguf", models);
+    write_text(p, "D");
+    gallery_model m;
+    /* no pull options: the models folder comes from the environment */
+    setenv("BLOCKDRAFT_MODELS", models, 1);
+    assert_true(gallery_resolve_model("ok", NULL, &m, err, sizeof err));
+    snprintf(p, sizeof p, "%s/t/t.gguf", models);
+    assert_string_equal(m.target_path, p);
+    snprintf(p, sizeof p, "%s/d/d.gguf", models);
+    assert_string_equal(m.draft_path, p);
+    assert_true(m.has_config);
+
+    /* spec_type none: no drafter handed to the engine */
+    snprintf(p, sizeof p, "%s/nospec.yaml", models);
+    write_text(p, "parameters:\n  model: t/t.gguf\ndraft_model: d/d.gguf\noptions: [spec_type:none]\n");
+    assert_true(gallery_resolve_model("nospec", NULL, &m, err, sizeof err));
+    assert_string_equal(m.draft_path, "");
+
+    /* a draft_model that escapes through a symlink */
+    char link[PATH_MAX + 64];
+    snprintf(link, sizeof link, "%s/esc", models);
+    unlink(link);
+    assert_int_equal(symlink("/tmp", link), 0);
+    snprintf(p, sizeof p, "%s/esc.yaml", models);
+    write_text(p, "parameters:\n  model: t/t.gguf\ndraft_model: esc/d.gguf\n");
+    assert_false(gallery_resolve_model("esc", NULL, &m, err, sizeof err));
+    assert_non_null(strstr(err, "symlink escape"));
+
+    /* recorded as unsupported: refused with the reason */
+    gallery_state st;
+    memset(&st, 0, sizeof st);
+    snprintf(st.name, sizeof st.name, "ok");
+    snprintf(st.status, sizeof st.status, "unsupported");
+    snprintf(st.reason, sizeof st.reason, "architecture 'qwen35' (...) is not supported");
+    assert_true(gallery_state_write(models, &st, err, sizeof err));
+    assert_false(gallery_resolve_model("ok", NULL, &m, err, sizeof err));
+    assert_non_null(strstr(err, "model 'ok' is unsupported: architecture 'qwen35'"));
+
+    /* not installed, no pulling */
+    assert_false(gallery_resolve_model("absent", NULL, &m, err, sizeof err));
+    assert_non_null(strstr(err, "blockdraft pull absent"));
+    /* a missing file path */
+    assert_false(gallery_resolve_model("/nonexistent/x.gguf", NULL, &m, err, sizeof err));
+    unsetenv("BLOCKDRAFT_MODELS");
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -689,6 +744,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
         cmocka_unit_test(test_shipped_index), cmocka_unit_test(test_rm_keeps_shared),
+        cmocka_unit_test(test_resolve),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 16];

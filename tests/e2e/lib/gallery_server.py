@@ -19,6 +19,7 @@ file path under ROOT:
                   closes (Range ignored)
   /slow/F         as /files, in 32 KiB pieces 20 ms apart
   anything else   404
+A query string (?x) is ignored except in the log.
 
 Every request is appended to LOGFILE as one JSON line
 {"path", "range", "auth", "host"}.
@@ -94,7 +95,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.log_request_line()
-        parts = self.path.lstrip("/").split("/", 1)
+        # The query string only tells requests apart in the log.
+        parts = self.path.split("?", 1)[0].lstrip("/").split("/", 1)
         mode, rest = parts[0], (parts[1] if len(parts) > 1 else "")
         if mode == "files":
             return self.send_file(rest)

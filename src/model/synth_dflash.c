@@ -1,0 +1,276 @@
+/*
+ * synth_dflash.c - see synth_dflash.h for what is built and why it works.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "synth_dflash.h"
+
+#define PI_F 3.14159265358979f
+
+typedef struct {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rng_normal(rng *r) {
+    double u1 = ((rng_next(r) >> 11) + 1) * 0x1.0p-53, u2 = (rng_next(r) >> 11) * 0x1.0p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Add one tensor of floats, converted to `type` row by row. */
+static bool add_tensor(gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
+                       const float *vals, char *err, size_t errlen) {
+    uint64_t row = 0;
+    if (!bd_row_size(type, ne0, &row)) return bd_err(err, errlen, "%s: width %lld does not fit type %s", name,
+                                                     (long long)ne0, bd_type_name(type));
+    uint8_t *buf = malloc(row * (uint64_t)ne1);
+    if (!buf) return bd_err(err, errlen, "out of memory");
+    for (int64_t r = 0; r < ne1; r++)
+        if (!bd_quantize_row(type, vals + r * ne0, buf + (uint64_t)r * row, ne0)) {
+            free(buf);
+            return bd_err(err, errlen, "%s: cannot quantize to %s", name, bd_type_name(type));
+        }
+    uint64_t ne[2] = {(uint64_t)ne0, (uint64_t)ne1};
+    bool ok = gguf_writer_add_tensor(w, name, type, ne1 == 1 ? 1 : 2, ne, buf, row * (uint64_t)ne1);
+    free(buf);
+    return ok ? true : bd_err(err, errlen, "%s: cannot add tensor", name);
+}
+
+static float *alloc_f(size_t n) { return calloc(n ? n : 1, sizeof(float)); }
+
+static void fill_random(rng *r, float *v, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) v[i] = scale * rng_normal(r);
+}
+
+static void fill_const(float *v, size_t n, float c) {
+    for (size_t i = 0; i < n; i++) v[i] = c;
+}
+
+static float dotf(const float *a, const float *b, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+    return (float)s;
+}
+
+static int32_t argmax_logits(const bd_mat *out, const float *x, float *row_buf) {
+    int32_t best = -1;
+    float bv = -INFINITY;
+    for (int64_t u = 0; u < out->nrows; u++) {
+        bd_mat_get_row(out, u, row_buf);
+        float v = dotf(row_buf, x, out->ncols);
+        if (v > bv) {
+            bv = v;
+            best = (int32_t)u;
+        }
+    }
+    return best;
+}
+
+bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char *err, size_t errlen) {
+    bd_model *t = bd_model_open(o->target_path, err, errlen);
+    if (!t) return false;
+    bool ok = false;
+    gguf_writer *w = NULL;
+    float *buf = NULL, *x0 = NULL, *xm = NULL, *w0 = NULL, *v = NULL, *tmp = NULL;
+    if (t->arch == BD_ARCH_DFLASH) {
+        bd_err(err, errlen, "%s is a drafter, not a target", o->target_path);
+        goto done;
+    }
+    const bd_hparams *th = &t->hp;
+    const int64_t E = th->n_embd, L = o->n_layer > 0 ? o->n_layer : 5;
+    const int64_t NH = th->n_head, NKV = th->n_kv, HD = th->hd, FF = th->n_ff;
+    const int64_t Q = NH * HD, KV = NKV * HD;
+    const int B = o->block_size > 0 ? o->block_size : 16;
+    int K = o->n_taps > 0 ? o->n_taps : (th->n_layer - 1 < 5 ? th->n_layer - 1 : 5);
+    if (K < 1 || K > th->n_layer - 1 || K > BD_MAX_TAPS) {
+        bd_err(err, errlen, "target has %d layers: cannot tap %d of them", th->n_layer, K);
+        goto done;
+    }
+    if (o->constructed && HD < 16) {
+        bd_err(err, errlen, "constructed drafters need a head dim >= 16 (target has %lld)", (long long)HD);
+        goto done;
+    }
+    int32_t taps[BD_MAX_TAPS];
+    int64_t Lt = th->n_layer;
+    for (int i = 0; i < K; i++) {
+        if (Lt >= 8 && K > 1) /* the reference's spread: HF id round(1 + i(L-4)/(K-1)), +1 for GGUF */
+            taps[i] = (int32_t)lround(1.0 + (double)i * (double)(Lt - 4) / (double)(K - 1)) + 1;
+        else
+            taps[i] = i + 1;
+    }
+    int32_t mask = o->mask_id >= 0 ? o->mask_id : (th->n_vocab > 151669 ? 151669 : th->n_vocab - 1);
+    if (mask <= 0 || mask >= th->n_vocab) {
+        bd_err(err, errlen, "mask id %d outside the vocabulary (1..%d)", mask, th->n_vocab - 1);
+        goto done;
+    }
+    /* rope: pair j = n_rot/16 turns by pi/B per position when base = (B/pi)^(n_rot/(2j)) = (B/pi)^8 */
+    const int64_t pair = HD / 16;
+    float base = o->constructed ? powf((float)B / PI_F, 8.0f) : 1e6f;
+
+    w = gguf_writer_create();
+    if (!w) {
+        bd_err(err, errlen, "out of memory");
+        goto done;
+    }
+    bool kv_ok = gguf_writer_set_str(w, "general.architecture", "dflash") &&
+                 gguf_writer_set_str(w, "general.name", o->constructed ? "blockdraft constructed dflash drafter"
+                                                                       : "blockdraft random dflash drafter") &&
+                 gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)L) &&
+                 gguf_writer_set_u32(w, "dflash.context_length", 40960) &&
+                 gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E) &&
+                 gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)FF) &&
+                 gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)NH) &&
+                 gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)NKV) &&
+                 gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)HD) &&
+                 gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)HD) &&
+                 gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", 1e-6f) &&
+                 gguf_writer_set_f32(w, "dflash.rope.freq_base", base) &&
+                 gguf_writer_set_u32(w, "dflash.rope.dimension_count", (uint32_t)HD) &&
+                 gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)B) &&
+                 gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, (uint64_t)K) &&
+                 gguf_writer_set_u32(w, "general.file_type", 0);
+    for (int64_t i = 0; kv_ok && i < gguf_kv_count(t->gguf); i++) {
+        const gguf_kv *kv = gguf_kv_at(t->gguf, i);
+        if (!strncmp(kv->key, "tokenizer.", 10) && strcmp(kv->key, "tokenizer.ggml.mask_token_id"))
+            kv_ok = gguf_writer_copy_kv(w, kv);
+    }
+    kv_ok = kv_ok && gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)mask);
+    if (!kv_ok) {
+        bd_err(err, errlen, "cannot build drafter metadata");
+        goto done;
+    }
+
+    size_t big = (size_t)(FF * E > Q * E ? FF * E : Q * E);
+    if ((size_t)(K * E * E) > big) big = (size_t)(K * E * E);
+    buf = alloc_f(big);
+    x0 = alloc_f((size_t)E);
+    xm = alloc_f((size_t)E);
+    w0 = alloc_f((size_t)E);
+    v = alloc_f((size_t)E);
+    tmp = alloc_f((size_t)E);
+    if (!buf || !x0 || !xm || !w0 || !v || !tmp) {
+        bd_err(err, errlen, "out of memory");
+        goto done;
+    }
+    rng r = {o->seed * 0x2545f4914f6cdd1dull + 17};
+    uint32_t wt = o->weight_type;
+    char name[64];
+
+    /* anchor (token 0) and mask rows as the drafter's layer 0 sees them:
+     * RMSNorm(E[t]) * attn_norm, attn_norm = 1 */
+    if (o->constructed) {
+        bd_mat_get_row(&t->tok_embd, 0, tmp);
+        bd_rmsnorm(x0, tmp, NULL, E, 1e-6f);
+        bd_mat_get_row(&t->tok_embd, mask, tmp);
+        bd_rmsnorm(xm, tmp, NULL, E, 1e-6f);
+        bd_mat_get_row(&t->output, 0, w0);
+        /* v = x0 with its component along xm removed: v.xm = 0, v.x0 > 0 */
+        float mm = dotf(xm, xm, E), c = dotf(x0, xm, E) / mm;
+        for (int64_t i = 0; i < E; i++) v[i] = x0[i] - c * xm[i];
+        float vx0 = dotf(v, x0, E);
+        for (int64_t i = 0; i < E; i++) v[i] /= vx0; /* now v.x0 = 1 */
+        /* self-check with the real output matrix */
+        float nw = sqrtf(dotf(w0, w0, E)), ne = sqrtf(dotf(tmp, tmp, E));
+        float lam = 1000.0f * ne;
+        for (int64_t i = 0; i < E; i++) buf[i] = tmp[i] + lam * w0[i] / nw; /* row <= k residual */
+        int32_t a1 = argmax_logits(&t->output, buf, buf + E);
+        int32_t a2 = argmax_logits(&t->output, tmp, buf + E); /* row > k residual = E[mask] */
+        if (a1 != 0 || a2 == 0) {
+            bd_err(err, errlen, "construction check failed (right rows draft %d, wrong rows draft %d); try another --mask-id",
+                   a1, a2);
+            goto done;
+        }
+    }
+
+    /* fc and the two global norms */
+    if (o->constructed) fill_const(buf, (size_t)(K * E * E), 0.0f);
+    else fill_random(&r, buf, (size_t)(K * E * E), 1.0f / sqrtf((float)(K * E)));
+    if (!add_tensor(w, "fc.weight", wt, K * E, E, buf, err, errlen)) goto done;
+    fill_const(buf, (size_t)E, 1.0f);
+    if (!add_tensor(w, "enc.output_norm.weight", BD_TYPE_F32, E, 1, buf, err, errlen) ||
+        !add_tensor(w, "output_norm.weight", BD_TYPE_F32, E, 1, buf, err, errlen))
+        goto done;
+
+    const int ka = o->accept_k < 0 ? B : o->accept_k;
+    const float theta = PI_F / (float)B;
+    const float phi = 0.5f * PI_F - ((float)ka + 0.5f) * theta;
+    const float A = 25.0f / sinf(0.5f * theta);               /* |score| >= 25 away from the boundary */
+    const float s_qk = sqrtf(A / sqrtf((float)HD));           /* q_norm = k_norm weight on the pair */
+    for (int64_t il = 0; il < L; il++) {
+        bool craft = o->constructed && il == 0;
+        float nscale = o->constructed ? 0.0f : 1.0f;
+#define MAT(suffix, ne0, ne1, scl, ...)                                                         \
+    do {                                                                                        \
+        snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il);                         \
+        if (craft) {                                                                            \
+            fill_const(buf, (size_t)((ne0) * (ne1)), 0.0f);                                     \
+            __VA_ARGS__;                                                                        \
+            if (!add_tensor(w, name, BD_TYPE_F32, ne0, ne1, buf, err, errlen)) goto done;       \
+        } else {                                                                                \
+            fill_random(&r, buf, (size_t)((ne0) * (ne1)), nscale * (scl));                      \
+            if (!add_tensor(w, name, wt, ne0, ne1, buf, err, errlen)) goto done;                \
+        }                                                                                       \
+    } while (0)
+#define NORM(suffix, n, craft_vals)                                                             \
+    do {                                                                                        \
+        snprintf(name, sizeof name, "blk.%lld." suffix, (long long)il);                         \
+        if (o->constructed) fill_const(buf, (size_t)(n), 1.0f);                                 \
+        else for (int64_t i_ = 0; i_ < (n); i_++) buf[i_] = 1.0f + 0.1f * rng_normal(&r);       \
+        craft_vals;                                                                             \
+        if (!add_tensor(w, name, BD_TYPE_F32, n, 1, buf, err, errlen)) goto done;               \
+    } while (0)
+        NORM("attn_norm.weight", E, (void)0);
+        /* q: mask rows -> (cos a, sin a) on lanes (pair, pair + HD/2) of head 0, with a = phi */
+        MAT("attn_q.weight", E, Q, 1.0f / sqrtf((float)E), {
+            float mm = dotf(xm, xm, E);
+            for (int64_t i = 0; i < E; i++) {
+                buf[pair * E + i] = cosf(phi) * xm[i] / mm;
+                buf[(pair + HD / 2) * E + i] = sinf(phi) * xm[i] / mm;
+            }
+        });
+        /* k: anchor -> (1, 0) on the same lanes of kv head 0; mask -> 0 */
+        MAT("attn_k.weight", E, KV, 1.0f / sqrtf((float)E), {
+            for (int64_t i = 0; i < E; i++) buf[pair * E + i] = v[i];
+        });
+        /* v: anchor -> 1 on lane 0 of kv head 0; mask -> 0 */
+        MAT("attn_v.weight", E, KV, 1.0f / sqrtf((float)E), {
+            for (int64_t i = 0; i < E; i++) buf[i] = v[i];
+        });
+        /* o: head 0 lane 0 -> lam * W_out[0] / |W_out[0]| */
+        MAT("attn_output.weight", Q, E, 1.0f / sqrtf((float)Q), {
+            bd_mat_get_row(&t->tok_embd, mask, tmp);
+            float lam = 1000.0f * sqrtf(dotf(tmp, tmp, E)), nw = sqrtf(dotf(w0, w0, E));
+            for (int64_t e = 0; e < E; e++) buf[e * Q + 0] = lam * w0[e] / nw;
+        });
+        NORM("attn_q_norm.weight", HD, if (craft) { buf[pair] = s_qk; buf[pair + HD / 2] = s_qk; });
+        NORM("attn_k_norm.weight", HD, if (craft) { buf[pair] = s_qk; buf[pair + HD / 2] = s_qk; });
+        NORM("ffn_norm.weight", E, (void)0);
+        craft = false; /* the FFN of a constructed drafter is all zeros, in the plain type */
+        MAT("ffn_gate.weight", E, FF, 1.0f / sqrtf((float)E), (void)0);
+        MAT("ffn_up.weight", E, FF, 1.0f / sqrtf((float)E), (void)0);
+        MAT("ffn_down.weight", FF, E, 1.0f / sqrtf((float)FF), (void)0);
+#undef MAT
+#undef NORM
+    }
+    ok = gguf_writer_write_file(w, path, err, errlen);
+done:
+    gguf_writer_free(w);
+    free(buf);
+    free(x0);
+    free(xm);
+    free(w0);
+    free(v);
+    free(tmp);
+    bd_model_free(t);
+    return ok;
+}

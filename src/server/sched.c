@@ -1,0 +1,333 @@
+/*
+ * sched.c - the job queue in front of the slots, and the generation a slot
+ * worker runs for one job.
+ *
+ * One FIFO queue for the whole server (under server.qmu); each slot worker
+ * takes the oldest job for its own model. A job is shared by the request
+ * thread (which streams or waits for it) and the worker: it is
+ * reference-counted and its output fields live under job.mu. The worker
+ * stops generating (the token callback returns false) when a stop string
+ * appears, when the job is cancelled (client gone, shutdown) or when its
+ * wall-time deadline passes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/server_int.h"
+
+double srv_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ------------------------------------------------------------------------
+ * Jobs
+ * ---------------------------------------------------------------------- */
+
+srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->prompt = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *prompt);
+    if (!j->prompt) {
+        free(j);
+        return NULL;
+    }
+    if (n_prompt > 0) memcpy(j->prompt, prompt, (size_t)n_prompt * sizeof *prompt);
+    j->n_prompt = n_prompt;
+    j->model = m;
+    j->refs = 1;
+    j->state = JOB_QUEUED;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    atomic_init(&j->cancel, false);
+    return j;
+}
+
+bool srv_job_add_stop(srv_job *j, const char *s, size_t n) {
+    if (j->n_stops >= 16 || n == 0) return false;
+    char *c = malloc(n + 1);
+    if (!c) return false;
+    memcpy(c, s, n);
+    c[n] = '\0';
+    j->stops[j->n_stops++] = c;
+    if (n > j->max_stop) j->max_stop = n;
+    return true;
+}
+
+void srv_job_unref(srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0) return;
+    for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
+    free(j->prompt);
+    free(j->text);
+    bd_textstream_free(j->ts);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static void job_ref(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* Mark done with an error (no generation happened). */
+static void job_fail(srv_job *j, int status, const char *msg) {
+    pthread_mutex_lock(&j->mu);
+    j->ok = false;
+    j->err_status = status;
+    snprintf(j->err, sizeof j->err, "%s", msg);
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen) {
+    pthread_mutex_lock(&s->qmu);
+    if (s->quit || atomic_load(&s->stopping)) {
+        pthread_mutex_unlock(&s->qmu);
+        *status = 503;
+        return srv_err(err, errlen, "the server is shutting down");
+    }
+    /* a slot whose job is done counts as idle: its worker is about to come
+     * back for more (a client's next request must not see a 503 because of
+     * its own previous one) */
+    int idle = 0;
+    for (int i = 0; i < j->model->n_slots; i++) {
+        srv_slot *sl = &j->model->slots[i];
+        bool free_now = !sl->busy;
+        if (!free_now && sl->cur) {
+            pthread_mutex_lock(&sl->cur->mu);
+            free_now = sl->cur->state == JOB_DONE;
+            pthread_mutex_unlock(&sl->cur->mu);
+        }
+        idle += free_now;
+    }
+    int waiting = 0;
+    for (srv_job *q = s->qhead; q; q = q->next) waiting += q->model == j->model;
+    /* a job that finds no idle slot waits; at most queue_max jobs wait
+     * server-wide (queued jobs an idle slot is about to take do not count) */
+    int truly_waiting = s->n_queued - (waiting < idle ? waiting : idle);
+    if (waiting >= idle && truly_waiting >= s->p.queue_max) {
+        pthread_mutex_unlock(&s->qmu);
+        *status = 503;
+        return srv_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
+                       s->p.queue_max);
+    }
+    job_ref(j);
+    j->next = NULL;
+    if (s->qtail) s->qtail->next = j;
+    else s->qhead = j;
+    s->qtail = j;
+    s->n_queued++;
+    pthread_cond_broadcast(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    return true;
+}
+
+void srv_job_withdraw(server *s, srv_job *j) {
+    pthread_mutex_lock(&s->qmu);
+    srv_job *prev = NULL, *q = s->qhead;
+    while (q && q != j) {
+        prev = q;
+        q = q->next;
+    }
+    bool found = q != NULL;
+    if (found) {
+        if (prev) prev->next = j->next;
+        else s->qhead = j->next;
+        if (s->qtail == j) s->qtail = prev;
+        j->next = NULL;
+        s->n_queued--;
+    }
+    pthread_mutex_unlock(&s->qmu);
+    if (found) {
+        job_fail(j, 499, "cancelled while queued");
+        srv_job_unref(j); /* the queue's reference */
+    }
+}
+
+void srv_sched_wake(server *s) {
+    pthread_mutex_lock(&s->qmu);
+    pthread_cond_broadcast(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+}
+
+/* Fail every queued job (shutdown). */
+
+void srv_sched_drop_queued(server *s) {
+    pthread_mutex_lock(&s->qmu);
+    srv_job *j = s->qhead;
+    s->qhead = s->qtail = NULL;
+    s->n_queued = 0;
+    pthread_mutex_unlock(&s->qmu);
+    while (j) {
+        srv_job *nx = j->next;
+        job_fail(j, 503, "the server is shutting down");
+        srv_job_unref(j);
+        j = nx;
+    }
+}
+
+void srv_sched_cancel_running(server *s) {
+    pthread_mutex_lock(&s->qmu);
+    pthread_mutex_lock(&s->models_mu);
+    for (srv_model *m = s->models; m; m = m->next)
+        for (int i = 0; m->slots && i < m->n_slots; i++)
+            if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
+    pthread_mutex_unlock(&s->models_mu);
+    pthread_mutex_unlock(&s->qmu);
+}
+
+/* ------------------------------------------------------------------------
+ * Generation
+ * ---------------------------------------------------------------------- */
+
+/* Append bytes to the job's text, cut at the first stop string, and move
+ * `safe` up to the end minus the longest tail that could still become a
+ * stop string. Returns true when a stop string was found. Under j->mu. */
+static bool job_append(srv_job *j, const char *p, size_t n) {
+    if (n == 0) return false;
+    if (j->len + n + 1 > j->cap) {
+        size_t nc = j->cap ? j->cap * 2 : 1024;
+        while (nc < j->len + n + 1) nc *= 2;
+        char *t = realloc(j->text, nc);
+        if (!t) return false; /* drops this piece; the job still ends normally */
+        j->text = t;
+        j->cap = nc;
+    }
+    size_t old = j->len;
+    memcpy(j->text + j->len, p, n);
+    j->len += n;
+    j->text[j->len] = '\0';
+    bool hit = false;
+    size_t cut = j->len;
+    for (int i = 0; i < j->n_stops; i++) {
+        size_t sl = strlen(j->stops[i]);
+        size_t from = old >= sl - 1 ? old - (sl - 1) : 0;
+        if (j->len - from < sl) continue;
+        char *f = memmem(j->text + from, j->len - from, j->stops[i], sl);
+        if (f && (size_t)(f - j->text) < cut) {
+            cut = (size_t)(f - j->text);
+            hit = true;
+        }
+    }
+    if (hit) {
+        j->len = cut;
+        j->text[cut] = '\0';
+        j->finish = "stop";
+        j->safe = j->len;
+        return true;
+    }
+    size_t hold = 0;
+    for (size_t k = j->max_stop ? j->max_stop - 1 : 0; k > 0 && !hold; k--) {
+        if (k > j->len) continue;
+        for (int i = 0; i < j->n_stops; i++) {
+            size_t sl = strlen(j->stops[i]);
+            if (sl > k && !memcmp(j->text + j->len - k, j->stops[i], k)) {
+                hold = k;
+                break;
+            }
+        }
+    }
+    if (j->len - hold > j->safe) j->safe = j->len - hold;
+    return false;
+}
+
+static bool on_token(int32_t tok, void *user) {
+    srv_job *j = user;
+    char buf[256];
+    int n = bd_textstream_push(j->ts, tok, buf, sizeof buf);
+    pthread_mutex_lock(&j->mu);
+    bool stop = n > 0 && job_append(j, buf, (size_t)n);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (stop || atomic_load(&j->cancel)) return false;
+    if (srv_now_ms() > j->deadline_ms) {
+        j->timed_out = true; /* read by the request thread after JOB_DONE */
+        return false;
+    }
+    return true;
+}
+
+static void run_job(srv_slot *sl, srv_job *j) {
+    srv_model *m = sl->model;
+    pthread_mutex_lock(&j->mu);
+    bool cancelled = atomic_load(&j->cancel);
+    if (!cancelled) j->state = JOB_RUNNING;
+    pthread_mutex_unlock(&j->mu);
+    if (cancelled) {
+        job_fail(j, 499, "cancelled before it started");
+        return;
+    }
+    char err[480] = ""; /* fits j->err with its prefix */
+    bd_gen_stats st;
+    memset(&st, 0, sizeof st);
+    j->ts = bd_textstream_create(m->m, false);
+    bool ok = false;
+    if (!j->ts) {
+        snprintf(err, sizeof err, "out of memory");
+    } else if (sl->spec) {
+        ok = bd_spec_generate(sl->spec, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
+    } else {
+        ok = bd_generate(sl->sess, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
+    }
+    char tail[128];
+    int n = j->ts ? bd_textstream_flush(j->ts, tail, sizeof tail) : 0;
+    pthread_mutex_lock(&j->mu);
+    if (n > 0 && !j->finish) job_append(j, tail, (size_t)n);
+    j->st = st;
+    j->ok = ok;
+    if (!ok) {
+        j->err_status = 500;
+        snprintf(j->err, sizeof j->err, "generation failed: %s", err);
+    }
+    if (!j->finish) j->finish = st.stopped_eog ? "stop" : "length";
+    if (ok) srv_metrics_job(m->srv, &st); /* before DONE: a client that got its answer sees it counted */
+    j->safe = j->len;
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void *srv_slot_main(void *arg) {
+    srv_slot *sl = arg;
+    server *s = sl->model->srv;
+    pthread_mutex_lock(&s->qmu);
+    for (;;) {
+        srv_job *j = NULL, *prev = NULL;
+        while (!s->quit) {
+            prev = NULL;
+            for (j = s->qhead; j && j->model != sl->model; j = j->next) prev = j;
+            if (j) break;
+            pthread_cond_wait(&s->qcv, &s->qmu);
+        }
+        if (!j) break; /* quit */
+        if (prev) prev->next = j->next;
+        else s->qhead = j->next;
+        if (s->qtail == j) s->qtail = prev;
+        j->next = NULL;
+        s->n_queued--;
+        s->n_running++;
+        sl->busy = true;
+        sl->cur = j;
+        pthread_mutex_unlock(&s->qmu);
+
+        run_job(sl, j);
+
+        pthread_mutex_lock(&s->qmu);
+        srv_job_unref(j); /* under qmu: cur must not dangle for srv_sched_cancel_running */
+        s->n_running--;
+        sl->busy = false;
+        sl->cur = NULL;
+        pthread_cond_broadcast(&s->qcv);
+    }
+    pthread_mutex_unlock(&s->qmu);
+    return NULL;
+}

@@ -1,0 +1,78 @@
+/*
+ * server.h - `blockdraft serve`: an OpenAI-compatible HTTP server.
+ *
+ * Endpoints (all JSON; errors are OpenAI error objects):
+ *   POST /v1/chat/completions   chat through the model's Jinja template
+ *   POST /v1/completions        raw prompt completion
+ *   GET  /v1/models             models that can be served
+ *   GET  /health                200 while the process is up (no key needed)
+ *   GET  /ready                 200 once start-up loading is done, else 503
+ *   GET  /metrics               Prometheus text
+ *   GET  /models/available      gallery entries
+ *   POST /models/apply          start a gallery pull; returns a job id
+ *   GET  /models/jobs/{id}      pull progress, result or error
+ * Every completion carries `usage`, `timings` and `speculative`.
+ *
+ * Models: the -m/-md pair given on the command line is loaded at start
+ * (named --alias, else after the file); models installed in the models
+ * folder are resolved by name through their gallery config and loaded on
+ * their first request (and stay loaded). Each loaded model has N slots,
+ * each with its own session (and drafter state) and worker thread; a
+ * bounded queue sits in front of them.
+ *
+ * Threading: libmicrohttpd runs one thread per connection; a request's
+ * thread renders and tokenizes the prompt, queues a job and waits for (or
+ * streams) its tokens, watching its socket so a client that goes away
+ * cancels its job.
+ */
+#ifndef BD_SERVER_H
+#define BD_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SERVER_MAX_KEYS 16
+
+typedef struct server_params {
+    const char *host;          /* bind address; default 127.0.0.1 */
+    int port;                  /* 0 = any free port (see server_port) */
+    const char *api_keys[SERVER_MAX_KEYS]; /* none = open server */
+    int n_api_keys;
+    const char *cors_origin;   /* NULL = no CORS headers */
+    /* models */
+    const char *model_path;    /* -m (may be NULL when serving the models folder) */
+    const char *draft_path;    /* -md */
+    const char *alias;         /* name of the -m model; default: file name without .gguf */
+    const char *chat_template_file; /* Jinja template for the -m model instead of its own */
+    const char *models_dir;    /* NULL = gallery_models_dir() */
+    int spec_n_max;            /* 0 = model default */
+    int spec_type;             /* -1 = from the draft file; else a bd_spec_type */
+    int n_ctx;                 /* 0 = min(4096, trained context) */
+    int n_threads;             /* per session; 0 = all cores */
+    int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
+    /* limits */
+    int queue_max;             /* queued (not running) requests before 503; default 16 */
+    size_t max_body;           /* request body bytes; default 8 MiB */
+    int max_tokens;            /* largest max_tokens accepted; default n_ctx */
+    double timeout_s;          /* wall time per request; default 600 */
+    int conn_limit;            /* simultaneous connections; default 64 */
+    bool verbose;              /* log one line per request to stderr */
+} server_params;
+
+void server_params_init(server_params *p);
+
+typedef struct server server;
+
+/* Load the -m model (if any), open the socket and start serving. NULL with
+ * err on failure. */
+server *server_start(const server_params *p, char *err, size_t errlen);
+/* The port actually bound. */
+int server_port(const server *s);
+/* Stop accepting, let running requests finish for up to grace_s seconds,
+ * then cancel what is left (queued requests get 503), stop all threads. */
+void server_shutdown(server *s, double grace_s);
+/* Shut down (if not done) and free everything. */
+void server_free(server *s);
+
+#endif

@@ -1,0 +1,266 @@
+/*
+ * server_int.h - internals shared by the files of src/server/.
+ *
+ *   http.c     libmicrohttpd glue: routing, body limits, auth, CORS,
+ *              responses, SSE streaming, disconnect detection
+ *   auth.c     API keys, compared in constant time
+ *   models.c   model registry: -m model, gallery models by name, loading,
+ *              slots, chat templates
+ *   sched.c    job queue, slot workers, generation, stop strings
+ *   api.c      /v1/chat/completions, /v1/completions, /v1/models: request
+ *              validation and response bodies
+ *   gallery_api.c  /models/available, /models/apply, /models/jobs/{id}
+ *   metrics.c  counters and the Prometheus text
+ *   server.c   start, shutdown, free
+ */
+#ifndef BD_SERVER_INT_H
+#define BD_SERVER_INT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blockdraft.h"
+#include "chat/chat.h"
+#include "gallery/gallery.h"
+#include "server/server.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+double srv_now_ms(void); /* monotonic */
+/* Format into err; returns false (for `return srv_err(...)`). */
+bool srv_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* http.c: daemon lifecycle */
+bool srv_http_start(server *s, char *err, size_t errlen);
+void srv_http_quiesce(server *s); /* stop accepting connections */
+void srv_http_stop(server *s);    /* close everything, join connection threads */
+
+/* ------------------------------------------------------------------------
+ * Models and slots (models.c)
+ * ---------------------------------------------------------------------- */
+
+typedef struct srv_model srv_model;
+typedef struct srv_job srv_job;
+
+typedef struct srv_slot {
+    srv_model *model;
+    int id;
+    bd_session *sess;
+    bd_spec *spec; /* NULL without a drafter */
+    pthread_t thread;
+    bool started;
+    bool busy;     /* under server qmu */
+    srv_job *cur;  /* the job being run, under server qmu (for shutdown) */
+} srv_slot;
+
+enum { MODEL_UNLOADED = 0, MODEL_LOADED = 1, MODEL_FAILED = 2 };
+
+struct srv_model {
+    server *srv;
+    char name[GALLERY_NAME_MAX];
+    char target_path[GALLERY_PATH_MAX + 256];
+    char draft_path[GALLERY_PATH_MAX + 256];
+    bool has_cfg;
+    gallery_config cfg;
+    bool from_cli; /* the -m model */
+    /* loading */
+    pthread_mutex_t load_mu;
+    atomic_int state;    /* MODEL_* (written under load_mu; /v1/models reads it without) */
+    char load_err[512];
+    bd_model *m, *dm;
+    bd_spec_params spp;
+    int n_ctx;
+    int32_t taps[32];
+    int n_taps;
+    /* chat */
+    chat_template *tmpl;  /* NULL when the template failed to parse (tmpl_err) */
+    char tmpl_err[600];
+    bool tmpl_fallback;   /* ChatML: the model has no template */
+    bool reasoning;       /* the template knows <think> blocks */
+    char *bos_str, *eos_str;
+    /* slots */
+    int n_slots;
+    srv_slot *slots;
+    srv_model *next;
+};
+
+/* Find a model by name, resolving installed gallery models on first use
+ * and loading it. Returns NULL with *status (404 unknown, 400 refused,
+ * 500 load failure) and err. */
+srv_model *srv_model_get(server *s, const char *name, int *status, char *err, size_t errlen);
+/* Register the -m model and load it now. */
+bool srv_model_add_cli(server *s, char *err, size_t errlen);
+/* Set the quit flag and join every slot worker (each finishes its job). */
+void srv_models_stop_workers(server *s);
+/* Stop workers (if not done) and free every model. */
+void srv_models_free(server *s);
+
+/* ------------------------------------------------------------------------
+ * Jobs (sched.c)
+ * ---------------------------------------------------------------------- */
+
+enum { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 };
+
+struct srv_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                 /* under mu */
+    srv_model *model;
+    int32_t *prompt;          /* [n_prompt] owned */
+    int n_prompt;
+    bd_gen_params gp;
+    char *stops[16];          /* owned */
+    int n_stops;
+    double deadline_ms;       /* srv_now_ms() limit */
+    atomic_bool cancel;       /* client gone or shutdown */
+    /* output, under mu */
+    int state;                /* JOB_* */
+    char *text;               /* generated text, stop strings cut off */
+    size_t len, cap;
+    size_t safe;              /* bytes of text that can be sent (no stop prefix pending) */
+    bool ok;
+    int err_status;           /* HTTP status when !ok */
+    char err[512];
+    const char *finish;       /* "stop" / "length" */
+    bool timed_out;
+    bd_gen_stats st;
+    /* worker private */
+    bd_textstream *ts;
+    size_t max_stop;
+    struct srv_job *next;     /* queue link, under qmu */
+};
+
+/* New job holding one reference for the caller. prompt is copied. */
+srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt);
+bool srv_job_add_stop(srv_job *j, const char *s, size_t n);
+void srv_job_unref(srv_job *j);
+/* Queue; false (and *status 503) when the queue is full or the server is
+ * stopping. The queue takes its own reference. */
+bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen);
+/* Cancel j; if it is still queued, take it out of the queue (so a client
+ * that left does not hold a queue place). */
+void srv_job_withdraw(server *s, srv_job *j);
+/* Worker thread body for one slot. */
+void *srv_slot_main(void *arg);
+/* Wake all workers (quit flag or a new job). */
+void srv_sched_wake(server *s);
+/* Fail every job still queued with 503 (shutdown). */
+void srv_sched_drop_queued(server *s);
+/* Cancel the jobs being generated (shutdown after the grace period). */
+void srv_sched_cancel_running(server *s);
+
+/* ------------------------------------------------------------------------
+ * Metrics (metrics.c)
+ * ---------------------------------------------------------------------- */
+
+typedef struct srv_metrics {
+    pthread_mutex_t mu;
+    uint64_t requests, requests_ok, requests_client_err, requests_server_err, rejected_busy;
+    uint64_t completions, prompt_tokens, gen_tokens;
+    double prompt_ms, gen_ms;
+    uint64_t spec_requests, spec_drafted, spec_accepted, spec_forwards, spec_gen_tokens;
+} srv_metrics;
+
+void srv_metrics_request(server *s, int status);
+void srv_metrics_job(server *s, const bd_gen_stats *st);
+char *srv_metrics_text(server *s); /* malloc'd */
+
+/* ------------------------------------------------------------------------
+ * Gallery jobs (gallery_api.c)
+ * ---------------------------------------------------------------------- */
+
+#define SRV_MAX_PULLS 64
+typedef struct srv_pull srv_pull;
+
+/* ------------------------------------------------------------------------
+ * The server
+ * ---------------------------------------------------------------------- */
+
+struct server {
+    server_params p;
+    char host[64];
+    char models_dir[GALLERY_PATH_MAX];
+    char *template_override; /* contents of --chat-template-file, or NULL */
+    unsigned char key_hash[SERVER_MAX_KEYS][32]; /* SHA-256 of each API key */
+    int n_keys;
+    struct MHD_Daemon *mhd;
+    int port;
+    atomic_bool ready;
+    atomic_bool stopping;   /* no new work accepted */
+    atomic_bool shut_done;
+    atomic_int active_requests; /* requests not yet completed (http.c) */
+    /* models */
+    pthread_mutex_t models_mu;
+    srv_model *models;
+    char default_model[GALLERY_NAME_MAX]; /* "" when none */
+    /* queue */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    srv_job *qhead, *qtail;
+    int n_queued, n_running;
+    bool quit;              /* workers exit */
+    srv_metrics met;
+    /* gallery pulls */
+    pthread_mutex_t pulls_mu;
+    srv_pull *pulls[SRV_MAX_PULLS];
+    int n_pulls;
+};
+
+/* ------------------------------------------------------------------------
+ * HTTP requests as the handlers see them (http.c)
+ * ---------------------------------------------------------------------- */
+
+typedef struct srv_req {
+    server *srv;
+    struct MHD_Connection *conn;
+    const char *method, *url;
+    char *body;       /* NUL-terminated */
+    size_t body_len;
+    int status;       /* set by the send helpers, for the log and metrics */
+    const char *retry_after; /* when set: a Retry-After header on the response */
+} srv_req;
+
+/* Response helpers: each queues a response and returns the MHD result. */
+int srv_send_json(srv_req *r, int status, json_t *body /* stolen */);
+int srv_send_error(srv_req *r, int status, const char *type, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+int srv_send_text(srv_req *r, int status, const char *ctype, const char *text);
+/* A streamed (SSE) body. http.c calls next() until *done; next() waits a
+ * bounded time (<= ~250 ms) and returns a malloc'd chunk, or NULL when
+ * nothing is ready yet (http.c then checks the client is still there and
+ * asks again). release() is called exactly once when the response ends,
+ * completed or not (client gone: the job must be cancelled). */
+typedef struct srv_stream srv_stream;
+struct srv_stream {
+    char *(*next)(srv_stream *st, size_t *n, bool *done);
+    void (*release)(srv_stream *st);
+    struct MHD_Connection *conn;
+    server *srv;
+    char *buf; /* pending bytes [off, len) */
+    size_t len, off;
+    bool done;
+};
+/* Takes ownership of st (release() is called even if queuing fails). */
+int srv_send_stream(srv_req *r, srv_stream *st);
+/* Whether the client's socket is still open. */
+bool srv_client_alive(struct MHD_Connection *c);
+
+/* Handlers (api.c, gallery_api.c) */
+int api_chat(srv_req *r);
+int api_completions(srv_req *r);
+int api_models(srv_req *r);
+int gallery_api_available(srv_req *r);
+int gallery_api_apply(srv_req *r);
+int gallery_api_job(srv_req *r, const char *id);
+void gallery_api_free(server *s); /* join pull threads, free jobs */
+
+/* auth.c */
+bool srv_auth_init(server *s, char *err, size_t errlen);
+bool srv_auth_check(const server *s, const char *key);
+
+#endif

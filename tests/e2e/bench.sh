@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench.sh - `blockdraft bench` on the stories260K pair, small sizes (speed
+# figures are not checked: this machine is shared; BENCHMARKS.md holds them):
+#  * --json has the documented keys, with one verify time per n = 1..N;
+#  * the operation count behind GOPS matches the fixture README's shapes
+#    (n_embd 64, n_ff 172, 5 layers, 8 query / 4 KV heads of 8, vocab 512,
+#    explicit output matrix): 2 x matmul params per row + attention;
+#  * tg GB/s is (weights streamed per token + f32 KV read) x tokens/s;
+#  * the speculative run (trained DFlash drafter) is token-identical to
+#    plain decoding and accepts drafts (tau > 1);
+#  * bad options are usage errors (exit 2), a missing file a runtime error.
+set -euo pipefail
+S="$BD_SHARED/fixtures/stories260K"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+
+"$BD_BIN" bench -m "$S/stories260K.gguf" -md "$S/stories260K-dflash.gguf" -t 2 -r 2 -p 32 -n 48 \
+    --verify-depth 20 --verify-max 6 --json > "$T/b.json"
+python3 - "$T/b.json" <<'PY'
+import json, sys
+b = json.load(open(sys.argv[1]))
+for k in ("pp_tps", "tg_tps", "tg_gbps", "verify_depth", "verify_ms", "spec", "rss_bytes"):
+    assert k in b, k
+assert b["pp_tps"] > 0 and b["tg_tps"] > 0 and b["tg_gbps"] > 0
+assert b["verify_depth"] == 20 and len(b["verify_ms"]) == 6 and all(x > 0 for x in b["verify_ms"])
+# shapes from the fixture README
+E, FF, L, H, KV, HD, NV = 64, 172, 5, 8, 4, 8, 512
+per_layer = E * H * HD + 2 * E * KV * HD + H * HD * E + 3 * E * FF
+params = L * per_layer + NV * E
+assert b["matmul_params"] == params, (b["matmul_params"], params)
+D = 20
+for n in range(1, 7):
+    keys = n * D + n * (n + 1) / 2
+    ops = 2 * params * n + 4 * L * H * HD * keys
+    want = ops / (b["verify_ms"][n - 1] * 1e6)
+    assert abs(b["verify_gops"][n - 1] - want) <= 1e-3 * want, (n, b["verify_gops"][n - 1], want)
+# tg bytes: every tensor except the token-embedding table (the file has an
+# explicit output matrix) plus one embedding row (64 f32), and the f32 KV
+# cache: L x KV x HD x 2 x 4 bytes per position, positions 1..n read.
+emb = NV * E * 4
+assert b["stream_bytes"] == b["weight_bytes"] - emb + E * 4, (b["stream_bytes"], b["weight_bytes"])
+kvpos = L * KV * HD * 2 * 4
+n = 48
+want = (b["stream_bytes"] + kvpos * (n + 1) / 2) * b["tg_tps"] / 1e9
+assert abs(b["tg_gbps"] - want) <= 1e-3 * want, (b["tg_gbps"], want)
+sp = b["spec"]
+assert sp["identical"] is True, "speculative output differs from plain decoding"
+assert sp["tau"] > 1.2 and sp["n_accepted"] > 0, sp
+assert sp["tps"] > 0 and sp["plain_tps"] > 0 and sp["n_gen"] == 48
+print("bench: json keys, op counts, GB/s formula and speculative identity ok")
+PY
+
+# text output names the tests
+"$BD_BIN" bench -m "$S/stories260K.gguf" -t 1 -r 1 -p 16 -n 8 --verify-depth 8 --verify-max 2 > "$T/b.txt"
+grep -q "^| pp16 " "$T/b.txt"
+grep -q "^| tg8 " "$T/b.txt"
+grep -q "verify curve at depth 8" "$T/b.txt"
+
+set +e
+"$BD_BIN" bench -m "$S/stories260K.gguf" --verify-max 99 >/dev/null 2>&1; rc1=$?
+"$BD_BIN" bench --bogus >/dev/null 2>&1; rc2=$?
+"$BD_BIN" bench -m "$T/missing.gguf" >/dev/null 2>&1; rc3=$?
+"$BD_BIN" bench -m "$S/stories260K-dflash.gguf" -p 8 -n 8 >/dev/null 2>&1; rc4=$?
+set -e
+[ "$rc1" = 2 ] && [ "$rc2" = 2 ] && [ "$rc3" = 1 ] && [ "$rc4" = 1 ] || { echo "exit codes $rc1 $rc2 $rc3 $rc4"; exit 1; }
+echo "bench: ok"

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# spec_lossless.sh - speculative decoding against generated models.
+#
+# 1. Greedy losslessness: generated targets (qwen3 Q4_K_M tied, qwen3 "mix"
+#    untied, llama Q8_0) x drafters (random weights, constructed weights) x
+#    --spec-draft-n-max 1, 3, 7, 15: token-identical to plain greedy.
+# 2. Constructed acceptance patterns: a --constant-output target (greedy
+#    emits token 0 forever) with drafters right for exactly the first k
+#    block positions (k = 0, 2, 5, all). Predicted exactly: accepted drafts
+#    per step a = min(k, n), target forwards 1 + ceil((N-1)/(a+1)), the
+#    per-position acceptance profile, tau, and the target KV length after
+#    the last rollback. Adaptive mode backs off when the drafter is never
+#    right and drafts long blocks when it always is.
+set -euo pipefail
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+QV="$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf"
+SV="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
+mm() { "$BD_BIN" make-model "$@" >/dev/null; }
+mm --arch qwen3 --shape tiny --quant q4_k_m --seed 11 --vocab "$QV" -o "$T/q1.gguf"
+mm --arch qwen3 --shape tiny --quant mix --untied --seed 12 --vocab "$QV" -o "$T/q2.gguf"
+mm --arch llama --shape tiny --quant q8_0 --seed 13 --vocab "$SV" -o "$T/l1.gguf"
+for t in q1 q2 l1; do
+    mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 2 --quant q8_0 --seed 5 -o "$T/$t-rand.gguf"
+    mm --arch dflash --target "$T/$t.gguf" --drafter constructed --accept 3 --layers 2 --quant f32 -o "$T/$t-cons.gguf"
+done
+run() { "$BD_BIN" run --temp 0 -t 2 -c 256 --json --ignore-eos "$@"; }
+P="The quick brown fox"
+for t in q1 q2 l1; do
+    run -m "$T/$t.gguf" -p "$P" -n 40 > "$T/$t-plain.json"
+    for d in rand cons; do
+        for n in 1 3 7 15; do
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-draft-n-max $n -p "$P" -n 40 > "$T/$t-$d-$n.json"
+        done
+    done
+done
+python3 - "$T" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+for t in ["q1", "q2", "l1"]:
+    plain = json.load(open(os.path.join(d, t + "-plain.json")))["generated_ids"]
+    assert len(plain) == 40 and len(set(plain)) > 5, (t, "degenerate target", plain)
+    for dr in ["rand", "cons"]:
+        for n in [1, 3, 7, 15]:
+            o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (t, dr, n))))
+            sp = o["stats"]["spec"]
+            assert sp["type"] == "draft-dflash"
+            assert o["generated_ids"] == plain, "%s/%s/n=%d differs from plain greedy" % (t, dr, n)
+            assert sp["n_drafted"] >= n, (t, dr, n, sp)   # speculation really ran
+            print("lossless %s %-4s n_max %2d: drafted %3d accepted %3d tau %.2f" % (
+                t, dr, n, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+PY
+
+# constructed acceptance patterns
+mm --arch qwen3 --shape tiny --quant q4_k_m --seed 21 --vocab "$QV" --constant-output -o "$T/c.gguf"
+for k in 0 2 5 all; do
+    mm --arch dflash --target "$T/c.gguf" --drafter constructed --accept $k --layers 2 --quant q8_0 -o "$T/c-$k.gguf"
+    for n in 3 7 15; do
+        run -m "$T/c.gguf" -md "$T/c-$k.gguf" --spec-draft-n-max $n -p "$P" -n 49 > "$T/c-$k-$n.json"
+    done
+    run -m "$T/c.gguf" -md "$T/c-$k.gguf" --spec-adaptive -p "$P" -n 49 > "$T/c-$k-ad.json"
+done
+python3 - "$T" <<'PY'
+import json, sys, os, math
+d = sys.argv[1]
+N = 49
+for k in ["0", "2", "5", "all"]:
+    for n in [3, 7, 15]:
+        o = json.load(open(os.path.join(d, "c-%s-%d.json" % (k, n))))
+        sp, st = o["stats"]["spec"], o["stats"]
+        assert o["generated_ids"] == [0] * N, "constant target must emit token 0"
+        a = n if k == "all" else min(int(k), n)
+        steps = math.ceil((N - 1) / (a + 1))
+        assert sp["target_forwards"] == 1 + steps, (k, n, sp)
+        assert sp["n_drafted"] == n * steps, (k, n, sp)
+        assert sp["n_accepted"] == a * steps, (k, n, sp)
+        prof = sp["acceptance_by_position"]
+        want = [1.0] * a + ([0.0] if a < n else [])
+        assert prof[:len(want)] == want, (k, n, prof)
+        assert abs(sp["tau"] - N / (1 + steps)) < 1e-9
+        assert st["kv_len"] == st["n_prompt"] + N - 1, ("rollback left the KV at", st["kv_len"])
+        print("constructed k=%-3s n_max %2d: accepted/step %d, forwards %d, tau %.3f, kv %d (as predicted)" % (
+            k, n, a, sp["target_forwards"], sp["tau"], st["kv_len"]))
+    o = json.load(open(os.path.join(d, "c-%s-ad.json" % k)))
+    sp = o["stats"]["spec"]
+    assert o["generated_ids"] == [0] * N
+    print("adaptive   k=%-3s: drafted %d accepted %d tau %.2f" % (k, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+    if k == "0":
+        assert sp["n_drafted"] <= 30, "adaptive mode must back off from a drafter that is never right"
+    if k == "all":
+        assert sp["tau"] > 3, "adaptive mode must use long drafts when they are always accepted"
+PY
+echo "spec_lossless: all checks passed"
