@@ -24,9 +24,11 @@
 #   BENCH_THREADS [2] BENCH_REPS [3] BENCH_P [512] BENCH_N [128]
 #   BENCH_DEPTH [512] BENCH_VMAX [16]
 #   BENCH_SHAPES ["0.6b 4b"]  BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench]
+#   BENCH_SPEC_SHAPES ["4b"]  shapes of the constructed speculative pairs:
+#                 a --constant-output target and drafters right for all / the
+#                 first 5 / no block positions (make-model --arch dflash)
 #   BENCH_PAIRS   speculative pairs "TARGET.gguf:DRAFT.gguf ..." [the
-#                 stories260K pair of $BD_SHARED/fixtures, plus the constructed
-#                 drafters listed in $BENCH_MODEL_DIR/pairs.txt if present]
+#                 constructed pairs, then the trained stories260K pair]
 #   BENCH_PROMPT  prompt of the speculative runs
 #   BENCH_OUT [$BD_BUILD/bench]  raw JSON and logs, and table.md
 set -euo pipefail
@@ -41,7 +43,8 @@ P=${BENCH_P:-512}
 N=${BENCH_N:-128}
 D=${BENCH_DEPTH:-512}
 V=${BENCH_VMAX:-16}
-SHAPES=${BENCH_SHAPES:-"0.6b 4b"}
+SHAPES=${BENCH_SHAPES-"0.6b 4b"}
+SPEC_SHAPES=${BENCH_SPEC_SHAPES-"4b"}
 MDIR=${BENCH_MODEL_DIR:-${TMPDIR:-/tmp}/blockdraft-bench}
 OUT=${BENCH_OUT:-$BD_BUILD/bench}
 PROMPT=${BENCH_PROMPT:-"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day, she saw a big red ball under a tree."}
@@ -103,11 +106,28 @@ PAIRS=()
 if [ -n "${BENCH_PAIRS:-}" ]; then
     read -r -a PAIRS <<<"$BENCH_PAIRS"
 else
+    # Constructed drafters against a --constant-output target (greedy emits
+    # token 0; the drafter is right for the first K block rows): always
+    # right, right for 5 positions, never right.
+    for s in $SPEC_SHAPES; do
+        tgt="$MDIR/qwen3-$s-const.gguf"
+        if [ ! -f "$tgt" ]; then
+            log "writing $tgt (make-model --constant-output)"
+            "$BD_BIN" make-model --arch qwen3 --shape "$s" --quant q4_k_m --seed 1 --constant-output \
+                --vocab "$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf" -o "$tgt" >&2 || die "make-model failed"
+        fi
+        for k in all 5 0; do
+            d="$MDIR/dflash-$s-k$k.gguf"
+            if [ ! -f "$d" ]; then
+                log "writing $d (constructed drafter, right for the first $k positions)"
+                "$BD_BIN" make-model --arch dflash --target "$tgt" --drafter constructed --accept "$k" -o "$d" >&2 ||
+                    die "make-model --arch dflash failed"
+            fi
+            PAIRS+=("$tgt:$d")
+        done
+    done
     st="$BD_SHARED/fixtures/stories260K"
     [ -f "$st/stories260K-dflash.gguf" ] && PAIRS+=("$st/stories260K.gguf:$st/stories260K-dflash.gguf")
-    if [ -f "$MDIR/pairs.txt" ]; then
-        while read -r p; do [ -n "$p" ] && PAIRS+=("$p"); done <"$MDIR/pairs.txt"
-    fi
 fi
 
 # ---- machine -------------------------------------------------------------------
@@ -173,7 +193,8 @@ for m in models:
     bd, ll = load(f"{out}/bd-{b}.json"), load(f"{out}/ll-{b}.json")
     if not bd or not ll:
         print(f"{b}: missing results\n"); continue
-    print(f"### {b} ({bd['file_bytes']/1e9:.2f} GB, {bd['threads']} threads)\n")
+    print(f"### {b} ({bd['file_bytes']/1e9:.2f} GB, {bd['threads']} threads; load average during the "
+          f"blockdraft run {bd.get('load_before', -1):.2f} -> {bd.get('load_after', -1):.2f})\n")
     print("| test | blockdraft | llama.cpp | ratio |")
     print("|---|---|---|---|")
     for key, name in (("pp_tps", f"pp{bd['n_prompt']} t/s"), ("tg_tps", f"tg{bd['n_gen']} t/s")):

@@ -184,6 +184,18 @@ static double forward_ops(const bench_info *in, int32_t depth, int32_t n) {
     return 2.0 * in->matmul_params * n + 4.0 * in->n_layer * in->n_head * (double)in->hd * keys;
 }
 
+/* 1-minute load average (/proc/loadavg), or -1 where there is none: other
+ * work on the machine skews every figure, so it is reported with them. */
+static double load_avg(void) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    double v = -1;
+    if (f) {
+        if (fscanf(f, "%lf", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
 /* ========================================================================
  * Read-bandwidth probe (forked, so its 1 GiB does not count in our RSS)
  * ====================================================================== */
@@ -272,6 +284,7 @@ typedef struct bench_result {
     bool identical;
     double draft_ms, verify_ms_total;
     uint64_t rss_bytes, rss_budget, kv_bytes, draft_file_bytes;
+    double load_before, load_after;
 } bench_result;
 
 static const char *k_default_spec_prompt =
@@ -540,6 +553,8 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
         for (int i = 0; i < r->n_acc_pos; i++) printf(" %.2f", r->acc_by_pos[i]);
         printf("\n  output identical to plain decoding: %s\n\n", r->identical ? "yes" : "NO");
     }
+    printf("load average (1 min): %.2f before, %.2f after%s\n", r->load_before, r->load_after,
+           r->load_before > 0.5 || r->load_after > 0.5 ? " -- the machine was busy; figures are skewed" : "");
     printf("memory: peak RSS %.3f GB; budget %.3f GB = (files %.3f GB + KV %.3f GB) x 1.1: %s\n", r->rss_bytes / 1e9,
            r->rss_budget / 1e9, (in->file_bytes + r->draft_file_bytes) / 1e9, r->kv_bytes / 1e9,
            r->rss_bytes <= r->rss_budget ? "within" : "OVER");
@@ -603,6 +618,8 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "rss_bytes", json_integer((json_int_t)r->rss_bytes));
     json_object_set_new(j, "rss_budget_bytes", json_integer((json_int_t)r->rss_budget));
     json_object_set_new(j, "kv_bytes", json_integer((json_int_t)r->kv_bytes));
+    json_object_set_new(j, "load_before", json_real(r->load_before));
+    json_object_set_new(j, "load_after", json_real(r->load_after));
     char *dump = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
     if (dump) printf("%s\n", dump);
     free(dump);
@@ -677,6 +694,7 @@ int cmd_bench(int argc, char **argv) {
     bd_session *s = NULL;
     bench_result res = {0};
     res.peak_gbps = o.peak_gbps;
+    res.load_before = load_avg();
     if (o.bw_probe) {
         double g = bw_probe(o.threads);
         if (g > 0) {
@@ -750,6 +768,7 @@ int cmd_bench(int argc, char **argv) {
         if (kv > res.kv_bytes) res.kv_bytes = kv; /* the sessions live one after the other */
     }
 
+    res.load_after = load_avg();
     struct rusage ru;
     if (!getrusage(RUSAGE_SELF, &ru)) res.rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
     res.rss_budget = (uint64_t)((double)(in.file_bytes + res.draft_file_bytes + res.kv_bytes) * 1.1);

@@ -197,6 +197,7 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     }
     pairing_report rep;
     pairing_drafter_info di;
+    pairing_report_init(&rep);
     if (!pairing_run(tm->gguf, dm->gguf, &rep, &di, err, errlen)) return NULL;
     const bd_hparams *dh = &dm->hp, *th = &tm->hp;
     /* The engine's own limits, on top of the header checks. */

@@ -145,7 +145,8 @@ static void check_dots(const bd_kernels *k) {
             if (type == BD_TYPE_F32 || type == BD_TYPE_F16 || type == BD_TYPE_BF16) n += 13 * si;
             if (bd_type_get(type)->blck == 32 && si == 1) n = 32 * 7; /* odd block count */
             size_t wb = row_bytes(type, n);
-            size_t stride = row_bytes(atype, n) + 64 + 2 * si; /* padded rows */
+            /* padded rows (kept 4-byte aligned: block_q8_K holds a float) */
+            size_t stride = row_bytes(atype, n) + 64 + 4 * si;
             void *w = xalloc(wb);
             uint8_t *x = xalloc(16 * stride);
             float *f = xalloc((size_t)n * sizeof(float));
