@@ -165,8 +165,13 @@ for pair in "${PAIRS[@]+"${PAIRS[@]}"}"; do
     for nm in 3 "$nmax"; do
         log "$b: llama.cpp speculative-simple --spec-type draft-dflash --spec-draft-n-max $nm"
         # ggml loads its CPU backend from the working directory or the executable's.
+        # --top-k 0 --top-p 1 --min-p 0: plain argmax over the whole vocabulary.
+        # With the default top-k 40 at temperature 0, an all-equal row of
+        # logits (the --constant-output targets) is reordered by the top-k
+        # sort and llama.cpp emits an arbitrary token instead of the lowest
+        # id, so no draft of token 0 would ever be accepted.
         (cd "$LIBDIR" && "$SPEC" -m "$tgt" -md "$dft" --spec-type draft-dflash --spec-draft-n-max "$nm" \
-            -p "$PROMPT" -n "$N" --temp 0 -t "$T" -tb "$T" -c $((N + 512))) \
+            -p "$PROMPT" -n "$N" --temp 0 --top-k 0 --top-p 1 --min-p 0 -t "$T" -tb "$T" -c $((N + 512))) \
             >"$OUT/llspec-$b-n$nm.log" 2>&1 || log "speculative-simple failed on $pair n_max $nm (see $OUT/llspec-$b-n$nm.log)"
         [ "$nm" = 3 ] && [ "$nmax" = 3 ] && break
     done
@@ -187,6 +192,10 @@ def load(p):
 def f(x, nd=2): return "—" if x is None else f"{x:.{nd}f}"
 print("```")
 print(open(os.path.join(out, "machine.txt")).read().rstrip())
+for m in models:
+    ll = load(f"{out}/ll-{base(m)}.json")
+    if ll and ll.get("cpu_features"):
+        print("llama.cpp CPU backend features: " + ll["cpu_features"]); break
 print("```\n")
 for m in models:
     b = base(m)

@@ -45,6 +45,7 @@ static void usage(void) {
  * owned[] (freed at exit) whether or not this succeeds. */
 static int add_keys(server_params *p, char *list, char **owned, int *n_owned) {
     owned[(*n_owned)++] = list;
+    int before = p->n_api_keys;
     for (char *save = NULL, *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
         while (*k == ' ') k++;
         if (!*k) continue;
@@ -53,6 +54,11 @@ static int add_keys(server_params *p, char *list, char **owned, int *n_owned) {
             return -1;
         }
         p->api_keys[p->n_api_keys++] = k;
+    }
+    if (p->n_api_keys == before) {
+        /* an empty key must not silently leave the server open */
+        fprintf(stderr, "blockdraft serve: an API key list is empty\n");
+        return -1;
     }
     return 0;
 }

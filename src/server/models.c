@@ -125,7 +125,7 @@ static bool model_ensure_loaded(server *s, srv_model *m, char *err, size_t errle
         m->state = model_load(s, m, e, sizeof e) ? MODEL_LOADED : MODEL_FAILED;
         if (m->state == MODEL_FAILED) {
             snprintf(m->load_err, sizeof m->load_err, "cannot load model '%s': %s", m->name, e);
-            fprintf(stderr, "serve: %s\n", m->load_err);
+            if (!m->from_cli) fprintf(stderr, "serve: %s\n", m->load_err); /* cmd_serve reports the -m one */
         }
     }
     bool ok = m->state == MODEL_LOADED;

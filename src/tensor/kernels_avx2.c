@@ -373,6 +373,95 @@ BD_SINGLE(dot_q5_0, dot_n_q5_0)
 BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
 
 /* ------------------------------------------------------------------------
+ * Q4_1 / Q5_1 x Q8_1: unsigned codes; block = (dw dx) isum + mw sx.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q4_1 *b = (const block_q4_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return nibbles32(b->qs);
+}
+BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q5_1 *b = (const block_q5_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
+}
+
+#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                         \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
+                        const int NX) {                                                         \
+        const __m256i ones = _mm256_set1_epi16(1);                                              \
+        __m256 acc[4];                                                                          \
+        float accm[4];                                                                          \
+        UNROLL for (int r = 0; r < NX; r++) {                                                   \
+            acc[r] = _mm256_setzero_ps();                                                       \
+            accm[r] = 0;                                                                        \
+        }                                                                                       \
+        for (int64_t i = 0; i < n / QK8_1; i++) {                                               \
+            float dw, mw;                                                                       \
+            __m256i W = UNPACK(w, i, &dw, &mw);                                                 \
+            UNROLL for (int r = 0; r < NX; r++) {                                               \
+                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;                 \
+                __m256i s = _mm256_madd_epi16(                                                  \
+                    _mm256_maddubs_epi16(W, _mm256_loadu_si256((const __m256i *)y->qs)), ones); \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16f(y->d)), \
+                                         acc[r]);                                               \
+                accm[r] += mw * f16f(y->s);                                                     \
+            }                                                                                   \
+        }                                                                                       \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]) + accm[r];                   \
+    }
+
+Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
+Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
+BD_DISPATCH_NX(dot_n_q4_1, q4_1_kernel)
+BD_DISPATCH_NX(dot_n_q5_1, q5_1_kernel)
+BD_SINGLE(dot_q4_1, dot_n_q4_1)
+BD_SINGLE(dot_q5_1, dot_n_q5_1)
+
+/* ------------------------------------------------------------------------
+ * IQ4_XS x Q8_K: signed table values; per 32-element sub-block the pair
+ * sums of maddubs(|w|, sign(y, w)) (|.| <= 2*127*127) are scaled by
+ * (ls - 32) with vpmaddwd.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
+                            const int NX) {
+    const block_iq4_xs *w = vw;
+    _Alignas(32) int8_t wv[QK_K];
+    _Alignas(32) int16_t sc16[8][16];
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
+    __m256 acc[4];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        for (int ib = 0; ib < 8; ib++) {
+            _mm256_store_si256((__m256i *)(wv + 32 * ib),
+                               _mm256_shuffle_epi8(tab, nibbles32(w[i].qs + 16 * ib)));
+            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) |
+                     (((w[i].scales_h >> (2 * ib)) & 3) << 4);
+            _mm256_store_si256((__m256i *)sc16[ib], _mm256_set1_epi16((short)(ls - 32)));
+        }
+        const float d = f16f(w[i].d);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            __m256i s = _mm256_setzero_si256();
+            UNROLL for (int k = 0; k < 8; k++) {
+                __m256i W = _mm256_load_si256((const __m256i *)(wv + 32 * k));
+                __m256i sy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)), W);
+                __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(W, W), sy);
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(y->d * d), acc[r]);
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+}
+BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
+BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+
+/* ------------------------------------------------------------------------
  * F32 / F16 / BF16: weights converted once per 8 elements; scalar tail.
  * ---------------------------------------------------------------------- */
 
@@ -417,7 +506,7 @@ BD_SINGLE(dot_f16, dot_n_f16)
 BD_SINGLE(dot_bf16, dot_n_bf16)
 
 /* ------------------------------------------------------------------------
- * Table (Q4_1, Q5_1, IQ4_XS use the reference kernels here)
+ * Table
  * ---------------------------------------------------------------------- */
 
 void bd_kernels_fill_avx2(bd_kernels *k) {
@@ -432,6 +521,9 @@ void bd_kernels_fill_avx2(bd_kernels *k) {
     SET(Q4_0, dot_q4_0, dot_n_q4_0)
     SET(Q5_0, dot_q5_0, dot_n_q5_0)
     SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
+    SET(Q4_1, dot_q4_1, dot_n_q4_1)
+    SET(Q5_1, dot_q5_1, dot_n_q5_1)
+    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
     SET(F32, dot_f32, dot_n_f32)
     SET(F16, dot_f16, dot_n_f16)
     SET(BF16, dot_bf16, dot_n_bf16)

@@ -89,6 +89,7 @@ BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
     }
 
 
+
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
  * ---------------------------------------------------------------------- */
@@ -194,18 +195,39 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
 }
 
 /* SC[c] for c = 0..3 from eight u8 scales; MV = -dmin * m_{k/2} per lane. */
-BD_INLINE void kq_scale_vectors(uint64_t sc8, uint64_t m8, float dmin, __m512i SC[4], __m512 *MV) {
+/*
+ * Scale vectors for the packed form of the integer dot: vpdpbusd gives 16
+ * int32 lanes per 64-byte chunk c (lanes 0-7: sub-block 2c, 8-15: 2c+1,
+ * each |.| <= 4*31*128, so they fit int16); vpackssdw of chunks (0,1) and
+ * (2,3) interleaves them per 128-bit lane (int16 lane L comes from chunk
+ * c0 lane 4*(L/8) + L%8 when L%8 < 4, else chunk c1 lane 4*(L/8) + L%8 - 4),
+ * and vpdpwssd then applies one int16 scale per lane. k_kq_packidx holds
+ * the sub-block index of each of those lanes for the pairs (0,1), (2,3).
+ */
+static const int16_t k_kq_packidx[2][32] = {
+    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
+    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+
+/* SC[0..1]: int16 scales in packed-lane order; MV = -dmin * m_{k/2} per lane. */
+BD_INLINE void kq_scale_vectors(uint64_t sc8, uint64_t m8, float dmin, __m512i SC[2], __m512 *MV) {
     __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    UNROLL for (int c = 0; c < 4; c++) {
-        /* lanes 0-15 -> scale 2c, lanes 16-31 -> scale 2c+1 */
-        __m512i idx = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(2 * c)),
-                                              _mm512_set1_epi16((short)(2 * c + 1)));
-        SC[c] = _mm512_permutexvar_epi16(idx, s16);
-    }
+    SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_packidx[0]), s16);
+    SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_packidx[1]), s16);
     __m512i m32 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
     const __m512i half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     *MV = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(half, m32)),
                         _mm512_set1_ps(-dmin));
+}
+
+/* sum over sub-blocks of scale * (w . y), exact int32 (16 lanes to add up) */
+BD_INLINE __m512i kq_int_dot(const __m512i W[4], const __m512i SC[2], const int8_t *yq) {
+    __m512i z = _mm512_setzero_si512();
+    __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(yq));
+    __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(yq + 64));
+    __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(yq + 128));
+    __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(yq + 192));
+    __m512i s = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), SC[0]);
+    return _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
 }
 
 BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
@@ -215,7 +237,12 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[4];
+        __m512i W[4], SC[2];
+        /* software prefetch ~1 KiB ahead: on the loaded test machine this
+         * helped the memory-bound single-row case (prefetches never fault,
+         * so running past the row end is harmless) */
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         UNROLL for (int c = 0; c < 4; c++) {
             __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
             q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
@@ -228,11 +255,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            __m512i s = _mm512_setzero_si512();
-            UNROLL for (int c = 0; c < 4; c++) {
-                __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
-                s = _mm512_dpwssd_epi32(s, p, SC[c]);
-            }
+            __m512i s = kq_int_dot(W, SC, y->qs);
             __m512 b = _mm512_cvtepi32_ps(
                 _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
             __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
@@ -256,7 +279,9 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[4];
+        __m512i W[4], SC[2];
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[i].qh));
         /* upper half one bit further on: sub-block 2c+1 uses bit 2c+1 */
         qh = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 1);
@@ -280,11 +305,7 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            __m512i s = _mm512_setzero_si512();
-            UNROLL for (int c = 0; c < 4; c++) {
-                __m512i p = _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c));
-                s = _mm512_dpwssd_epi32(s, p, SC[c]);
-            }
+            __m512i s = kq_int_dot(W, SC, y->qs);
             __m512 b = _mm512_cvtepi32_ps(
                 _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
             __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
@@ -302,8 +323,16 @@ BD_SINGLE(dot_q5_K, dot_n_q5_K)
  * W[j] (j = 0..3) holds the unsigned 6-bit codes q (0..63) of elements
  * 64j..64j+63. The -32 offset is applied through bsums:
  * sum sc_g (q - 32) y = sum sc_g q y + sum (-32 sc_g) bsum_g, both
- * accumulated by vpdpwssd into one exact int32 vector.
+ * accumulated by vpdpwssd into one exact int32 vector. The q.y part is
+ * vpdpbusd per chunk (lane m of chunk j: group 4j + m/4, |.| <= 4*63*128
+ * fits int16), packed pairwise as for Q4_K; k_q6_packidx gives the group
+ * of each packed int16 lane for the chunk pairs (0,1) and (2,3).
  * ---------------------------------------------------------------------- */
+
+static const int16_t k_q6_packidx[2][32] = {
+    {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5, 2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7},
+    {8,  8,  8,  8,  12, 12, 12, 12, 9,  9,  9,  9,  13, 13, 13, 13,
+     10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15}};
 
 BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
@@ -312,7 +341,10 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[4];
+        __m512i W[4], SC[2];
+        /* software prefetch ~1 KiB ahead (see q4k_kernel) */
+        UNROLL for (int l = 0; l < 4; l++)
+            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         UNROLL for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512(w[i].ql + 64 * h);
             __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
@@ -324,16 +356,8 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         }
         __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         __m512i s16z = _mm512_castsi256_si512(s16);
-        UNROLL for (int j = 0; j < 4; j++) {
-            /* maddubs lane k (pair of elements 2k, 2k+1) is in group 4j + k/8 */
-            __m512i idx = _mm512_add_epi16(_mm512_set1_epi16((short)(4 * j)),
-                                           _mm512_srli_epi16(_mm512_setr_epi32(
-                                               0x00010000, 0x00030002, 0x00050004, 0x00070006,
-                                               0x00090008, 0x000B000A, 0x000D000C, 0x000F000E,
-                                               0x00110010, 0x00130012, 0x00150014, 0x00170016,
-                                               0x00190018, 0x001B001A, 0x001D001C, 0x001F001E), 3));
-            SC[j] = _mm512_permutexvar_epi16(idx, s16z);
-        }
+        SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[0]), s16z);
+        SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[1]), s16z);
         /* -32 * sc_g in lanes 0-15, zero above (so the bsums' upper garbage
          * lanes contribute nothing) */
         const __m512i SCB = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(),
@@ -344,10 +368,13 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
             __m512i s = _mm512_dpwssd_epi32(
                 _mm512_setzero_si512(),
                 _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y->bsums)), SCB);
-            UNROLL for (int j = 0; j < 4; j++) {
-                __m512i p = _mm512_maddubs_epi16(W[j], _mm512_loadu_si512(y->qs + 64 * j));
-                s = _mm512_dpwssd_epi32(s, p, SC[j]);
-            }
+            __m512i z = _mm512_setzero_si512();
+            __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
+            __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
+            __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
+            __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s0, s1), SC[0]);
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(y->d * d), acc[r]);
         }
     }
@@ -361,6 +388,15 @@ BD_SINGLE(dot_q6_K, dot_n_q6_K)
  * unpacked to 32 signed bytes (element order), then the byte trick from the
  * file comment. Two blocks per 512-bit register.
  * ---------------------------------------------------------------------- */
+
+/* Bytes per block of the type an unpack function reads (for prefetching). */
+#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
+#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
+#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
+#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
+#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
+#define BD_BB_unpack_q4_1 sizeof(block_q4_1)
+#define BD_BB_unpack_q5_1 sizeof(block_q5_1)
 
 /* Signed weight bytes of block i (32 elements, natural order) and its d. */
 BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
@@ -427,7 +463,11 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
         for (int64_t g = 0; g < nb; g += 16) {                                                  \
             const int cnt = nb - g >= 16 ? 16 : (int)(nb - g);                                  \
             const __mmask16 km = (__mmask16)(cnt == 16 ? 0xFFFF : (1u << cnt) - 1);              \
-            for (int b = 0; b < cnt; b++) Wg[b] = UNPACK(w, g + b, &dwv[b]);                    \
+            for (int b = 0; b < cnt; b++) {                                                     \
+                _mm_prefetch((const char *)w + (size_t)(g + b) * BD_BLOCK_BYTES(UNPACK) + 1024,  \
+                             _MM_HINT_T0);                                                      \
+                Wg[b] = UNPACK(w, g + b, &dwv[b]);                                              \
+            }                                                                                   \
             const __m512 DW = _mm512_maskz_loadu_ps(km, dwv);                                   \
             UNROLL for (int r = 0; r < NX; r++) {                                               \
                 const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g;                 \
@@ -471,6 +511,8 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
         int64_t i = 0;                                                                          \
         for (; i + 1 < nb; i += 2) {                                                            \
             float da, db;                                                                       \
+            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1024, _MM_HINT_T0); \
+            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1088, _MM_HINT_T0); \
             __m256i wa = UNPACK(w, i, &da), wb = UNPACK(w, i + 1, &db);                         \
             __m512i W = _mm512_inserti64x4(_mm512_castsi256_si512(wa), wb, 1);                  \
             /* -128 * (sum of each 4 weights), per lane */                                      \
@@ -558,6 +600,7 @@ BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
         }                                                                                   \
         for (int64_t i = 0; i < n / QK8_1; i++) {                                           \
             float dw, mw;                                                                   \
+            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1024, _MM_HINT_T0); \
             __m256i W = UNPACK(w, i, &dw, &mw);                                             \
             UNROLL for (int r = 0; r < NX; r++) {                                           \
                 const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;             \
@@ -599,6 +642,8 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i W[4], C[4], SC[4];
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         UNROLL for (int c = 0; c < 4; c++) {
             /* sub-block 2c: qs[32c..32c+15] lo then hi nibbles; sub 2c+1 next 16 */
             __m128i qa = _mm_loadu_si128((const __m128i *)(w[i].qs + 32 * c));
@@ -654,6 +699,7 @@ BD_INLINE __m512 load_bf16(const void *p, int64_t j, __mmask16 k) {
         UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                   \
         for (int64_t j = 0; j < n; j += 16) {                                               \
             __mmask16 k = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);          \
+            _mm_prefetch((const char *)w + j * 4 + 2048, _MM_HINT_T0);                      \
             __m512 W = LOAD(w, j, k);                                                       \
             UNROLL for (int r = 0; r < NX; r++)                                             \
                 acc[r] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j, k), acc[r]);          \

@@ -5,15 +5,24 @@
  *   1. convert the n_tok activation rows to the weight's vec_dot_type
  *      (Q8_0 / Q8_1 / Q8_K / F16 / BF16 / F32) into the caller's scratch;
  *   2. split the weight rows across threads; every thread walks its rows
- *      and, per row, dots the row against up to 16 activation rows at once
- *      through vec_dot_n, so a weight row is streamed from memory once per
- *      16 tokens. For a verify batch of <= 16 rows that is once in total.
+ *      and dots each row against up to 16 activation rows at once through
+ *      vec_dot_n. For decode and verify batches (<= 16 rows) each weight
+ *      row is streamed from memory exactly once. For prefill the rows are
+ *      taken in L2-sized tiles and each tile meets every 16-row group of
+ *      activations before the next tile is loaded.
+ *
+ * Decode (1 row) and verify (n rows) both go through vec_dot_n, whose result
+ * for one activation row does not depend on how many rows are batched with
+ * it (tests/unit/test_kernels.c): speculative verification therefore sees
+ * bit-for-bit the logits plain decoding would, which keeps greedy output
+ * identical even at near-ties.
  */
 #include <string.h>
 
 #include "kernels.h"
 
-#define MM_NX 16 /* activation rows per weight-row pass */
+#define MM_NX 16                  /* activation rows per weight-row pass */
+#define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
 
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) {
     const bd_type_traits *t = bd_type_get(W->type);
@@ -52,16 +61,34 @@ static void mm_dot(void *arg, int ith, int nth) {
     bd_vec_dot_fn dot = c->k->vec_dot[W->type];
     bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
     float out[MM_NX];
-    for (int64_t r = lo; r < hi; r++) {
-        const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
-        if (c->n_tok == 1) {
-            c->Y[r] = dot(W->ncols, w, c->xq);
-            continue;
+    if (c->n_tok <= MM_NX) {
+        /* decode and verify: every weight row is read exactly once */
+        for (int64_t r = lo; r < hi; r++) {
+            const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
+            if (c->n_tok == 1 && !dotn) {
+                c->Y[r] = dot(W->ncols, w, c->xq);
+                continue;
+            }
+            dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
+            for (int j = 0; j < c->n_tok; j++) c->Y[j * c->ldy + r] = out[j];
         }
+        return;
+    }
+    /* prefill: tiles of rows small enough to stay in L2 while every
+     * 16-token group of activations streams past them, so weights come from
+     * memory once and activations once per row tile */
+    int64_t tile = (int64_t)(MM_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    if (tile < 1) tile = 1;
+    for (int64_t r0 = lo; r0 < hi; r0 += tile) {
+        int64_t r1 = r0 + tile < hi ? r0 + tile : hi;
         for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
             int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
-            dotn(W->ncols, w, c->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
-            for (int j = 0; j < nx; j++) c->Y[(t0 + j) * c->ldy + r] = out[j];
+            const uint8_t *xq = c->xq + t0 * c->xq_stride;
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
+                dotn(W->ncols, w, xq, c->xq_stride, nx, out);
+                for (int j = 0; j < nx; j++) c->Y[(t0 + j) * c->ldy + r] = out[j];
+            }
         }
     }
 }

@@ -6,4 +6,5 @@
 # template errors (500 / 400), gallery endpoints, graceful SIGTERM.
 # The checks are in tests/server/server_api.py (Python standard library).
 set -u
+export PYTHONDONTWRITEBYTECODE=1
 exec timeout 170 python3 "$BD_ROOT/tests/server/server_api.py"

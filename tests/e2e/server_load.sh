@@ -7,4 +7,5 @@
 # `make debug` has built it; otherwise on $BD_BIN without leak detection,
 # saying so. Checks are in tests/server/server_load.py.
 set -u
+export PYTHONDONTWRITEBYTECODE=1
 exec timeout 170 python3 "$BD_ROOT/tests/server/server_load.py"

@@ -113,6 +113,25 @@ static int meta_int(const struct llama_model *m, const char *arch, const char *k
     return atoi(buf);
 }
 
+/* The CPU backend's feature list ("AVX512 = 1, AMX_INT8 = 1, ...") into
+ * buf: which of the prebuilt CPU variants ggml picked on this machine. */
+static void cpu_features(char *buf, size_t n) {
+    buf[0] = '\0';
+    ggml_backend_dev_t dev = ggml_backend_dev_by_type(GGML_BACKEND_DEVICE_TYPE_CPU);
+    if (!dev) return;
+    ggml_backend_reg_t reg = ggml_backend_dev_backend_reg(dev);
+    ggml_backend_get_features_t get =
+        (ggml_backend_get_features_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_get_features");
+    if (!get) return;
+    size_t used = 0;
+    for (struct ggml_backend_feature *f = get(reg); f && f->name && used + 1 < n; f++) {
+        int w = snprintf(buf + used, n - used, "%s%s", used ? " " : "", f->name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    if (used >= n) buf[n - 1] = '\0';
+}
+
 int main(int argc, char **argv) {
     opts o = {.n_prompt = 512, .n_gen = 128, .threads = 2, .reps = 5, .depth = 512, .vmax = 16, .seed = 1};
     for (int i = 1; i < argc; i++) {
@@ -274,9 +293,11 @@ int main(int argc, char **argv) {
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    char feats[512];
+    cpu_features(feats, sizeof feats);
     printf("{\"engine\":\"llama.cpp v0.5.0 (node-llama-cpp 3.22.1 prebuilt CPU)\",\"model\":\"%s\",\"threads\":%d,"
-           "\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"model_bytes\":%.0f,\"n_params\":%.0f,",
-           o.model, o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params);
+           "\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"model_bytes\":%.0f,\"n_params\":%.0f,\"cpu_features\":\"%s\",",
+           o.model, o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params, feats);
     if (o.n_prompt > 0) printf("\"pp_tps\":%.4f,\"pp_tps_sd\":%.4f,", pp_mean, pp_sd);
     else printf("\"pp_tps\":null,\"pp_tps_sd\":null,");
     if (o.n_gen > 0) printf("\"tg_tps\":%.4f,\"tg_tps_sd\":%.4f,\"tg_gbps\":%.4f,", tg_mean, tg_sd, tg_gbps);

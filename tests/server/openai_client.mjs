@@ -91,6 +91,17 @@ await check("stop strings end the completion before the stop text", async () => 
   const r = await client.completions.create({ model, prompt: exp.prompt, max_tokens: exp.n, temperature: 0, stop: [stop] });
   assert.equal(r.choices[0].text, expect.stop.text);
   assert.equal(r.choices[0].finish_reason, "stop");
+  // streamed: text that could be the start of the stop string is held back, never sent
+  const stream = await client.completions.create({ model, prompt: exp.prompt, max_tokens: exp.n, temperature: 0, stop, stream: true });
+  let text = "", finish = null;
+  for await (const c of stream) {
+    for (const ch of c.choices || []) {
+      text += ch.text || "";
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  assert.equal(text, expect.stop.text);
+  assert.equal(finish, "stop");
 });
 
 const chat = expect.chat;

@@ -41,6 +41,8 @@ st, h, b = request(p, "POST", "/v1/chat/completions", CHAT, {"Authorization": "B
 check(st == 401, "auth: a prefix of a key -> 401")
 st, h, b = request(p, "POST", "/v1/chat/completions", CHAT, {"Authorization": "Bearer wrong-key"})
 check(st == 401, "auth: wrong key -> 401")
+st, h, b = request(p, "POST", "/v1/chat/completions", CHAT, {"Authorization": "Bearer "})
+check(st == 401, "auth: empty bearer -> 401")
 st, h, b = request(p, "GET", "/metrics", headers={"Authorization": "Bearer wrong"})
 check(st == 401, "auth: /metrics is protected")
 st, h, b = request(p, "POST", "/v1/chat/completions", CHAT, {"Authorization": "Bearer key-one"})
@@ -53,6 +55,8 @@ check(h.get("access-control-allow-origin") == "https://app.example", "cors: --co
 st, h, b = request(p, "OPTIONS", "/v1/chat/completions", headers={"Origin": "https://app.example"})
 check(st == 204 and "POST" in h.get("access-control-allow-methods", ""), "cors: preflight answered")
 check(s.stop() == 0, "auth server: clean exit on SIGTERM")
+r = subprocess.run([BIN, "serve", "--port", "0", "--api-key", ""], capture_output=True, text=True, timeout=30)
+check(r.returncode == 2 and "empty" in r.stderr, "auth: an empty --api-key is refused, not an open server")
 
 # ---------------------------------------------------------------------------
 # bad input, health, metrics (no key, no CORS)

@@ -10,7 +10,8 @@
  *     f32 block additions are reordered).
  * Inputs: random raw block bytes (so every nibble / bit pattern occurs)
  * with f16 scales from moderate, huge (near 65504) and tiny (subnormal)
- * ranges, and activations from the reference quantizer.
+ * ranges, and activations from the reference quantizer (which never emits
+ * the byte -128; the SIMD sign tricks rely on that, see kernels_avx2.c).
  */
 #include <math.h>
 #include <setjmp.h>
