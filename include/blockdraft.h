@@ -215,6 +215,13 @@ bd_spec *bd_spec_create(bd_session *target, bd_model *draft, const bd_spec_param
 void bd_spec_free(bd_spec *sp);
 int32_t bd_spec_n_max(const bd_spec *sp);
 
+/* Observe every speculative step: the anchor's position and id, the
+ * drafted tokens and how many of them the target accepted. For tests that
+ * compare drafts step by step with another engine. fn NULL turns it off. */
+typedef void (*bd_spec_trace_fn)(void *user, int32_t pos, int32_t anchor, const int32_t *drafts,
+                                 int32_t n_drafts, int32_t n_accepted);
+void bd_spec_set_trace(bd_spec *sp, bd_spec_trace_fn fn, void *user);
+
 /* Like bd_generate, speculatively. stats->spec is filled in. */
 bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
                       bd_token_cb cb, void *user, bd_gen_stats *stats, char *err, size_t errlen);

@@ -1,7 +1,7 @@
 /*
  * cmd_run.c - `blockdraft run`: generate text from a model.
  *
- *   blockdraft run (-m MODEL.gguf | NAME) -p PROMPT [-n N] [--temp T] [--top-k K]
+ *   blockdraft run (-m MODEL.gguf | NAME) -p PROMPT  (NAME first) [-n N] [--temp T] [--top-k K]
  *                  [--top-p P] [--min-p P] [--seed S] [-t THREADS] [-c CTX]
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
@@ -23,6 +23,7 @@
 
 typedef struct {
     bool json;
+    void *trace;  /* json_t array of speculative steps (--spec-trace) */
     bd_textstream *ts;
     int32_t *ids;
     int32_t n, cap;
@@ -58,10 +59,20 @@ static bool on_token(int32_t tok, void *user) {
     return true;
 }
 
+static void on_step(void *user, int32_t pos, int32_t anchor, const int32_t *drafts, int32_t n, int32_t acc) {
+    run_out *o = user;
+    json_t *d = json_array();
+    for (int32_t i = 0; i < n; i++) json_array_append_new(d, json_integer(drafts[i]));
+    json_array_append_new(o->trace, json_pack("{s:i, s:i, s:o, s:i}", "pos", pos, "anchor", anchor, "drafts", d,
+                                              "accepted", acc));
+}
+
 static void usage(void) {
     fprintf(stderr,
-            "usage: blockdraft run (-m MODEL.gguf | NAME) -p PROMPT [options]\n"
-            "  NAME                   an installed gallery model (pulled first when missing)\n"
+            "usage: blockdraft run -m MODEL.gguf -p PROMPT [options]\n"
+            "       blockdraft run NAME -p PROMPT [options]\n"
+            "  NAME                   a gallery model (pulled first when missing); its config\n"
+            "                         supplies the drafter and defaults, flags override them\n"
             "  -m, --model FILE       target model (GGUF)\n"
             "  -p, --prompt TEXT      prompt text;  -f, --file FILE  read the prompt from a file\n"
             "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
@@ -84,6 +95,7 @@ static void usage(void) {
             "  --spec-draft-p-min P   draft-simple: stop drafting below this draft probability\n"
             "  --spec-adaptive        choose the draft length each step from acceptance and measured cost\n"
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
+            "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-short-block  DFlash: draft with [anchor, MASK x n] as llama.cpp does, instead\n"
             "                         of the trained block length (default)\n");
 }
@@ -107,21 +119,12 @@ int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v, *name = NULL;
     bd_gen_params gp = {.n_predict = 128, .sampling = bd_sampler_default_params()};
     bd_session_params sp = bd_session_default_params();
-    bool json = false, echo = true, spec_type_set = false;
+    bool json = false, echo = true, spec_type_set = false, spec_trace = false;
     const char *draft_path = NULL;
     bd_spec_params spp = bd_spec_default_params();
     static gallery_model gm;
-    /* `run NAME`: a gallery model (pulled first when missing) */
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] != '-') {
-            name = argv[i];
-            break;
-        }
-        if (i + 1 < argc && argv[i][0] == '-' && strcmp(argv[i], "--json") && strcmp(argv[i], "--ignore-eos") &&
-            strcmp(argv[i], "--no-display-prompt") && strcmp(argv[i], "--spec-adaptive") &&
-            strcmp(argv[i], "--spec-dflash-short-block") && strcmp(argv[i], "-h") && strcmp(argv[i], "--help"))
-            i++; /* skip the option's value */
-    }
+    /* `run NAME [options]`: a gallery model (pulled first when missing) */
+    if (argc > 1 && argv[1][0] != '-') name = argv[1];
     if (name) {
         gallery_pull_opts po;
         cli_pull_opts_init(&po, false);
@@ -176,6 +179,7 @@ int cmd_run(int argc, char **argv) {
             spp.ngram_n = arg_i32(a, v, 1, 64);
         else if (arg_is(a, "--spec-adaptive", NULL)) spp.adaptive = true;
         else if (arg_is(a, "--spec-dflash-short-block", NULL)) spp.dflash_short_block = true;
+        else if (arg_is(a, "--spec-trace", NULL)) spec_trace = true;
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
             fprintf(stderr, "blockdraft run: %s was removed (as in llama.cpp); use --spec-draft-n-max / --spec-draft-n-min\n", a);
             return 2;
@@ -268,6 +272,10 @@ int cmd_run(int argc, char **argv) {
             goto done;
         }
         if (warn[0]) fprintf(stderr, "blockdraft run: warning: %s\n", warn);
+        if (spec_trace && json) {
+            o.trace = json_array();
+            bd_spec_set_trace(spec, on_step, &o);
+        }
     }
     o.cap = gp.n_predict >= 0 ? gp.n_predict : bd_session_n_ctx(s);
     o.ids = malloc(((size_t)o.cap + 1) * sizeof *o.ids);
@@ -317,6 +325,10 @@ int cmd_run(int argc, char **argv) {
         json_object_set_new(jsp, "verify_ms", json_real(ss->verify_ms));
         json_object_set_new(jsp, "other_ms", json_real(ss->other_ms));
         if (spec) json_object_set_new(jsp, "n_max", json_integer(bd_spec_n_max(spec)));
+        if (o.trace) {
+            json_object_set_new(jsp, "trace", o.trace);
+            o.trace = NULL;
+        }
         json_object_set_new(js, "spec", jsp);
         json_object_set_new(root, "stats", js);
         char *dump = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -342,6 +354,7 @@ int cmd_run(int argc, char **argv) {
     }
     rc = 0;
 done:
+    if (o.trace) json_decref(o.trace);
     bd_textstream_free(o.ts);
     free(o.ids);
     free(o.text);

@@ -51,7 +51,14 @@ struct bd_spec {
     int32_t cost_n[SPEC_MAX_DRAFT + 1];
     int32_t plain_run;
     int32_t step_no;
+    bd_spec_trace_fn trace;
+    void *trace_user;
 };
+
+void bd_spec_set_trace(bd_spec *sp, bd_spec_trace_fn fn, void *user) {
+    sp->trace = fn;
+    sp->trace_user = user;
+}
 
 bd_spec_params bd_spec_default_params(void) {
     bd_spec_params p = {.type = BD_SPEC_NONE, .n_max = 0, .n_min = 0, .p_min = 0.0f, .adaptive = false,
@@ -499,6 +506,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         if (a == nd) accept_row(smp, bd_session_logits(t, nd), V, -1, &tok);
         for (int32_t i = a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
         ss->n_accepted += a;
+        if (sp->trace) sp->trace(sp->trace_user, P, anchor, sp->drafts, nd, a);
         /* roll back: keep the anchor and the accepted drafts */
         bd_session_truncate(t, P + a + 1);
         if (sp->df) {

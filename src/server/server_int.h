@@ -71,7 +71,7 @@ struct srv_model {
     /* loading */
     pthread_mutex_t load_mu;
     atomic_int state;    /* MODEL_* (written under load_mu; /v1/models reads it without) */
-    char load_err[512];
+    char load_err[768];
     bd_model *m, *dm;
     bd_spec_params spp;
     int n_ctx;

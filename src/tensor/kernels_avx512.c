@@ -173,13 +173,13 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
 /* ------------------------------------------------------------------------
  * Q4_K x Q8_K
  *
- * Per block: W[c] (c = 0..3) holds elements 64c..64c+63 as bytes 0..15
- * (low nibbles of qs[32c..], high nibbles in the upper 32 bytes), which is
- * exactly the layout of the activation bytes y.qs[64c..64c+63]. vpmaddubsw
- * forms pair sums (|.| <= 2*15*128, no saturation), vpdpwssd multiplies
- * them by the int16 sub-block scale (SC[c]: lanes 0-15 sub 2c, 16-31 sub
- * 2c+1) and accumulates int32. The mins use the activation's bsums:
- * lane k of bsums (16 values) belongs to sub-block k/2.
+ * Per block: W[c] (c = 0..3) holds the codes 0..15 of elements
+ * 64c..64c+63 (low nibbles of qs[32c..], then the high nibbles in the upper
+ * 32 bytes), which is exactly the layout of the activation bytes
+ * y.qs[64c..64c+63]. vpdpbusd forms 4-element sums per chunk, those are
+ * packed to int16 and vpdpwssd applies the sub-block scales (see
+ * kq_scale_vectors) into one exact int32 vector. The mins use the
+ * activation's bsums: lane k of bsums (16 values) belongs to sub-block k/2.
  * ---------------------------------------------------------------------- */
 
 BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
@@ -194,7 +194,6 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
     *m8 = m_lo | ((uint64_t)m_hi << 32);
 }
 
-/* SC[c] for c = 0..3 from eight u8 scales; MV = -dmin * m_{k/2} per lane. */
 /*
  * Scale vectors for the packed form of the integer dot: vpdpbusd gives 16
  * int32 lanes per 64-byte chunk c (lanes 0-7: sub-block 2c, 8-15: 2c+1,

@@ -9,9 +9,11 @@
 #      llama.cpp source bundle that node-llama-cpp ships
 #      (llama/gitRelease.bundle) into $BD_BUILD/oracle/src/.
 #   3. Compiles tests/oracle/oracle.c against the prebuilt shared libraries
-#      with an rpath to them: $BD_BUILD/oracle/bd-oracle.
+#      with an rpath to them: $BD_BUILD/oracle/bd-oracle; and
+#      tests/oracle/oracle_dflash.cpp (g++, libllama-common) into
+#      $BD_BUILD/oracle/bd-oracle-dflash, llama.cpp's DFlash loop.
 #
-# Prints the path of bd-oracle on stdout last. Any failure (npm cannot
+# Prints the path of bd-oracle on stdout last (bd-oracle-dflash is beside it). Any failure (npm cannot
 # reach its registry, a missing file) exits non-zero with a message: for
 # the tests that use the oracle this is a failure, not a skip.
 set -euo pipefail
@@ -76,5 +78,16 @@ if [ ! -x "$BIN" ] || [ "$ROOT/tests/oracle/oracle.c" -nt "$BIN" ] || [ "$0" -nt
         -L"$LIBDIR" -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so \
         -Wl,-rpath,"$LIBDIR" -lm || die "compiling oracle.c failed"
     mv "$BIN.tmp" "$BIN"
+fi
+# bd-oracle-dflash: llama.cpp's DFlash loop (C++, libllama-common).
+DBIN="$O/bd-oracle-dflash"
+if [ ! -x "$DBIN" ] || [ "$ROOT/tests/oracle/oracle_dflash.cpp" -nt "$DBIN" ] || [ "$0" -nt "$DBIN" ]; then
+    g++ -std=c++17 -O1 -g -Wall -Wextra \
+        -I"$SRC/common" -I"$SRC/include" -I"$SRC/ggml/include" -I"$SRC/vendor" \
+        -DBD_ORACLE_LIBDIR="\"$LIBDIR\"" \
+        -o "$DBIN.tmp" "$ROOT/tests/oracle/oracle_dflash.cpp" \
+        -L"$LIBDIR" -l:libllama-common.so -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so \
+        -Wl,-rpath,"$LIBDIR" || die "compiling oracle_dflash.cpp failed"
+    mv "$DBIN.tmp" "$DBIN"
 fi
 echo "$BIN"
