@@ -83,8 +83,10 @@ debug:
 	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" tests
 
 # Quick-start demo: stories260K with its DFlash drafter.
+STORIES = ../shared/fixtures/stories260K
 demo: deps all
-	$(BUILD)/blockdraft run -m ../shared/fixtures/stories260K/stories260K.gguf -p "Once upon a time" -n 120 --temp 0
+	$(BUILD)/blockdraft run -m $(STORIES)/stories260K.gguf -md $(STORIES)/stories260K-dflash.gguf \
+	    -p "Once upon a time" -n 196 --temp 0 -c 512
 
 # libFuzzer + ASan + UBSan on the GGUF reader, for FUZZ_SECONDS (not part of
 # `make test`). Seeds: small valid files from tests/fuzz/make_seeds.c plus

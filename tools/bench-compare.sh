@@ -162,6 +162,7 @@ for pair in "${PAIRS[@]+"${PAIRS[@]}"}"; do
     log "$b: llama.cpp plain generation"
     "$O/bd-bench-llama" -m "$tgt" -t "$T" -r 1 -p 0 -n "$N" --no-verify --gen-prompt "$PROMPT" \
         >"$OUT/llplain-$b.json" 2>"$OUT/llplain-$b.log" || die "bd-bench-llama --gen-prompt failed (see $OUT/llplain-$b.log)"
+    rm -f "$OUT/llspec-$b-n"*.log
     for nm in 3 "$nmax"; do
         log "$b: llama.cpp speculative-simple --spec-type draft-dflash --spec-draft-n-max $nm"
         # ggml loads its CPU backend from the working directory or the executable's.
@@ -243,7 +244,8 @@ if pairs:
                   f"{s['n_accepted']}/{s['n_drafted']} | {'yes' if s['identical'] else 'NO'} |")
         lp = load(f"{out}/llplain-{b}.json")
         plain = lp.get("plain_tps") if lp else None
-        for log in sorted(x for x in os.listdir(out) if x.startswith(f"llspec-{b}-n") and x.endswith(".log")):
+        logs = [x for x in os.listdir(out) if x.startswith(f"llspec-{b}-n") and x.endswith(".log")]
+        for log in sorted(logs, key=lambda x: int(re.sub(r"\D", "", x[len(f"llspec-{b}-n"):]) or 0)):
             txt = open(os.path.join(out, log), errors="replace").read()
             nm = log[len(f"llspec-{b}-n"):-4]
             mdec = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", txt)

@@ -5,8 +5,10 @@
  * each of the n threads, the caller being thread 0, and returns after all
  * calls returned. Workers wait for a new generation number: they spin for a
  * short while (a decode step issues hundreds of runs per token, so waking
- * through the kernel each time would cost more than the work), then block
- * on a condition variable so an idle pool sleeps.
+ * through the kernel each time would cost more than the work), then yield
+ * the core for a while (on an oversubscribed machine the thread being
+ * waited for needs it), then block on a condition variable so an idle pool
+ * sleeps.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -14,10 +16,16 @@
 #include "base.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-#define POOL_SPIN_ITERS 200000
+/* Spin budget before yielding the core: ~0.1 ms of pause instructions.
+ * Past it a waiting thread calls sched_yield (so an oversubscribed machine
+ * runs the thread we wait for), and a worker idle for POOL_YIELD_ITERS
+ * yields more goes to sleep on the condition variable. */
+#define POOL_SPIN_ITERS 4000
+#define POOL_YIELD_ITERS 2000
 
 struct bd_pool {
     int n;                 /* threads including the caller */
@@ -51,6 +59,10 @@ static void *worker_main(void *arg) {
 #if defined(__x86_64__)
                 __builtin_ia32_pause();
 #endif
+                continue;
+            }
+            if (spins < POOL_SPIN_ITERS + POOL_YIELD_ITERS) {
+                sched_yield();
                 continue;
             }
             pthread_mutex_lock(&p->mu);
@@ -134,9 +146,14 @@ void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
     if (p->sleeping > 0) pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
+    int spins = 0;
     while (__atomic_load_n(&p->pending, __ATOMIC_ACQUIRE) > 0) {
+        if (++spins < POOL_SPIN_ITERS) {
 #if defined(__x86_64__)
-        __builtin_ia32_pause();
+            __builtin_ia32_pause();
 #endif
+        } else {
+            sched_yield();
+        }
     }
 }

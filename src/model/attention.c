@@ -58,5 +58,8 @@ static void attn_worker(void *arg, int ith, int nth) {
 
 void bd_attention(bd_pool *pool, const bd_attn_args *a) {
     attn_ctx c = {a};
-    bd_pool_run(pool, attn_worker, &c);
+    /* multiply-adds of the whole call; tiny ones stay on this thread */
+    int64_t work = (int64_t)a->n * a->n_head * (a->n_past + a->n) * a->hd;
+    if (work < (1 << 15)) attn_worker(&c, 0, 1);
+    else bd_pool_run(pool, attn_worker, &c);
 }

@@ -443,21 +443,29 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
  * Blocks are taken in groups of 16. At the start of a group, the 16
  * activation scales of each row are fetched with one gather (stride 34
  * bytes), converted and multiplied by the 16 weight scales into a small
- * table; the per-block work per row is then load, flip, vpdpbusd, convert
- * and one FMA whose scale is a broadcast from that table.
+ * table; the per-pair work per row is then load, flip, vpdpbusd, convert
+ * and one FMA whose scales are broadcasts from that table.
+ *
+ * Losslessness: the f32 arithmetic must be exactly that of the pair
+ * kernel below (same lanes, same products, same FMA order, same final
+ * reduction), because which of the two runs depends on how many rows are
+ * batched, and a row's result must not (see matmul.c). So blocks go two
+ * per 512-bit register here too (groups start at even block indices, so
+ * the pairs are the same ones), the scale of a lane is dw * dx as there,
+ * and an odd last block takes the same 256-bit tail path.
  */
 #define Q80_GROUP_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
                         const int NX) {                                                         \
-        const __m256i flip = _mm256_set1_epi8((char)0x80);                                      \
+        const __m512i flip = _mm512_set1_epi8((char)0x80);                                      \
         const __m512i didx = _mm512_mullo_epi32(                                                \
             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),            \
             _mm512_set1_epi32((int)sizeof(block_q8_0)));                                        \
-        __m256 acc[NX_MAX];                                                                     \
+        __m512 acc[NX_MAX];                                                                     \
         float dd[NX_MAX][16]; /* dw * dx per row and block of the group */                      \
         float dwv[16];                                                                          \
         __m256i Wg[16];                                                                         \
-        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();                       \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                       \
         const int64_t nb = n / QK8_0;                                                           \
         for (int64_t g = 0; g < nb; g += 16) {                                                  \
             const int cnt = nb - g >= 16 ? 16 : (int)(nb - g);                                  \
@@ -475,27 +483,39 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                 __m512 dy = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));                          \
                 _mm512_storeu_ps(dd[r], _mm512_mul_ps(dy, DW));                                 \
             }                                                                                   \
-            for (int b = 0; b < cnt; b++) {                                                     \
-                const __m256i W = Wg[b];                                                        \
+            int b = 0;                                                                          \
+            for (; b + 1 < cnt; b += 2) {                                                       \
+                const __m512i W = _mm512_inserti64x4(_mm512_castsi256_si512(Wg[b]), Wg[b + 1], 1); \
                 /* -128 * (sum of each 4 weights), per lane */                                  \
-                const __m256i C = _mm256_sub_epi32(                                             \
-                    _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, W)); \
+                const __m512i C = _mm512_sub_epi32(                                             \
+                    _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, W)); \
                 UNROLL for (int r = 0; r < NX; r++) {                                           \
                     const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g + b;         \
-                    __m256i Y = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip); \
-                    __m256i s = _mm256_dpbusd_epi32(C, Y, W);                                   \
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dd[r][b]),   \
-                                             acc[r]);                                           \
+                    __m512i Y = _mm512_inserti64x4(                                             \
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),   \
+                        _mm256_loadu_si256((const __m256i *)y[1].qs), 1);                       \
+                    __m512i s = _mm512_dpbusd_epi32(C, _mm512_xor_si512(Y, flip), W);           \
+                    __m512 sc = _mm512_insertf32x8(_mm512_set1_ps(dd[r][b]),                    \
+                                                   _mm256_set1_ps(dd[r][b + 1]), 1);            \
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);                \
+                }                                                                               \
+            }                                                                                   \
+            if (b < cnt) { /* odd last block of the row: the pair kernel's tail */              \
+                const __m256i W = Wg[b];                                                        \
+                const __m256i flip8 = _mm256_set1_epi8((char)0x80);                             \
+                const __m256i C = _mm256_sub_epi32(                                             \
+                    _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip8, W)); \
+                UNROLL for (int r = 0; r < NX; r++) {                                           \
+                    const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g + b;         \
+                    __m256i s = _mm256_dpbusd_epi32(                                            \
+                        C, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip8), W); \
+                    __m512 v = _mm512_castps256_ps512(_mm256_cvtepi32_ps(s));                   \
+                    v = _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);                          \
+                    acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(dd[r][b]), acc[r]);              \
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) {                                                   \
-            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]),                               \
-                                  _mm256_extractf128_ps(acc[r], 1));                            \
-            v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                             \
-            v = _mm_add_ss(v, _mm_movehdup_ps(v));                                              \
-            out[r] = _mm_cvtss_f32(v);                                                          \
-        }                                                                                       \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);              \
     }
 
 /* Few rows (1-2): two blocks per 512-bit register, scales converted inline

@@ -23,6 +23,7 @@
 
 #define MM_NX 16                  /* activation rows per weight-row pass */
 #define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
+#define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) {
     const bd_type_traits *t = bd_type_get(W->type);
@@ -103,9 +104,12 @@ void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int6
     uint64_t row = 0;
     bd_row_size(c.vdt, W->ncols, &row);
     c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
-    if (n_tok >= 8 && pool) bd_pool_run(pool, mm_quantize, &c);
+    /* Tiny products (toy models, small drafter matrices) run on the calling
+     * thread: waking the pool costs more than the work. */
+    bool small = (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok < MM_SMALL_BYTES;
+    if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (pool) bd_pool_run(pool, mm_dot, &c);
+    if (pool && !small) bd_pool_run(pool, mm_dot, &c);
     else mm_dot(&c, 0, 1);
 }
 

@@ -1,20 +1,43 @@
 // oracle_dflash.cpp - bd-oracle-dflash: llama.cpp v0.5.0's own DFlash
-// speculative decoding (libllama-common, common/speculative.h), greedy, with
-// every step's drafted tokens printed. Built by tests/oracle/setup.sh against
-// node-llama-cpp's prebuilt libraries; never linked into blockdraft.
+// speculative decoding (libllama-common, common/speculative.h, type
+// draft-dflash), greedy, printing every step's drafts. Built by
+// tests/oracle/setup.sh against node-llama-cpp's prebuilt libraries; never
+// linked into blockdraft.
 //
-//   bd-oracle-dflash -m TARGET.gguf -md DRAFT.gguf -p PROMPT -n N
-//                    [--draft-n-max K] [-t THREADS] [-c CTX]
-//   {"prompt_ids":[...],"steps":[{"pos0":P,"anchor":A,"draft":[...],
-//     "accepted":a,"emitted":[...]},...],"generated_ids":[...]}
+//   bd-oracle-dflash -m TARGET.gguf -md DRAFT.gguf --ids 1,2,3 -n N --n-max K
+//                    [-t THREADS] [-c CTX] [-v]
+//   {"prompt_ids":[...],
+//    "steps":[{"pos":P,"anchor":A,"drafts":[...],"accepted":a}, ...],
+//    "generated_ids":[...]}
 //
-// The options are handed to llama.cpp's own argument parser (so every other
-// setting is its default for `--spec-type draft-dflash`), with --temp 0.
-// The loop follows the reference flow (shared/reference/dflash.md 4.3): draft
-// from the anchor, verify [anchor, draft...] on the target with logits on all
-// rows, feed that batch to the drafter (common_speculative_process), accept
-// with the target's sampler, trim both caches to the committed length.
+// The prompt is given as token ids so both engines see the same prompt (the
+// caller takes them from `blockdraft run --json`'s prompt_ids).
+//
+// Loop (the llama-server flow, tools/server/server-context.cpp, which matches
+// the reference loop of shared/reference/dflash.md 4.1):
+//   prefill  the target decodes the whole prompt (logits on the last row),
+//            common_speculative_process() injects every row's tapped features
+//            into the draft KV, the target's greedy sampler gives the first
+//            generated token = the first anchor.
+//   step     common_speculative_draft(pos0 = n_past, id_last = anchor): one
+//            drafter decode over [anchor, MASK x n_max]; block rows removed
+//            from the draft KV; the target decodes [anchor, drafts...] with
+//            logits on every row; common_speculative_process() injects all
+//            rows; common_sampler_sample_and_accept_n() accepts; both caches
+//            are trimmed to the committed length (as in
+//            examples/speculative-simple).
+// examples/speculative-simple instead keeps the last prompt token as the
+// first anchor (prefill of n-1 tokens), which shifts every step by one
+// position relative to the reference; the server flow is used here so the
+// traces line up with blockdraft's.
+//
+// The draft length is always --n-max (llama.cpp drafts a block of n_max+1
+// rows whatever the remaining budget; the budget only truncates the result,
+// and here it is not applied, as in blockdraft); generated_ids is cut to N.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -42,14 +65,45 @@ static void print_ids(const std::vector<llama_token> &v) {
     putchar(']');
 }
 
+// "1,2,3" -> ids; false on anything that is not a comma-separated list of
+// non-negative integers.
+static bool parse_ids(const char *s, std::vector<llama_token> &out) {
+    out.clear();
+    while (*s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > 0x7fffffffL) return false;
+        out.push_back((llama_token)v);
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return false;
+    }
+    return !out.empty();
+}
+
+static int usage() {
+    fprintf(stderr, "usage: bd-oracle-dflash -m TARGET.gguf -md DRAFT.gguf --ids 1,2,3 -n N --n-max K "
+                    "[-t THREADS] [-c CTX] [-v]\n");
+    return 2;
+}
+
 int main(int argc, char **argv) {
+    // Everything not handled here goes to llama.cpp's own parser, so every
+    // other setting is llama.cpp's default for `--spec-type draft-dflash`.
     std::vector<std::string> args = {"bd-oracle-dflash", "--spec-type", "draft-dflash", "--temp", "0",
                                      "-c", "1024", "-t", "1"};
+    std::vector<llama_token> inp;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-v")) { g_verbose = true; continue; }
-        if (!strcmp(argv[i], "--draft-n-max")) { args.push_back("--spec-draft-n-max"); continue; }
+        if (!strcmp(argv[i], "--ids")) {
+            if (i + 1 >= argc || !parse_ids(argv[++i], inp)) return usage();
+            continue;
+        }
+        if (!strcmp(argv[i], "--n-max")) { args.push_back("--spec-draft-n-max"); continue; }
         args.push_back(argv[i]);
     }
+    if (inp.empty()) return usage();
     std::vector<char *> av;
     for (auto &s : args) av.push_back(&s[0]);
     av.push_back(nullptr);
@@ -57,8 +111,9 @@ int main(int argc, char **argv) {
     llama_log_set(log_cb, nullptr);
     ggml_backend_load_all_from_path(BD_ORACLE_LIBDIR);
     common_params params;
-    if (!common_params_parse((int)args.size(), av.data(), params, LLAMA_EXAMPLE_SPECULATIVE)) return 2;
+    if (!common_params_parse((int)args.size(), av.data(), params, LLAMA_EXAMPLE_SPECULATIVE)) return usage();
     llama_log_set(log_cb, nullptr); // the parser may have installed its own logger
+    if (params.n_predict < 1) return usage();
     params.n_gpu_layers = 0;
     const auto limits = common_speculative_get_output_limits(params.n_batch, params.n_parallel,
                                                              common_speculative_n_max(&params.speculative));
@@ -70,7 +125,14 @@ int main(int argc, char **argv) {
     llama_model *model_tgt = init_tgt->model();
     llama_context *ctx_tgt = init_tgt->context();
     if (!model_tgt || !ctx_tgt) { fprintf(stderr, "bd-oracle-dflash: cannot load the target\n"); return 1; }
-    const llama_vocab *vocab = llama_model_get_vocab(model_tgt);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model_tgt));
+    for (llama_token t : inp)
+        if (t >= n_vocab) { fprintf(stderr, "bd-oracle-dflash: prompt id %d >= vocab %d\n", t, n_vocab); return 1; }
+    if ((int)inp.size() + params.n_predict + 64 > (int)llama_n_ctx(ctx_tgt) ||
+        (int)inp.size() > (int)llama_n_batch(ctx_tgt)) {
+        fprintf(stderr, "bd-oracle-dflash: prompt + n does not fit the context/batch\n");
+        return 1;
+    }
 
     common_speculative_init_result_ptr spec_init;
     {
@@ -82,55 +144,59 @@ int main(int argc, char **argv) {
     llama_context *ctx_dft = params.speculative.draft.ctx_dft;
     if (!ctx_dft) { fprintf(stderr, "bd-oracle-dflash: cannot load the drafter\n"); return 1; }
 
-    std::vector<llama_token> inp = common_tokenize(ctx_tgt, params.prompt, true, true);
-    if (inp.empty()) { fprintf(stderr, "bd-oracle-dflash: empty prompt\n"); return 1; }
     common_sampler_ptr smpl(common_sampler_init(model_tgt, params.sampling));
     common_speculative *spec = common_speculative_init(params.speculative, 1);
     if (!spec) { fprintf(stderr, "bd-oracle-dflash: speculative init failed\n"); return 1; }
     const llama_seq_id seq = 0;
 
-    // Prompt minus its last token: the last one is the first anchor.
+    // Prefill: the whole prompt, logits on the last row, features of every
+    // row into the draft KV; the first generated token is the first anchor.
     {
         llama_batch b = llama_batch_init((int)inp.size(), 0, 1);
-        for (size_t i = 0; i + 1 < inp.size(); i++) common_batch_add(b, inp[i], (llama_pos)i, {seq}, false);
-        if (b.n_tokens > 0 && llama_decode(ctx_tgt, b) != 0) { fprintf(stderr, "decode failed\n"); return 1; }
-        if (!common_speculative_process(spec, b)) { fprintf(stderr, "process failed\n"); return 1; }
+        for (size_t i = 0; i < inp.size(); i++)
+            common_batch_add(b, inp[i], (llama_pos)i, {seq}, i + 1 == inp.size());
+        if (llama_decode(ctx_tgt, b) != 0) { fprintf(stderr, "bd-oracle-dflash: prefill failed\n"); return 1; }
+        if (!common_speculative_process(spec, b)) { fprintf(stderr, "bd-oracle-dflash: process failed\n"); return 1; }
         llama_batch_free(b);
     }
-    llama_token id_last = inp.back();
-    std::vector<llama_token> committed(inp.begin(), inp.end() - 1);
-    int n_past = (int)inp.size() - 1;
+    std::vector<llama_token> committed(inp.begin(), inp.end()); // tokens in the target KV
+    int n_past = (int)inp.size();
+    llama_token id_last = common_sampler_sample(smpl.get(), ctx_tgt, -1);
+    common_sampler_accept(smpl.get(), id_last, true);
+    std::vector<llama_token> generated = {id_last};
     common_speculative_begin(spec, seq, committed);
 
     llama_batch batch = llama_batch_init(llama_n_batch(ctx_tgt), 0, 1);
-    std::vector<llama_token> generated, draft;
+    std::vector<llama_token> draft;
     printf("{\"prompt_ids\":");
     print_ids(inp);
     printf(",\"steps\":[");
     int n_steps = 0;
     while ((int)generated.size() < params.n_predict) {
-        int n_draft_max = std::min((int)llama_n_ctx(ctx_tgt) - n_past - 2,
-                                   params.n_predict - (int)generated.size() - 1);
-        n_draft_max = std::max(n_draft_max, 0);
+        const int n_draft_max = (int)llama_n_ctx(ctx_tgt) - n_past - 2;
         draft.clear();
-        common_speculative_get_draft_params(spec, seq) = {true, n_draft_max, n_past, id_last, &committed, &draft};
-        common_speculative_draft(spec);
+        if (n_draft_max > 0) {
+            common_speculative_get_draft_params(spec, seq) = {true, n_draft_max, n_past, id_last, &committed, &draft};
+            common_speculative_draft(spec);
+        }
+        // drop the block rows from the draft KV: only committed features stay
         llama_memory_seq_rm(llama_get_memory(ctx_dft), seq, n_past, -1);
 
         common_batch_clear(batch);
         common_batch_add(batch, id_last, n_past, {seq}, true);
-        for (size_t i = 0; i < draft.size(); i++) common_batch_add(batch, draft[i], n_past + 1 + (llama_pos)i, {seq}, true);
-        if (llama_decode(ctx_tgt, batch) != 0) { fprintf(stderr, "decode failed\n"); return 1; }
-        if (!common_speculative_process(spec, batch)) { fprintf(stderr, "process failed\n"); return 1; }
-        std::vector<llama_token> ids = common_sampler_sample_and_accept_n(smpl.get(), ctx_tgt, draft);
+        for (size_t i = 0; i < draft.size(); i++)
+            common_batch_add(batch, draft[i], n_past + 1 + (llama_pos)i, {seq}, true);
+        if (llama_decode(ctx_tgt, batch) != 0) { fprintf(stderr, "bd-oracle-dflash: verify failed\n"); return 1; }
+        if (!common_speculative_process(spec, batch)) { fprintf(stderr, "bd-oracle-dflash: process failed\n"); return 1; }
+        const std::vector<llama_token> ids = common_sampler_sample_and_accept_n(smpl.get(), ctx_tgt, draft);
+        if (ids.empty()) { fprintf(stderr, "bd-oracle-dflash: no token accepted\n"); return 1; }
         common_speculative_accept(spec, seq, (uint16_t)(ids.size() - 1));
 
-        printf("%s{\"pos0\":%d,\"anchor\":%d,\"draft\":", n_steps++ ? "," : "", n_past, id_last);
+        printf("%s{\"pos\":%d,\"anchor\":%d,\"drafts\":", n_steps++ ? "," : "", n_past, id_last);
         print_ids(draft);
-        printf(",\"accepted\":%d,\"emitted\":", (int)ids.size() - 1);
-        print_ids(ids);
-        putchar('}');
+        printf(",\"accepted\":%d}", (int)ids.size() - 1);
 
+        // commit the anchor and the accepted drafts; the last id is the next anchor
         n_past += (int)ids.size();
         for (llama_token t : ids) {
             committed.push_back(id_last);
@@ -139,12 +205,12 @@ int main(int argc, char **argv) {
         }
         llama_memory_seq_rm(llama_get_memory(ctx_tgt), seq, n_past, -1);
         llama_memory_seq_rm(llama_get_memory(ctx_dft), seq, n_past, -1);
-        (void)vocab;
     }
     if ((int)generated.size() > params.n_predict) generated.resize(params.n_predict);
     printf("],\"generated_ids\":");
     print_ids(generated);
     printf("}\n");
+    fflush(stdout);
     llama_batch_free(batch);
     common_speculative_free(spec);
     llama_backend_free();
