@@ -32,7 +32,7 @@ UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test debug fuzz clean demo tests oracle bench-compare
+.PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare
 
 all: $(BUILD)/blockdraft
 
@@ -74,13 +74,19 @@ deps:
 
 # The README's test command. Unit tests (cmocka) and end-to-end scripts;
 # prints "N passed, N failed" last.
+# The server load test runs against the ASan+UBSan binary (debug-bin).
 test: deps
 	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory debug-bin
 	@tests/run.sh $(BUILD)
 
-# ASan + UBSan build of everything, in build-debug/.
+# ASan + UBSan build of everything, in build-debug/ (run its tests with
+# tests/run.sh build-debug); debug-bin builds only the binary.
+SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 debug:
-	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined" tests
+	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" tests
+debug-bin:
+	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" build-debug/blockdraft
 
 # Quick-start demo: stories260K with its DFlash drafter.
 STORIES = ../shared/fixtures/stories260K

@@ -21,9 +21,10 @@
  *           t(n)/t(1) and achieved GOPS against --peak-gops.
  *   spec    with -md: plain and speculative generation of N tokens from a
  *           fixed prompt at temperature 0 (adaptive draft length unless
- *           --spec-adaptive 0), alternating, -r times each: tokens/s of both,
- *           the speed-up, tau (tokens per target forward) and whether the two
- *           outputs are token-identical (they must be).
+ *           --spec-adaptive 0 or a fixed --spec-draft-n-max), alternating,
+ *           -r times each: tokens/s of both, the speed-up, tau (tokens per
+ *           target forward) and whether the two outputs are token-identical
+ *           (they must be).
  *   memory  peak resident set size (getrusage) against the budget
  *           "mapped files + KV cache + 10 %".
  *
@@ -59,7 +60,7 @@ typedef struct bench_opts {
     int32_t n_prompt, n_gen, threads, reps, n_batch;
     int32_t verify_depth, verify_max;
     int32_t spec_n_max, spec_reps;
-    int spec_adaptive;      /* 1 on (default), 0 off */
+    int spec_adaptive;      /* 1 on, 0 off, -1 (default): on unless --spec-draft-n-max is given */
     bool spec_short_block;
     bool json, bw_probe, no_verify;
     double peak_gops, peak_gbps;
@@ -78,8 +79,9 @@ static void bench_usage(FILE *out) {
             "  --verify-max N          verify curve for n = 1..N tokens (default 16; max %d)\n"
             "  --no-verify             skip the verify curve\n"
             "  -md, --model-draft FILE speculative end-to-end test with this draft model\n"
-            "  --spec-adaptive 0|1     adaptive draft length (default 1)\n"
-            "  --spec-draft-n-max N    max drafted tokens per step (default: the drafter's limit)\n"
+            "  --spec-adaptive 0|1     adaptive draft length (default 1 unless --spec-draft-n-max is given)\n"
+            "  --spec-draft-n-max N    drafted tokens per step; the upper bound when adaptive\n"
+            "                          (default: the drafter's limit)\n"
             "  --spec-dflash-short-block  DFlash: [anchor, MASK x n] blocks as llama.cpp does\n"
             "  --spec-prompt TEXT      prompt of the speculative test\n"
             "  --spec-reps N           runs of the speculative test (default: -r)\n"
@@ -632,7 +634,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
 
 int cmd_bench(int argc, char **argv) {
     bench_opts o = {.n_prompt = 512, .n_gen = 128, .threads = 0, .reps = 5, .n_batch = 512,
-                    .verify_depth = 512, .verify_max = 16, .spec_adaptive = 1, .peak_gops = 925,
+                    .verify_depth = 512, .verify_max = 16, .spec_adaptive = -1, .peak_gops = 925,
                     .peak_gbps = 48.7, .seed = 1};
     const char *v;
     for (int i = 1; i < argc; i++) {
@@ -687,6 +689,7 @@ int cmd_bench(int argc, char **argv) {
         o.threads = n > 0 ? (int32_t)n : 1;
     }
     if (o.no_verify) o.verify_max = 0;
+    if (o.spec_adaptive < 0) o.spec_adaptive = o.spec_n_max == 0;
 
     char err[512];
     int rc = 1;

@@ -7,8 +7,12 @@
 //   bd-oracle-dflash -m TARGET.gguf -md DRAFT.gguf --ids 1,2,3 -n N --n-max K
 //                    [-t THREADS] [-c CTX] [-v]
 //   {"prompt_ids":[...],
-//    "steps":[{"pos":P,"anchor":A,"drafts":[...],"accepted":a}, ...],
+//    "steps":[{"pos":P,"anchor":A,"drafts":[...],"accepted":a,
+//              "second":[...],"gap":[...]}, ...],
 //    "generated_ids":[...]}
+// second[i] / gap[i]: the runner-up token of draft row i+1 in llama.cpp's
+// drafter logits and the logit margin top1 - top2 (for judging near-ties
+// when another engine drafts differently).
 //
 // The prompt is given as token ids so both engines see the same prompt (the
 // caller takes them from `blockdraft run --json`'s prompt_ids).
@@ -143,6 +147,7 @@ int main(int argc, char **argv) {
     }
     llama_context *ctx_dft = params.speculative.draft.ctx_dft;
     if (!ctx_dft) { fprintf(stderr, "bd-oracle-dflash: cannot load the drafter\n"); return 1; }
+    const int n_vocab_dft = llama_vocab_n_tokens(llama_model_get_vocab(llama_get_model(ctx_dft)));
 
     common_sampler_ptr smpl(common_sampler_init(model_tgt, params.sampling));
     common_speculative *spec = common_speculative_init(params.speculative, 1);
@@ -179,6 +184,27 @@ int main(int argc, char **argv) {
             common_speculative_get_draft_params(spec, seq) = {true, n_draft_max, n_past, id_last, &committed, &draft};
             common_speculative_draft(spec);
         }
+        // runner-up and margin of every draft row (the drafter's logits of
+        // block rows 1..n stay readable until the next decode on ctx_dft)
+        std::vector<llama_token> second(draft.size());
+        std::vector<float> gap(draft.size());
+        for (size_t r = 0; r < draft.size(); r++) {
+            const float *lg = llama_get_logits_ith(ctx_dft, (int32_t)r + 1);
+            if (!lg) { fprintf(stderr, "bd-oracle-dflash: no drafter logits for row %zu\n", r + 1); return 1; }
+            if (getenv("BD_DBG")) { for (int rr = -1; rr <= (int)draft.size(); rr++) { const float *l2 = llama_get_logits_ith(ctx_dft, rr); if (!l2) { fprintf(stderr, "row %d null\n", rr); continue; } int bb = 0; for (int t = 1; t < n_vocab_dft; t++) if (l2[t] > l2[bb]) bb = t; fprintf(stderr, "row %d argmax %d (%g) l[0]=%g l[d]=%g\n", rr, bb, l2[bb], l2[0], l2[draft[r]]); } }
+            const llama_token d = draft[r];
+            if (d < 0 || d >= n_vocab_dft) { fprintf(stderr, "bd-oracle-dflash: draft id %d out of range\n", d); return 1; }
+            int b2 = -1;
+            for (int t = 0; t < n_vocab_dft; t++) {
+                if (lg[t] > lg[d]) {
+                    fprintf(stderr, "bd-oracle-dflash: row %zu: draft %d is not the logits argmax (%d)\n", r + 1, d, t);
+                    return 1;
+                }
+                if (t != d && (b2 < 0 || lg[t] > lg[b2])) b2 = t;
+            }
+            second[r] = b2;
+            gap[r] = lg[d] - lg[b2];
+        }
         // drop the block rows from the draft KV: only committed features stay
         llama_memory_seq_rm(llama_get_memory(ctx_dft), seq, n_past, -1);
 
@@ -194,7 +220,11 @@ int main(int argc, char **argv) {
 
         printf("%s{\"pos\":%d,\"anchor\":%d,\"drafts\":", n_steps++ ? "," : "", n_past, id_last);
         print_ids(draft);
-        printf(",\"accepted\":%d}", (int)ids.size() - 1);
+        printf(",\"accepted\":%d,\"second\":", (int)ids.size() - 1);
+        print_ids(second);
+        printf(",\"gap\":[");
+        for (size_t r = 0; r < gap.size(); r++) printf(r ? ",%.6g" : "%.6g", (double)gap[r]);
+        printf("]}");
 
         // commit the anchor and the accepted drafts; the last id is the next anchor
         n_past += (int)ids.size();

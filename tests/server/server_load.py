@@ -39,8 +39,9 @@ def is_asan(path):
 candidates = [os.environ["BD_BIN"], os.path.join(os.environ.get("BD_ROOT", "."), "build-debug", "blockdraft")]
 binary = next((c for c in candidates if os.path.exists(c) and is_asan(c)), None)
 if binary is None:
-    binary = os.environ["BD_BIN"]
-    print("NOTE: no ASan build found (run `make debug`); load test runs on %s without leak detection" % binary)
+    # a load test without the sanitizers would pass without checking leaks
+    print("FAIL: no ASan build found; `make debug-bin` builds build-debug/blockdraft (make test does)")
+    sys.exit(1)
 else:
     print("load test on the ASan build", binary)
 srvtest.BIN = binary
