@@ -5,11 +5,13 @@
 // linked into blockdraft.
 //
 //   bd-oracle-dflash -m TARGET.gguf -md DRAFT.gguf --ids 1,2,3 -n N --n-max K
-//                    [-t THREADS] [-c CTX] [-v]
+//                    [-t THREADS] [-c CTX] [-v] [other llama.cpp options]
 //   {"prompt_ids":[...],
 //    "steps":[{"pos":P,"anchor":A,"drafts":[...],"accepted":a,
 //              "second":[...],"gap":[...]}, ...],
-//    "generated_ids":[...]}
+//    "generated_ids":[...],"generated_second":[...],"generated_gap":[...]}
+// generated_second / generated_gap: the target's runner-up and top1 - top2
+// logit margin at each generated token.
 // second[i] / gap[i]: the runner-up token of draft row i+1 in llama.cpp's
 // drafter logits and the logit margin top1 - top2 (for judging near-ties
 // when another engine drafts differently).
@@ -69,6 +71,16 @@ static void print_ids(const std::vector<llama_token> &v) {
     putchar(']');
 }
 
+// Runner-up id and top1 - top2 margin of a logits row whose argmax is `top`
+// (the target's greedy choice); second = -1 when the row has one entry.
+static void row_margin(const float *lg, int n, llama_token top, llama_token *second, float *gap) {
+    int b2 = -1;
+    for (int t = 0; t < n; t++)
+        if (t != top && (b2 < 0 || lg[t] > lg[b2])) b2 = t;
+    *second = b2;
+    *gap = b2 < 0 ? 0.0f : lg[top] - lg[b2];
+}
+
 // "1,2,3" -> ids; false on anything that is not a comma-separated list of
 // non-negative integers.
 static bool parse_ids(const char *s, std::vector<llama_token> &out) {
@@ -94,9 +106,15 @@ static int usage() {
 
 int main(int argc, char **argv) {
     // Everything not handled here goes to llama.cpp's own parser, so every
-    // other setting is llama.cpp's default for `--spec-type draft-dflash`.
-    std::vector<std::string> args = {"bd-oracle-dflash", "--spec-type", "draft-dflash", "--temp", "0",
-                                     "-c", "1024", "-t", "1"};
+    // other setting is llama.cpp's default for `--spec-type draft-dflash`,
+    // except the numerics, set as bd-oracle sets them unless given: F32 KV caches for the
+    // target and the drafter (not rounded through F16), flash attention off,
+    // no weight repacking (ggml's plain vec_dot path); no device memory
+    // fitting (-fit off: saves seconds per start).
+    const char *defaults[][2] = {{"-c", "1024"}, {"-t", "1"}, {"-ctk", "f32"}, {"-ctv", "f32"}, {"-ctkd", "f32"},
+                                 {"-ctvd", "f32"}, {"-fa", "off"}, {"-fit", "off"}};
+    std::vector<std::string> args = {"bd-oracle-dflash", "--spec-type", "draft-dflash", "--temp", "0", "--no-repack"};
+    std::vector<std::string> user;
     std::vector<llama_token> inp;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-v")) { g_verbose = true; continue; }
@@ -104,9 +122,14 @@ int main(int argc, char **argv) {
             if (i + 1 >= argc || !parse_ids(argv[++i], inp)) return usage();
             continue;
         }
-        if (!strcmp(argv[i], "--n-max")) { args.push_back("--spec-draft-n-max"); continue; }
-        args.push_back(argv[i]);
+        user.push_back(strcmp(argv[i], "--n-max") ? argv[i] : "--spec-draft-n-max");
     }
+    for (auto &d : defaults)
+        if (std::find(user.begin(), user.end(), d[0]) == user.end()) {
+            args.push_back(d[0]);
+            args.push_back(d[1]);
+        }
+    args.insert(args.end(), user.begin(), user.end());
     if (inp.empty()) return usage();
     std::vector<char *> av;
     for (auto &s : args) av.push_back(&s[0]);
@@ -169,6 +192,10 @@ int main(int argc, char **argv) {
     llama_token id_last = common_sampler_sample(smpl.get(), ctx_tgt, -1);
     common_sampler_accept(smpl.get(), id_last, true);
     std::vector<llama_token> generated = {id_last};
+    // the target's runner-up and margin for every generated token
+    std::vector<llama_token> gen_second(1);
+    std::vector<float> gen_gap(1);
+    row_margin(llama_get_logits_ith(ctx_tgt, -1), n_vocab, id_last, &gen_second[0], &gen_gap[0]);
     common_speculative_begin(spec, seq, committed);
 
     llama_batch batch = llama_batch_init(llama_n_batch(ctx_tgt), 0, 1);
@@ -184,26 +211,40 @@ int main(int argc, char **argv) {
             common_speculative_get_draft_params(spec, seq) = {true, n_draft_max, n_past, id_last, &committed, &draft};
             common_speculative_draft(spec);
         }
-        // runner-up and margin of every draft row (the drafter's logits of
-        // block rows 1..n stay readable until the next decode on ctx_dft)
+        // runner-up and margin of every draft row. llama.cpp's default
+        // (--spec-draft-backend-sampling on) runs the drafter's top-k=10 on
+        // the backend, so only those candidates are kept for block rows
+        // 1..n; without backend sampling the full logits rows are read.
+        // Either stays readable until the next decode on ctx_dft.
         std::vector<llama_token> second(draft.size());
         std::vector<float> gap(draft.size());
         for (size_t r = 0; r < draft.size(); r++) {
-            const float *lg = llama_get_logits_ith(ctx_dft, (int32_t)r + 1);
-            if (!lg) { fprintf(stderr, "bd-oracle-dflash: no drafter logits for row %zu\n", r + 1); return 1; }
-            if (getenv("BD_DBG")) { for (int rr = -1; rr <= (int)draft.size(); rr++) { const float *l2 = llama_get_logits_ith(ctx_dft, rr); if (!l2) { fprintf(stderr, "row %d null\n", rr); continue; } int bb = 0; for (int t = 1; t < n_vocab_dft; t++) if (l2[t] > l2[bb]) bb = t; fprintf(stderr, "row %d argmax %d (%g) l[0]=%g l[d]=%g\n", rr, bb, l2[bb], l2[0], l2[draft[r]]); } }
+            const int32_t row = (int32_t)r + 1;
             const llama_token d = draft[r];
-            if (d < 0 || d >= n_vocab_dft) { fprintf(stderr, "bd-oracle-dflash: draft id %d out of range\n", d); return 1; }
-            int b2 = -1;
-            for (int t = 0; t < n_vocab_dft; t++) {
-                if (lg[t] > lg[d]) {
-                    fprintf(stderr, "bd-oracle-dflash: row %zu: draft %d is not the logits argmax (%d)\n", r + 1, d, t);
+            std::vector<std::pair<llama_token, float>> cand;
+            const float *sl = llama_get_sampled_logits_ith(ctx_dft, row);
+            const llama_token *sid = llama_get_sampled_candidates_ith(ctx_dft, row);
+            if (sl && sid) {
+                const uint32_t nc = llama_get_sampled_logits_count_ith(ctx_dft, row);
+                for (uint32_t k = 0; k < nc; k++) cand.push_back({sid[k], sl[k]});
+            } else {
+                const float *lg = llama_get_logits_ith(ctx_dft, row);
+                if (!lg) { fprintf(stderr, "bd-oracle-dflash: no drafter logits for row %d\n", row); return 1; }
+                for (int t = 0; t < n_vocab_dft; t++) cand.push_back({t, lg[t]});
+            }
+            int i_d = -1, i_2 = -1;
+            for (int k = 0; k < (int)cand.size(); k++)
+                if (cand[k].first == d) i_d = k;
+            if (i_d < 0) { fprintf(stderr, "bd-oracle-dflash: row %d: draft %d not among the candidates\n", row, d); return 1; }
+            for (int k = 0; k < (int)cand.size(); k++) {
+                if (cand[k].second > cand[i_d].second) {
+                    fprintf(stderr, "bd-oracle-dflash: row %d: draft %d is not the argmax (%d)\n", row, d, cand[k].first);
                     return 1;
                 }
-                if (t != d && (b2 < 0 || lg[t] > lg[b2])) b2 = t;
+                if (k != i_d && (i_2 < 0 || cand[k].second > cand[i_2].second)) i_2 = k;
             }
-            second[r] = b2;
-            gap[r] = lg[d] - lg[b2];
+            second[r] = i_2 < 0 ? -1 : cand[i_2].first;
+            gap[r] = i_2 < 0 ? 0.0f : cand[i_d].second - cand[i_2].second;
         }
         // drop the block rows from the draft KV: only committed features stay
         llama_memory_seq_rm(llama_get_memory(ctx_dft), seq, n_past, -1);
@@ -217,6 +258,15 @@ int main(int argc, char **argv) {
         const std::vector<llama_token> ids = common_sampler_sample_and_accept_n(smpl.get(), ctx_tgt, draft);
         if (ids.empty()) { fprintf(stderr, "bd-oracle-dflash: no token accepted\n"); return 1; }
         common_speculative_accept(spec, seq, (uint16_t)(ids.size() - 1));
+        for (size_t k = 0; k < ids.size(); k++) {
+            const float *lg = llama_get_logits_ith(ctx_tgt, (int32_t)k);
+            if (!lg) { fprintf(stderr, "bd-oracle-dflash: no target logits for row %zu\n", k); return 1; }
+            llama_token s2;
+            float g;
+            row_margin(lg, n_vocab, ids[k], &s2, &g);
+            gen_second.push_back(s2);
+            gen_gap.push_back(g);
+        }
 
         printf("%s{\"pos\":%d,\"anchor\":%d,\"drafts\":", n_steps++ ? "," : "", n_past, id_last);
         print_ids(draft);
@@ -236,9 +286,18 @@ int main(int argc, char **argv) {
         llama_memory_seq_rm(llama_get_memory(ctx_tgt), seq, n_past, -1);
         llama_memory_seq_rm(llama_get_memory(ctx_dft), seq, n_past, -1);
     }
-    if ((int)generated.size() > params.n_predict) generated.resize(params.n_predict);
+    if ((int)generated.size() > params.n_predict) {
+        generated.resize(params.n_predict);
+        gen_second.resize(params.n_predict);
+        gen_gap.resize(params.n_predict);
+    }
     printf("],\"generated_ids\":");
     print_ids(generated);
+    printf(",\"generated_second\":");
+    print_ids(gen_second);
+    printf(",\"generated_gap\":[");
+    for (size_t r = 0; r < gen_gap.size(); r++) printf(r ? ",%.6g" : "%.6g", (double)gen_gap[r]);
+    putchar(']');
     printf("}\n");
     fflush(stdout);
     llama_batch_free(batch);

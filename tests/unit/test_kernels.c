@@ -7,7 +7,12 @@
  *   - vec_dot and vec_dot_n (nx = 1..16, padded row stride) must equal the
  *     reference dot to f32 summation-order rounding: |simd - ref| <=
  *     1e-5 * sum|w_i x_i| (the integer block sums are exact in both; the
- *     f32 block additions are reordered).
+ *     f32 block additions are reordered);
+ *   - batch invariance (also for the reference table): the result for one
+ *     activation row is bit-identical whatever nx is and wherever the row
+ *     sits in the batch, and equals vec_dot (quantized types). Decode
+ *     (1 row) and speculative verify (n rows) rely on it for lossless
+ *     output (matmul.c).
  * Inputs: random raw block bytes (so every nibble / bit pattern occurs)
  * with f16 scales from moderate, huge (near 65504) and tiny (subnormal)
  * ranges, and activations from the reference quantizer (which never emits
@@ -200,6 +205,69 @@ static void check_dots(const bd_kernels *k) {
     }
 }
 
+/*
+ * Batch invariance, bitwise. Rows are laid out as bd_matmul lays them out
+ * (stride = activation row bytes rounded up to 64). For each starting row
+ * o and batch size nx (o + nx <= 16), vec_dot_n(x + o*stride, nx)[j] must
+ * have the same bits as vec_dot_n(x + (o+j)*stride, 1)[0]. Block counts
+ * cover one block, several, odd counts, and (block-32 types) counts that
+ * cross the 16-block groups of the AVX-512 Q8_0-family kernels.
+ */
+static void check_batch_invariance(const bd_kernels *k) {
+    static const int64_t blocks[] = {1, 3, 5, 16, 17, 35};
+    for (size_t t = 0; t < N_WTYPES; t++) {
+        uint32_t type = k_wtypes[t];
+        const bd_type_traits *tr = bd_type_get(type);
+        uint32_t atype = tr->vec_dot_type;
+        const bool is_float = !tr->is_quant;
+        for (size_t bi = 0; bi < sizeof blocks / sizeof blocks[0]; bi++) {
+            /* float types: element counts that leave masked tails */
+            int64_t n = is_float ? blocks[bi] * 16 + 5 : blocks[bi] * tr->blck;
+            if (tr->blck == QK_K && blocks[bi] > 5) continue; /* keep it quick */
+            size_t wb = row_bytes(type, n);
+            size_t stride = (row_bytes(atype, n) + 63) & ~(size_t)63;
+            void *w = xalloc(wb);
+            uint8_t *x = xalloc(16 * stride);
+            float *f = xalloc((size_t)n * sizeof(float));
+            fill_random_weight(type, w, n, 0);
+            for (int r = 0; r < 16; r++) {
+                /* a few rows share one block pattern up to a sign: many
+                 * equal-magnitude block sums, where order matters most */
+                for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (1.0f + (float)(r % 3));
+                assert_true(bd_quantize_row(atype, f, x + r * stride, n));
+            }
+            float one[16];
+            for (int r = 0; r < 16; r++) {
+                k->vec_dot_n[type](n, w, x + r * stride, stride, 1, &one[r]);
+                if (!is_float) {
+                    float d = k->vec_dot[type](n, w, x + r * stride);
+                    if (memcmp(&d, &one[r], sizeof d) != 0) {
+                        print_error("%s %s n=%ld row %d: vec_dot %.9g != vec_dot_n(nx=1) %.9g\n",
+                                    k->name, bd_type_name(type), (long)n, r, d, one[r]);
+                        fail();
+                    }
+                }
+            }
+            for (int nx = 1; nx <= 16; nx++)
+                for (int o = 0; o + nx <= 16; o++) {
+                    float got[16];
+                    k->vec_dot_n[type](n, w, x + o * stride, stride, nx, got);
+                    for (int j = 0; j < nx; j++)
+                        if (memcmp(&got[j], &one[o + j], sizeof got[j]) != 0) {
+                            print_error("%s vec_dot_n %s n=%ld: row %d batched at %d of nx=%d "
+                                        "gives %.9g, alone %.9g\n",
+                                        k->name, bd_type_name(type), (long)n, o + j, j, nx,
+                                        got[j], one[o + j]);
+                            fail();
+                        }
+                }
+            free(w);
+            free(x);
+            free(f);
+        }
+    }
+}
+
 static void run_isa(bd_isa isa) {
     const bd_kernels *k = bd_kernels_for(isa);
     if (!k) {
@@ -208,6 +276,7 @@ static void run_isa(bd_isa isa) {
     }
     check_from_float(k);
     check_dots(k);
+    check_batch_invariance(k);
 }
 
 static void test_ref_table(void **state) {
