@@ -137,6 +137,9 @@ fi
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') | $(nproc) CPUs | flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')"
     echo "memory: $(free -g | awk '/^Mem:/{print $2}') GiB | load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "threads: $T | reps: $R | pp$P tg$N | verify depth $D, n = 1..$V"
+    # read bandwidth of this machine (1 GiB summed by $T threads, best of 5)
+    bw=$("$BD_BIN" bench -m "${MODELS[0]}" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json | jq -r '.peak_gbps')
+    echo "read bandwidth here ($T threads, blockdraft bench --bw-probe): $(printf '%.1f' "$bw") GB/s (reference machine: 48.7)"
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 

@@ -208,12 +208,18 @@ typedef struct probe_arg {
     uint64_t sum;
 } probe_arg;
 
+/* Sum of p[0..n): vectorized (O3, and an AVX2 clone where the CPU has it)
+ * so that the loop is bound by memory, not by the adds. */
+__attribute__((target_clones("avx2", "default"), optimize("O3"))) static uint64_t probe_sum(const uint64_t *p,
+                                                                                             size_t n) {
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++) s += p[i];
+    return s;
+}
+
 static void *probe_read(void *a_) {
     probe_arg *a = a_;
-    uint64_t s[8] = {0};
-    for (size_t i = 0; i + 8 <= a->n; i += 8)
-        for (int k = 0; k < 8; k++) s[k] += a->p[i + k];
-    a->sum = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    a->sum = probe_sum(a->p, a->n);
     return NULL;
 }
 

@@ -31,11 +31,13 @@ for nmax in 1 3 7; do
 done
 run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-adaptive > "$T/adaptive.json"
 run -p "Once upon a time" -n 196 --spec-type ngram-simple --spec-draft-n-max 5 > "$T/ngram.json"
+# draft-simple with the target as its own draft model: every draft is right
+run -p "Once upon a time" -n 196 -md "$S/stories260K.gguf" --spec-draft-n-max 4 > "$T/simple.json"
 python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 plain = json.load(open(os.path.join(d, "plain.json")))["generated_ids"]
-for name in ["dflash1", "dflash3", "dflash7", "adaptive", "ngram"]:
+for name in ["dflash1", "dflash3", "dflash7", "adaptive", "ngram", "simple"]:
     o = json.load(open(os.path.join(d, name + ".json")))
     sp = o["stats"]["spec"]
     assert o["generated_ids"] == plain, name + ": speculative output differs from plain greedy"
@@ -48,6 +50,8 @@ for name in ["dflash1", "dflash3", "dflash7", "adaptive", "ngram"]:
         assert sp["type"] == "draft-dflash"
         # the trained drafter is right most of the time: tau must approach nmax+1
         assert sp["tau"] > 1 + 0.6 * nmax, (name, sp["tau"])
+    if name == "simple":
+        assert sp["type"] == "draft-simple" and sp["n_accepted"] == sp["n_drafted"] > 0, sp
 PY
 
 # the README's other prompts: compare up to the documented near-ties
