@@ -47,10 +47,12 @@ struct bd_spec {
     int32_t drafts[SPEC_MAX_DRAFT];
     /* adaptive draft length */
     double alpha[SPEC_MAX_DRAFT + 1];  /* P(accept pos i | accepted pos i-1) */
+    int32_t alpha_n[SPEC_MAX_DRAFT + 1]; /* observations behind alpha[i] */
     double cost[SPEC_MAX_DRAFT + 1];   /* EMA ms of one step drafting n (0 = plain) */
     int32_t cost_n[SPEC_MAX_DRAFT + 1];
     int32_t plain_run;
     int32_t step_no;
+    int32_t cost_provisional; /* n whose cost is the warm-up's, or -1 */
     bd_spec_trace_fn trace;
     void *trace_user;
 };
@@ -209,64 +211,94 @@ void bd_spec_free(bd_spec *sp) {
  * Adaptive draft length
  *
  * Expected tokens per step when drafting n: E(n) = 1 + sum_{i<=n} prod_{j<=i}
- * alpha_j. Cost(n) is measured (EMA of wall time per step with n drafts;
- * unmeasured n are interpolated linearly between measured neighbours, or
- * extrapolated from the nearest). Pick the n (0 = plain step) with the best
- * E(n)/Cost(n). While plain wins, re-probe the best drafting n every
- * ADAPT_PROBE_EVERY steps so a drafter that starts agreeing is noticed.
+ * alpha_j, where alpha_j estimates P(draft j accepted | drafts < j
+ * accepted). Estimates start optimistic (1.0) and move as a running mean
+ * for the first observations, then as an EMA, so a drafter that is never
+ * right is detected within a few steps and one that always is gets long
+ * drafts. Cost(n) is the measured wall time of a step drafting n (0 =
+ * plain step); unmeasured n are interpolated linearly between measured
+ * neighbours. Pick the n with the best E(n)/Cost(n). While plain steps win,
+ * a one-token draft probes the drafter every ADAPT_PROBE_EVERY steps so a
+ * drafter that starts agreeing is noticed. The first step drafts n_max as a
+ * warm-up (page faults of the drafter's weights); its time counts only
+ * until a real measurement of that length replaces it.
  * ---------------------------------------------------------------------- */
 
-static double adapt_cost(const bd_spec *sp, int32_t n) {
-    if (sp->cost_n[n]) return sp->cost[n];
+static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_max, int32_t n) {
+    if (cost_n[n]) return cost[n];
     int32_t lo = -1, hi = -1;
-    for (int32_t i = n - 1; i >= 1; i--)
-        if (sp->cost_n[i]) { lo = i; break; }
-    for (int32_t i = n + 1; i <= sp->n_max; i++)
-        if (sp->cost_n[i]) { hi = i; break; }
-    if (lo >= 0 && hi >= 0) return sp->cost[lo] + (sp->cost[hi] - sp->cost[lo]) * (n - lo) / (double)(hi - lo);
-    if (lo >= 0 && sp->cost_n[0] && lo >= 1) /* extrapolate from the plain step through lo */
-        return sp->cost[lo] + (sp->cost[lo] - sp->cost[0]) / lo * (n - lo) * 0.5;
-    if (lo >= 0) return sp->cost[lo];
-    if (hi >= 0 && sp->cost_n[0]) return sp->cost[0] + (sp->cost[hi] - sp->cost[0]) * n / (double)hi;
-    if (hi >= 0) return sp->cost[hi];
+    for (int32_t i = n - 1; i >= 0; i--)
+        if (cost_n[i]) { lo = i; break; }
+    for (int32_t i = n + 1; i <= n_max; i++)
+        if (cost_n[i]) { hi = i; break; }
+    if (lo >= 0 && hi >= 0) return cost[lo] + (cost[hi] - cost[lo]) * (n - lo) / (double)(hi - lo);
+    if (lo >= 1 && cost_n[0]) return cost[lo] + (cost[lo] - cost[0]) / lo * (n - lo); /* extrapolate */
+    if (lo >= 0) return cost[lo];
+    if (hi >= 0) return cost[hi];
     return 0;
+}
+
+int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int32_t *cost_n, int32_t n_max,
+                             int32_t *best_draft_n) {
+    double best_rate = cost_n[0] ? 1.0 / cost[0] : 0.0;
+    int32_t best_n = 0, bdn = 1;
+    double best_draft_rate = -1, e = 1.0, prod = 1.0;
+    for (int32_t n = 1; n <= n_max; n++) {
+        prod *= alpha[n];
+        e += prod;
+        double c = adapt_cost(cost, cost_n, n_max, n);
+        double rate = c > 0 ? e / c : 0;
+        if (rate > best_draft_rate) {
+            best_draft_rate = rate;
+            bdn = n;
+        }
+    }
+    if (best_draft_rate > best_rate) best_n = bdn;
+    if (best_draft_n) *best_draft_n = bdn;
+    return best_n;
 }
 
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
-    /* initial probes: full length, a plain step, a short draft */
+    /* probes: one full-length draft (warm-up: pages in the drafter's
+     * weights, first acceptance estimate), then one plain step */
     if (sp->step_no == 1) return sp->n_max;
     if (sp->step_no == 2) return 0;
-    if (sp->step_no == 3) return sp->n_max >= 4 ? sp->n_max / 4 : 1;
-    double best_rate = 1.0 / (sp->cost_n[0] ? sp->cost[0] : 1e9);
-    int32_t best_n = 0, best_draft_n = 1;
-    double best_draft_rate = -1, e = 1.0, prod = 1.0;
-    for (int32_t n = 1; n <= sp->n_max; n++) {
-        prod *= sp->alpha[n];
-        e += prod;
-        double c = adapt_cost(sp, n);
-        double rate = c > 0 ? e / c : 0;
-        if (rate > best_draft_rate) {
-            best_draft_rate = rate;
-            best_draft_n = n;
-        }
-    }
-    if (best_draft_rate > best_rate) best_n = best_draft_n;
-    if (best_n == 0) {
+    int32_t best_draft_n;
+    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->cost_n, sp->n_max, &best_draft_n);
+    if (n == 0) {
+        /* re-probe the first position cheaply: the other estimates follow
+         * once drafts are accepted again */
         if (++sp->plain_run >= ADAPT_PROBE_EVERY) {
             sp->plain_run = 0;
-            return best_draft_n;
+            return 1;
         }
         return 0;
     }
     sp->plain_run = 0;
-    return best_n;
+    return n;
 }
 
 static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double ms) {
     for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
         double obs = i <= n_acc ? 1.0 : 0.0;
-        sp->alpha[i] += ADAPT_BETA * (obs - sp->alpha[i]);
+        double beta = 1.0 / (sp->alpha_n[i] + 2);
+        if (beta < ADAPT_BETA) beta = ADAPT_BETA;
+        sp->alpha[i] += beta * (obs - sp->alpha[i]);
+        sp->alpha_n[i]++;
+    }
+    /* The warm-up step's time (page faults, cold caches) is kept only as a
+     * provisional figure until the first real measurement replaces it. */
+    if (sp->step_no == 1) {
+        sp->cost[n_drafted] = ms;
+        sp->cost_n[n_drafted] = 1;
+        sp->cost_provisional = n_drafted;
+        return;
+    }
+    if (sp->cost_provisional == n_drafted) {
+        sp->cost_provisional = -1;
+        sp->cost[n_drafted] = ms;
+        return;
     }
     if (sp->cost_n[n_drafted]) sp->cost[n_drafted] += ADAPT_BETA * (ms - sp->cost[n_drafted]);
     else sp->cost[n_drafted] = ms;
@@ -435,11 +467,13 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         sp->d_valid = 0;
     }
     for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
-        sp->alpha[i] = 0.7;
+        sp->alpha[i] = 1.0;
+        sp->alpha_n[i] = 0;
         sp->cost[i] = 0;
         sp->cost_n[i] = 0;
     }
     sp->plain_run = sp->step_no = 0;
+    sp->cost_provisional = -1;
     memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     sp->n_hist = n_prompt;
     emit_ctx e = {.sp = sp, .gp = gp, .cb = cb, .user = user, .st = st};
@@ -470,6 +504,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         int32_t room = t->n_ctx - P - 1;  /* drafts that still fit the context */
         int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
         if (n > room) n = room;
+        /* a step emits at most n + 1 tokens: draft no more than the budget needs */
+        if (gp->n_predict >= 0 && n > gp->n_predict - st->n_gen - 1) n = gp->n_predict - st->n_gen - 1;
         if (n < 0) n = 0;
         int32_t nd = 0;
         if (n > 0) {

@@ -13,4 +13,12 @@
  * losslessness can show it has the power to reject a wrong rule. */
 extern bool bd_spec_test_wrong_rule;
 
+/* The adaptive draft-length decision (pure function of its inputs):
+ * alpha[1..n_max] acceptance estimates, cost[0..n_max] measured step
+ * times with cost_n[i] observations each. Returns the draft length to use
+ * (0 = a plain step) and the best drafting length in *best_draft_n. */
+#include <stdint.h>
+int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int32_t *cost_n, int32_t n_max,
+                             int32_t *best_draft_n);
+
 #endif

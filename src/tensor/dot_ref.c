@@ -11,7 +11,8 @@
  * Block result conventions (the SIMD kernels use the same ones):
  *   Q8_0-like:  (dw * dx) * isum
  *   Q4_1/Q5_1:  (dw * dx) * isum + mw * sx       (sx = Q8_1 block's s)
- *   K-quants:   (dx * dw) * isum - (dx * dmin) * imin
+ *   Q6_K/IQ4_XS: (dx * dw) * isum
+ *   Q4_K/Q5_K:  fixed f32 order, bit for bit llama.cpp's (see kq_dot below)
  */
 #include <math.h>
 #include <string.h>
@@ -107,55 +108,82 @@ static inline void kq_scale_min(const uint8_t *b, int s, int *sc, int *m) {
     }
 }
 
-static float dot_q4_K(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
-    float sum = 0;
+/*
+ * Q4_K / Q5_K: the f32 arithmetic is fixed lane by lane, in the order of
+ * llama.cpp's (v0.5.0) x86 vec_dot, so a dot here is bit-identical to
+ * llama.cpp's and to our SIMD twins (test_kernels.c, test_quant.c).
+ *
+ * Why not just "within rounding": these dots subtract two large terms
+ * (d * sum sc*q*y and dmin * sum m*bsum), so their last-bit error is large
+ * relative to the result, and the next layer's int8 activation quantization
+ * turns such a difference, whenever a value sits near a rounding step, into
+ * a whole step, which then grows through the layers. Same arithmetic, same
+ * rounding: no such divergence from llama.cpp.
+ *
+ * Per block i, with d = dx * dw and dmin = -dx * dwmin:
+ *   lane l (0..7) = sum over sub-blocks s of sc_s * sum_{e=4l}^{4l+3} q[32s+e] y[32s+e]
+ *   acc[l] = fmaf(d, (float)lane l, acc[l])
+ *   mins: P_s = bsums[2s] + bsums[2s+1], mp[k] = m_2k P_2k + m_2k+1 P_2k+1 (k = 0..3)
+ *     Q4_K: accm[k] = fmaf(dmin, (float)mp[k], accm[k])
+ *     Q5_K: summ = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summ)
+ * result = hsum8(acc) + (Q4_K: (accm0 + accm2) + (accm1 + accm3); Q5_K: summ)
+ * hsum8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+ */
+static inline float kq_hsum8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* qh: the Q5_K high-bit plane, or NULL for Q4_K. */
+static float kq_dot(int64_t nb, const void *vw, size_t bbytes, bool q5, const block_q8_K *x) {
+    float acc[8] = {0}, accm[4] = {0}, summ = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int isum = 0, imin = 0;
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = w[i].qs + 32 * c;
+        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bbytes;
+        bd_f16 hd, hdmin;
+        memcpy(&hd, blk, 2);
+        memcpy(&hdmin, blk + 2, 2);
+        const uint8_t *scales = blk + 4;
+        const uint8_t *qh = q5 ? blk + 4 + K_SCALE_SIZE : NULL;
+        const uint8_t *qs = blk + 4 + K_SCALE_SIZE + (q5 ? QK_K / 8 : 0);
+        const float d = x[i].d * f16f(hd);
+        const float dmin = -x[i].d * f16f(hdmin);
+        int sc[8], m[8];
+        for (int s = 0; s < 8; s++) kq_scale_min(scales, s, &sc[s], &m[s]);
+        int lane[8] = {0};
+        for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles), 2c+1 (high) */
+            const uint8_t *q = qs + 32 * c;
             const int8_t *y = x[i].qs + 64 * c;
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += (q[l] & 0xF) * y[l];
-                s1 += (q[l] >> 4) * y[l + 32];
+            for (int l = 0; l < 8; l++) {
+                int s0 = 0, s1 = 0;
+                for (int e = 4 * l; e < 4 * l + 4; e++) {
+                    int q0 = q[e] & 0xF, q1 = q[e] >> 4;
+                    if (q5) {
+                        q0 |= ((qh[e] >> (2 * c)) & 1) << 4;
+                        q1 |= ((qh[e] >> (2 * c + 1)) & 1) << 4;
+                    }
+                    s0 += q0 * y[e];
+                    s1 += q1 * y[e + 32];
+                }
+                lane[l] += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
             }
-            int sc0, m0, sc1, m1;
-            kq_scale_min(w[i].scales, 2 * c, &sc0, &m0);
-            kq_scale_min(w[i].scales, 2 * c + 1, &sc1, &m1);
-            isum += sc0 * s0 + sc1 * s1;
-            /* sub-block s covers bsums[2s], bsums[2s+1] */
-            imin += m0 * (x[i].bsums[4 * c] + x[i].bsums[4 * c + 1]) +
-                    m1 * (x[i].bsums[4 * c + 2] + x[i].bsums[4 * c + 3]);
         }
-        sum += (x[i].d * f16f(w[i].d)) * (float)isum - (x[i].d * f16f(w[i].dmin)) * (float)imin;
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+        int mp[4];
+        for (int k = 0; k < 4; k++)
+            mp[k] = m[2 * k] * (x[i].bsums[4 * k] + x[i].bsums[4 * k + 1]) +
+                    m[2 * k + 1] * (x[i].bsums[4 * k + 2] + x[i].bsums[4 * k + 3]);
+        if (q5) summ = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summ);
+        else
+            for (int k = 0; k < 4; k++) accm[k] = fmaf(dmin, (float)mp[k], accm[k]);
     }
-    return sum;
+    return kq_hsum8(acc) + (q5 ? summ : (accm[0] + accm[2]) + (accm[1] + accm[3]));
+}
+
+static float dot_q4_K(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
+    return kq_dot(nb, w, sizeof *w, false, x);
 }
 
 static float dot_q5_K(int64_t nb, const block_q5_K *w, const block_q8_K *x) {
-    float sum = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int isum = 0, imin = 0;
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = w[i].qs + 32 * c;
-            const int8_t *y = x[i].qs + 64 * c;
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                int q0 = (q[l] & 0xF) | (((w[i].qh[l] >> (2 * c)) & 1) << 4);
-                int q1 = (q[l] >> 4) | (((w[i].qh[l] >> (2 * c + 1)) & 1) << 4);
-                s0 += q0 * y[l];
-                s1 += q1 * y[l + 32];
-            }
-            int sc0, m0, sc1, m1;
-            kq_scale_min(w[i].scales, 2 * c, &sc0, &m0);
-            kq_scale_min(w[i].scales, 2 * c + 1, &sc1, &m1);
-            isum += sc0 * s0 + sc1 * s1;
-            imin += m0 * (x[i].bsums[4 * c] + x[i].bsums[4 * c + 1]) +
-                    m1 * (x[i].bsums[4 * c + 2] + x[i].bsums[4 * c + 3]);
-        }
-        sum += (x[i].d * f16f(w[i].d)) * (float)isum - (x[i].d * f16f(w[i].dmin)) * (float)imin;
-    }
-    return sum;
+    return kq_dot(nb, w, sizeof *w, true, x);
 }
 
 static float dot_q6_K(int64_t nb, const block_q6_K *w, const block_q8_K *x) {

@@ -13,6 +13,7 @@
  * produce -128, so activations made by from_float are always safe.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -177,14 +178,23 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint8_t sc[8], uint8_t m[8]) {
     memcpy(m, v + 2, 8);
 }
 
-/* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel. */
+/* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel. The f32 steps are
+ * exactly those of dot_ref.c's kq_dot (llama.cpp's order): lane l of the
+ * int32 vector s is that comment's "lane l", acc gets fma(d, lane), the
+ * mins go to accm (Q4_K: 4 lanes) or summ (Q5_K: one float). */
 BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                            const int NX, const int q5) {
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[4];
-    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    __m128 accm[4];
+    float summ[4];
+    UNROLL for (int r = 0; r < NX; r++) {
+        acc[r] = _mm256_setzero_ps();
+        accm[r] = _mm_setzero_ps();
+        summ[r] = 0.0f;
+    }
     const size_t bbytes = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     for (int64_t i = 0; i < n / QK_K; i++) {
         const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bbytes;
@@ -226,13 +236,30 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
                                                  _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)));
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
             }
+            /* mi lane s = m_s * (bsums 2s + 2s+1); mp lane k = mi 2k + mi 2k+1 */
             __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
-            __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(d));
-            t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mi), _mm256_set1_ps(dmin), t);
-            acc[r] = _mm256_fmadd_ps(t, _mm256_set1_ps(y->d), acc[r]);
+            __m128i mp = _mm_hadd_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
+            const float dr = y->d * d, dminr = -y->d * dmin;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dr), _mm256_cvtepi32_ps(s), acc[r]);
+            if (q5) {
+                __m128i t = _mm_hadd_epi32(mp, mp);
+                t = _mm_hadd_epi32(t, t);
+                summ[r] = fmaf(dminr, (float)_mm_cvtsi128_si32(t), summ[r]);
+            } else {
+                accm[r] = _mm_fmadd_ps(_mm_set1_ps(dminr), _mm_cvtepi32_ps(mp), accm[r]);
+            }
         }
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+    UNROLL for (int r = 0; r < NX; r++) {
+        float m;
+        if (q5) {
+            m = summ[r];
+        } else {
+            __m128 v = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r])); /* (0+2, 1+3) */
+            m = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+        }
+        out[r] = hsum8(acc[r]) + m;
+    }
 }
 
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {

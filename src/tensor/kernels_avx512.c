@@ -176,10 +176,21 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * Per block: W[c] (c = 0..3) holds the codes 0..15 of elements
  * 64c..64c+63 (low nibbles of qs[32c..], then the high nibbles in the upper
  * 32 bytes), which is exactly the layout of the activation bytes
- * y.qs[64c..64c+63]. vpdpbusd forms 4-element sums per chunk, those are
- * packed to int16 and vpdpwssd applies the sub-block scales (see
- * kq_scale_vectors) into one exact int32 vector. The mins use the
- * activation's bsums: lane k of bsums (16 values) belongs to sub-block k/2.
+ * y.qs[64c..64c+63].
+ *
+ * The f32 steps are exactly those of dot_ref.c's kq_dot (llama.cpp's
+ * order, bit for bit; see there why): eight int32 "lanes" per block, lane l
+ * = sum over sub-blocks s of sc_s * (4-element sum at offset 4l of s), each
+ * added as fma(d, lane) into its own f32 lane; the mins go into four more
+ * f32 lanes (Q4_K) or one (Q5_K). All of it lives in one zmm accumulator per
+ * row: lanes 0-7 the block lanes, lanes 8-11 the mins, 12-15 unused.
+ *
+ * Integer part: vpdpbusd of chunk c gives 16 int32 4-element sums (lanes
+ * 0-7: sub-block 2c at offsets 4l, 8-15: sub-block 2c+1), each |.| <=
+ * 4*31*127, so they fit int16. Chunks (0,1) and (2,3) are interleaved per
+ * int32 lane as int16 pairs (low half chunk 0 or 2, high half chunk 1 or 3:
+ * the same offset l), vpdpwssd applies the two sub-block scales, and the
+ * lane sums of sub-blocks even/odd (lanes k, k+8) are added at the end.
  * ---------------------------------------------------------------------- */
 
 BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
@@ -194,39 +205,67 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
     *m8 = m_lo | ((uint64_t)m_hi << 32);
 }
 
-/*
- * Scale vectors for the packed form of the integer dot: vpdpbusd gives 16
- * int32 lanes per 64-byte chunk c (lanes 0-7: sub-block 2c, 8-15: 2c+1,
- * each |.| <= 4*31*128, so they fit int16); vpackssdw of chunks (0,1) and
- * (2,3) interleaves them per 128-bit lane (int16 lane L comes from chunk
- * c0 lane 4*(L/8) + L%8 when L%8 < 4, else chunk c1 lane 4*(L/8) + L%8 - 4),
- * and vpdpwssd then applies one int16 scale per lane. k_kq_packidx holds
- * the sub-block index of each of those lanes for the pairs (0,1), (2,3).
- */
-static const int16_t k_kq_packidx[2][32] = {
-    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
-    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+/* Sub-block of each int16 lane of the interleaved pairs (0,1) and (2,3):
+ * int32 lane k holds (chunk 2p lane k, chunk 2p+1 lane k). */
+static const int16_t k_kq_pairidx[2][32] = {
+    {0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3},
+    {4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7}};
 
-/* SC[0..1]: int16 scales in packed-lane order; MV = -dmin * m_{k/2} per lane. */
-BD_INLINE void kq_scale_vectors(uint64_t sc8, uint64_t m8, float dmin, __m512i SC[2], __m512 *MV) {
+/* Per-block constants. SC[0..1]: int16 scales for the interleaved pairs;
+ * MN: int16 min of each bsums lane (lane k: sub-block k/2); DV: lanes 0-7
+ * the weight d, the mins lanes -dmin (Q4_K: 8-11, Q5_K: 8), zero above. */
+BD_INLINE void kq_block_consts(const uint8_t *scales, bd_f16 d, bd_f16 dmin, const int q5,
+                               __m512i SC[2], __m256i *MN, __m512 *DV) {
+    uint64_t sc8, m8;
+    kq_unpack_scales(scales, &sc8, &m8);
     __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_packidx[0]), s16);
-    SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_packidx[1]), s16);
-    __m512i m32 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m8)));
-    const __m512i half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-    *MV = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(half, m32)),
-                        _mm512_set1_ps(-dmin));
+    SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_pairidx[0]), s16);
+    SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_pairidx[1]), s16);
+    __m128i m = _mm_cvtsi64_si128((long long)m8);
+    *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    *DV = _mm512_mask_blend_ps(q5 ? 0x0100 : 0x0F00,
+                               _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16f(d))),
+                               _mm512_set1_ps(-f16f(dmin)));
 }
 
-/* sum over sub-blocks of scale * (w . y), exact int32 (16 lanes to add up) */
-BD_INLINE __m512i kq_int_dot(const __m512i W[4], const __m512i SC[2], const int8_t *yq) {
-    __m512i z = _mm512_setzero_si512();
-    __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(yq));
-    __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(yq + 64));
-    __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(yq + 128));
-    __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(yq + 192));
-    __m512i s = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), SC[0]);
-    return _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
+/* One block of one activation row into that row's accumulator. */
+BD_INLINE __m512 kq_row_block(const __m512i W[4], const __m512i SC[2], __m256i MN, __m512 DV,
+                              const block_q8_K *y, const int q5, __m512 acc) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
+    __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
+    __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
+    __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
+    __m512i p01 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s0, _mm512_slli_epi32(s1, 16));
+    __m512i p23 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s2, _mm512_slli_epi32(s3, 16));
+    __m512i t = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, p01, SC[0]), p23, SC[1]);
+    __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    /* mins: mi lane s = m_s * (bsums 2s + 2s+1); mp lane k = mi 2k + mi 2k+1 */
+    __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+    __m128i mp;
+    if (q5) { /* only the total counts: in every lane (DV is zero in lanes 9-11) */
+        mp = _mm_add_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
+        mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4E));
+        mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0xB1));
+    } else {
+        mp = _mm_hadd_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
+    }
+    __m512i v = _mm512_inserti32x4(_mm512_zextsi256_si512(lanes), mp, 2);
+    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y->d), DV), _mm512_cvtepi32_ps(v), acc);
+}
+
+/* The row's result from its accumulator (the order of kq_dot). */
+BD_INLINE float kq_finish(__m512 acc, const int q5) {
+    __m256 a8 = _mm512_castps512_ps256(acc);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    __m128 m = _mm512_extractf32x4_ps(acc, 2);
+    if (!q5) {
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    }
+    return _mm_cvtss_f32(h) + _mm_cvtss_f32(m);
 }
 
 BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
@@ -247,28 +286,21 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
             q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
             W[c] = _mm512_and_si512(q, m4);
         }
-        uint64_t sc8, m8;
-        kq_unpack_scales(w[i].scales, &sc8, &m8);
-        __m512 MV;
-        kq_scale_vectors(sc8, m8, f16f(w[i].dmin), SC, &MV);
-        const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
-        UNROLL for (int r = 0; r < NX; r++) {
-            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            __m512i s = kq_int_dot(W, SC, y->qs);
-            __m512 b = _mm512_cvtepi32_ps(
-                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
-            __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
-            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc[r]);
-        }
+        __m256i MN;
+        __m512 DV;
+        kq_block_consts(w[i].scales, w[i].d, w[i].dmin, 0, SC, &MN, &DV);
+        UNROLL for (int r = 0; r < NX; r++)
+            acc[r] = kq_row_block(W, SC, MN, DV, (const block_q8_K *)row_at(x, xs, r) + i, 0,
+                                  acc[r]);
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+    UNROLL for (int r = 0; r < NX; r++) out[r] = kq_finish(acc[r], 0);
 }
 BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
 BD_SINGLE(dot_q4_K, dot_n_q4_K)
 
 /* ------------------------------------------------------------------------
  * Q5_K x Q8_K: as Q4_K with the 5th bit from qh (bit s of qh[l] for
- * element l of sub-block s). Pair sums stay below 2*31*128.
+ * element l of sub-block s); 4-element sums stay below 4*31*128.
  * ---------------------------------------------------------------------- */
 
 BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
@@ -297,21 +329,14 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
             }
             W[c] = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(h, bit4));
         }
-        uint64_t sc8, m8;
-        kq_unpack_scales(w[i].scales, &sc8, &m8);
-        __m512 MV;
-        kq_scale_vectors(sc8, m8, f16f(w[i].dmin), SC, &MV);
-        const __m512 DV = _mm512_set1_ps(f16f(w[i].d));
-        UNROLL for (int r = 0; r < NX; r++) {
-            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            __m512i s = kq_int_dot(W, SC, y->qs);
-            __m512 b = _mm512_cvtepi32_ps(
-                _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)y->bsums)));
-            __m512 t = _mm512_fmadd_ps(b, MV, _mm512_mul_ps(_mm512_cvtepi32_ps(s), DV));
-            acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(y->d), acc[r]);
-        }
+        __m256i MN;
+        __m512 DV;
+        kq_block_consts(w[i].scales, w[i].d, w[i].dmin, 1, SC, &MN, &DV);
+        UNROLL for (int r = 0; r < NX; r++)
+            acc[r] = kq_row_block(W, SC, MN, DV, (const block_q8_K *)row_at(x, xs, r) + i, 1,
+                                  acc[r]);
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+    UNROLL for (int r = 0; r < NX; r++) out[r] = kq_finish(acc[r], 1);
 }
 BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
 BD_SINGLE(dot_q5_K, dot_n_q5_K)

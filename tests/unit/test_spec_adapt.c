@@ -1,0 +1,95 @@
+/*
+ * test_spec_adapt.c - the adaptive draft-length rule, on costs and
+ * acceptance estimates given by hand (the rule is a pure function).
+ * Expected choices are worked out in the comments from
+ * E(n) = 1 + sum_{i<=n} prod_{j<=i} alpha_j and rate = E(n) / Cost(n).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "decode/spec_internal.h"
+
+#define N 15
+
+static double alpha[N + 1], cost[N + 1];
+static int32_t cost_n[N + 1];
+
+static void set_alpha(double a) {
+    for (int i = 0; i <= N; i++) alpha[i] = a;
+}
+
+/* measured: plain 10 ms, full draft 15 ms (a cheap verify, as on a
+ * memory-bound CPU); intermediate lengths interpolate 10 + n/3 ms */
+static void cheap_verify(void) {
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 10, cost_n[0] = 1;
+    cost[N] = 15, cost_n[N] = 1;
+}
+
+static void always_right_drafts_full_blocks(void **st) {
+    (void)st;
+    cheap_verify();
+    set_alpha(1.0); /* E(15) = 16 at 15 ms vs 1 token at 10 ms */
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), N);
+}
+
+static void never_right_goes_plain(void **st) {
+    (void)st;
+    cheap_verify();
+    set_alpha(0.0); /* E(n) = 1 for every n: nothing beats the 10 ms plain step */
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+    assert_int_equal(bd, 1); /* the probe length is the cheapest draft */
+}
+
+static void first_k_right_stops_after_k(void **st) {
+    (void)st;
+    cheap_verify();
+    /* right for the first 5 positions, never after: E(n) = 1 + min(n, 5);
+     * rate(5) = 6 / (10 + 5/3) = 0.514 beats rate(6) = 6 / 12 = 0.5 */
+    set_alpha(1.0);
+    for (int i = 6; i <= N; i++) alpha[i] = 0.0;
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 5);
+}
+
+static void expensive_verify_goes_plain(void **st) {
+    (void)st;
+    /* compute-bound verify: cost(n) = 10 (1 + n); with alpha 0.9,
+     * E(1) / cost(1) = 1.9 / 20 < 1 / 10, and longer drafts are worse */
+    for (int i = 0; i <= N; i++) {
+        cost[i] = 10.0 * (1 + i);
+        cost_n[i] = 1;
+    }
+    set_alpha(0.9);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+}
+
+static void moderate_acceptance_picks_the_optimum(void **st) {
+    (void)st;
+    /* cost(n) = 10 + 2n, alpha = 0.8: E(n) = 1 + sum 0.8^i = 5 - 4 * 0.8^n.
+     * rate: n=3 2.952/16 = 0.1845, n=4 3.362/18 = 0.1868, n=5 3.689/20 =
+     * 0.1845: the optimum is 4 */
+    for (int i = 0; i <= N; i++) {
+        cost[i] = 10.0 + 2.0 * i;
+        cost_n[i] = 1;
+    }
+    set_alpha(0.8);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 4);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
+        cmocka_unit_test(first_k_right_stops_after_k),     cmocka_unit_test(expensive_verify_goes_plain),
+        cmocka_unit_test(moderate_acceptance_picks_the_optimum),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
