@@ -502,7 +502,11 @@ BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
 BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16: weights converted once per 8 elements; scalar tail.
+ * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX2 build):
+ * four 8-lane accumulators over steps of 32 elements, reduced as
+ * (a0 + a2) + (a1 + a3), then 128-bit halves and two horizontal adds; the
+ * n % 32 leftovers are added afterwards (float for F32, double for the
+ * 16-bit types). See kernels_avx512.c for why the order matters.
  * ---------------------------------------------------------------------- */
 
 BD_INLINE __m256 ld_f32(const void *p, int64_t j) { return _mm256_loadu_ps((const float *)p + j); }
@@ -517,30 +521,55 @@ BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j];
 BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
 BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
 
-#define FLOAT_KERNEL(NAME, LD, SC)                                                      \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out, \
-                        const int NX) {                                                 \
-        __m256 acc[4];                                                                  \
-        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();               \
-        int64_t j = 0;                                                                  \
-        for (; j + 8 <= n; j += 8) {                                                    \
-            __m256 W = LD(w, j);                                                        \
-            UNROLL for (int r = 0; r < NX; r++)                                         \
-                acc[r] = _mm256_fmadd_ps(W, LD(row_at(x, xs, r), j), acc[r]);           \
-        }                                                                               \
-        UNROLL for (int r = 0; r < NX; r++) {                                           \
-            float s = hsum8(acc[r]);                                                    \
-            for (int64_t t = j; t < n; t++) s += SC(w, t) * SC(row_at(x, xs, r), t);    \
-            out[r] = s;                                                                 \
-        }                                                                               \
+BD_INLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+#define FLOAT_KERNEL(NAME, LD, SC, ESZ, ACC)                                                \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
+                        const int NX) {                                                     \
+        __m256 acc[2][4];                                                                   \
+        UNROLL for (int r = 0; r < NX; r++)                                                 \
+            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();             \
+        const int64_t np = n & ~(int64_t)31;                                                \
+        for (int64_t j = 0; j < np; j += 32) {                                              \
+            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                    \
+            UNROLL for (int k = 0; k < 4; k++) {                                            \
+                __m256 W = LD(w, j + 8 * k);                                                \
+                UNROLL for (int r = 0; r < NX; r++)                                         \
+                    acc[r][k] = _mm256_fmadd_ps(W, LD(row_at(x, xs, r), j + 8 * k), acc[r][k]); \
+            }                                                                               \
+        }                                                                                   \
+        UNROLL for (int r = 0; r < NX; r++) {                                               \
+            ACC sum = (ACC)reduce4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);          \
+            const void *xr = row_at(x, xs, r);                                              \
+            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
+            out[r] = (float)sum;                                                            \
+        }                                                                                   \
     }
 
-FLOAT_KERNEL(f32_kernel, ld_f32, sc_f32)
-FLOAT_KERNEL(f16_kernel, ld_f16, sc_f16)
-FLOAT_KERNEL(bf16_kernel, ld_bf16, sc_bf16)
-BD_DISPATCH_NX(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX(dot_n_bf16, bf16_kernel)
+FLOAT_KERNEL(f32_kernel, ld_f32, sc_f32, 4, float)
+FLOAT_KERNEL(f16_kernel, ld_f16, sc_f16, 2, double)
+FLOAT_KERNEL(bf16_kernel, ld_bf16, sc_bf16, 2, double)
+
+/* Rows in chunks of 2, 1 (four accumulators per row, 16 registers). */
+#define BD_DISPATCH_NX2(NAME, KERNEL)                                                         \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            int k = nx >= 2 ? 2 : 1;                                                          \
+            if (k == 2) KERNEL(n, w, x, xs, out, 2);                                          \
+            else KERNEL(n, w, x, xs, out, 1);                                                 \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
+    }
+BD_DISPATCH_NX2(dot_n_f32, f32_kernel)
+BD_DISPATCH_NX2(dot_n_f16, f16_kernel)
+BD_DISPATCH_NX2(dot_n_bf16, bf16_kernel)
 BD_SINGLE(dot_f32, dot_n_f32)
 BD_SINGLE(dot_f16, dot_n_f16)
 BD_SINGLE(dot_bf16, dot_n_bf16)

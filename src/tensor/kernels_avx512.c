@@ -185,12 +185,11 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * f32 lanes (Q4_K) or one (Q5_K). All of it lives in one zmm accumulator per
  * row: lanes 0-7 the block lanes, lanes 8-11 the mins, 12-15 unused.
  *
- * Integer part: vpdpbusd of chunk c gives 16 int32 4-element sums (lanes
- * 0-7: sub-block 2c at offsets 4l, 8-15: sub-block 2c+1), each |.| <=
- * 4*31*127, so they fit int16. Chunks (0,1) and (2,3) are interleaved per
- * int32 lane as int16 pairs (low half chunk 0 or 2, high half chunk 1 or 3:
- * the same offset l), vpdpwssd applies the two sub-block scales, and the
- * lane sums of sub-blocks even/odd (lanes k, k+8) are added at the end.
+ * Integer part: vpmaddubsw of chunk c gives 2-element sums as int16 (|.|
+ * <= 2*31*127: no saturation), vpdpwssd multiplies them by the sub-block
+ * scale and adds pairs, so int32 lane k of the sum over chunks holds offset
+ * 4k of the even sub-blocks (k < 8) or 4(k-8) of the odd ones; the two
+ * halves added give the eight lanes.
  * ---------------------------------------------------------------------- */
 
 BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
@@ -205,22 +204,17 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
     *m8 = m_lo | ((uint64_t)m_hi << 32);
 }
 
-/* Sub-block of each int16 lane of the interleaved pairs (0,1) and (2,3):
- * int32 lane k holds (chunk 2p lane k, chunk 2p+1 lane k). */
-static const int16_t k_kq_pairidx[2][32] = {
-    {0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3, 1, 3},
-    {4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 4, 6, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7, 5, 7}};
-
-/* Per-block constants. SC[0..1]: int16 scales for the interleaved pairs;
- * MN: int16 min of each bsums lane (lane k: sub-block k/2); DV: lanes 0-7
- * the weight d, the mins lanes -dmin (Q4_K: 8-11, Q5_K: 8), zero above. */
+/* Per-block constants. SC[c]: int16 scale of each vpmaddubsw lane of chunk
+ * c (lanes 0-15: sub-block 2c, 16-31: 2c+1); MN: int16 min of each bsums
+ * lane (lane k: sub-block k/2); DV: lanes 0-7 the weight d, the mins lanes
+ * -dmin (Q4_K: 8-11, Q5_K: 8), zero above. */
 BD_INLINE void kq_block_consts(const uint8_t *scales, bd_f16 d, bd_f16 dmin, const int q5,
-                               __m512i SC[2], __m256i *MN, __m512 *DV) {
+                               __m512i SC[4], __m256i *MN, __m512 *DV) {
     uint64_t sc8, m8;
     kq_unpack_scales(scales, &sc8, &m8);
-    __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_pairidx[0]), s16);
-    SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_kq_pairidx[1]), s16);
+    UNROLL for (int c = 0; c < 4; c++)
+        SC[c] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((sc8 >> (16 * c)) & 0xFF)),
+                                        _mm512_set1_epi16((short)((sc8 >> (16 * c + 8)) & 0xFF)));
     __m128i m = _mm_cvtsi64_si128((long long)m8);
     *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
     *DV = _mm512_mask_blend_ps(q5 ? 0x0100 : 0x0F00,
@@ -229,16 +223,12 @@ BD_INLINE void kq_block_consts(const uint8_t *scales, bd_f16 d, bd_f16 dmin, con
 }
 
 /* One block of one activation row into that row's accumulator. */
-BD_INLINE __m512 kq_row_block(const __m512i W[4], const __m512i SC[2], __m256i MN, __m512 DV,
+BD_INLINE __m512 kq_row_block(const __m512i W[4], const __m512i SC[4], __m256i MN, __m512 DV,
                               const block_q8_K *y, const int q5, __m512 acc) {
-    const __m512i z = _mm512_setzero_si512();
-    __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
-    __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
-    __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
-    __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
-    __m512i p01 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s0, _mm512_slli_epi32(s1, 16));
-    __m512i p23 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s2, _mm512_slli_epi32(s3, 16));
-    __m512i t = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, p01, SC[0]), p23, SC[1]);
+    __m512i t = _mm512_setzero_si512();
+    UNROLL for (int c = 0; c < 4; c++)
+        t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c)),
+                                SC[c]);
     __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
     /* mins: mi lane s = m_s * (bsums 2s + 2s+1); mp lane k = mi 2k + mi 2k+1 */
     __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
@@ -275,7 +265,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[2];
+        __m512i W[4], SC[4];
         /* software prefetch ~1 KiB ahead: on the loaded test machine this
          * helped the memory-bound single-row case (prefetches never fault,
          * so running past the row end is harmless) */
@@ -310,7 +300,7 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[2];
+        __m512i W[4], SC[4];
         UNROLL for (int l = 0; l < 3; l++)
             _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[i].qh));
@@ -721,63 +711,112 @@ BD_DISPATCH_NX_SMALL(dot_n_iq4_xs, iq4xs_kernel)
 BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16: weights converted to f32 once per 16 elements, FMA per
- * row. n not a multiple of 16 is finished with a masked load.
+ * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX-512 build):
+ * four 16-lane accumulators over steps of 64 elements, reduced as
+ * (a0 + a2) + (a1 + a3) and then across lanes; the n % 64 leftovers are
+ * added one by one afterwards (in float for F32, in double for F16 and
+ * BF16, as ggml does). Matching the order keeps logits within rounding of
+ * llama.cpp even where an int8 activation rounding would amplify a
+ * last-bit difference. The multi-row kernel keeps this order per row and
+ * blocks at most 4 rows (4 accumulators each).
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m512 load_f32(const void *p, int64_t j, __mmask16 k) {
-    return _mm512_maskz_loadu_ps(k, (const float *)p + j);
+BD_INLINE __m512 load_f32(const void *p, int64_t j) { return _mm512_loadu_ps((const float *)p + j); }
+BD_INLINE __m512 load_f16(const void *p, int64_t j) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const bd_f16 *)p + j)));
 }
-BD_INLINE __m512 load_f16(const void *p, int64_t j, __mmask16 k) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, (const bd_f16 *)p + j));
-}
-BD_INLINE __m512 load_bf16(const void *p, int64_t j, __mmask16 k) {
-    __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, (const bd_bf16 *)p + j));
+BD_INLINE __m512 load_bf16(const void *p, int64_t j) {
+    __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const bd_bf16 *)p + j)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
+BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
+BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
+BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
 
-#define FLOAT_KERNEL(NAME, LOAD)                                                            \
+/* ACC: float for F32, double for the 16-bit types */
+#define FLOAT_KERNEL(NAME, LOAD, SC, ESZ, ACC)                                                 \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
                         const int NX) {                                                     \
-        __m512 acc[NX_MAX];                                                                 \
-        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                   \
-        for (int64_t j = 0; j < n; j += 16) {                                               \
-            __mmask16 k = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);          \
-            _mm_prefetch((const char *)w + j * 4 + 2048, _MM_HINT_T0);                      \
-            __m512 W = LOAD(w, j, k);                                                       \
-            UNROLL for (int r = 0; r < NX; r++)                                             \
-                acc[r] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j, k), acc[r]);          \
+        __m512 acc[4][4];                                                                   \
+        UNROLL for (int r = 0; r < NX; r++)                                                 \
+            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();             \
+        const int64_t np = n & ~(int64_t)63;                                                \
+        for (int64_t j = 0; j < np; j += 64) {                                              \
+            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                        \
+            UNROLL for (int k = 0; k < 4; k++) {                                            \
+                __m512 W = LOAD(w, j + 16 * k);                                             \
+                UNROLL for (int r = 0; r < NX; r++)                                         \
+                    acc[r][k] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j + 16 * k), acc[r][k]); \
+            }                                                                               \
         }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);          \
+        UNROLL for (int r = 0; r < NX; r++) {                                               \
+            __m512 a = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]),                   \
+                                     _mm512_add_ps(acc[r][1], acc[r][3]));                  \
+            ACC sum = (ACC)_mm512_reduce_add_ps(a);                                         \
+            const void *xr = row_at(x, xs, r);                                              \
+            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
+            out[r] = (float)sum;                                                            \
+        }                                                                                   \
     }
 
-FLOAT_KERNEL(f32_kernel, load_f32)
-FLOAT_KERNEL(f16_kernel, load_f16)
-FLOAT_KERNEL(bf16_kernel, load_bf16)
-BD_DISPATCH_NX_SMALL(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_bf16, bf16_kernel)
+FLOAT_KERNEL(f32_kernel, load_f32, sc_f32, 4, float)
+FLOAT_KERNEL(f16_kernel, load_f16, sc_f16, 2, double)
+FLOAT_KERNEL(bf16_kernel, load_bf16, sc_bf16, 2, double)
 
-/* Single-row float dots: 4 independent accumulators hide FMA latency. */
-#define FLOAT_SINGLE(NAME, LOAD)                                                            \
-    static float NAME(int64_t n, const void *w, const void *x) {                           \
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                         \
-        int64_t j = 0;                                                                      \
-        for (; j + 64 <= n; j += 64) {                                                      \
-            a0 = _mm512_fmadd_ps(LOAD(w, j, 0xFFFF), LOAD(x, j, 0xFFFF), a0);               \
-            a1 = _mm512_fmadd_ps(LOAD(w, j + 16, 0xFFFF), LOAD(x, j + 16, 0xFFFF), a1);     \
-            a2 = _mm512_fmadd_ps(LOAD(w, j + 32, 0xFFFF), LOAD(x, j + 32, 0xFFFF), a2);     \
-            a3 = _mm512_fmadd_ps(LOAD(w, j + 48, 0xFFFF), LOAD(x, j + 48, 0xFFFF), a3);     \
-        }                                                                                   \
-        for (; j < n; j += 16) {                                                            \
-            __mmask16 k = n - j >= 16 ? 0xFFFF : (__mmask16)((1u << (n - j)) - 1);          \
-            a0 = _mm512_fmadd_ps(LOAD(w, j, k), LOAD(x, j, k), a0);                         \
-        }                                                                                   \
-        return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))); \
+/* Rows in chunks of 4, 2, 1 (four accumulators per row). */
+#define BD_DISPATCH_NX4(NAME, KERNEL)                                                         \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
+            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
+            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
+            else KERNEL(n, w, x, xs, out, 1);                                                 \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
     }
-FLOAT_SINGLE(dot_f32, load_f32)
-FLOAT_SINGLE(dot_f16, load_f16)
-FLOAT_SINGLE(dot_bf16, load_bf16)
+BD_DISPATCH_NX4(dot_n_f32, f32_kernel)
+BD_DISPATCH_NX4(dot_n_f16, f16_kernel)
+BD_DISPATCH_NX4(dot_n_bf16, bf16_kernel)
+BD_SINGLE(dot_f32, dot_n_f32)
+BD_SINGLE(dot_f16, dot_n_f16)
+BD_SINGLE(dot_bf16, dot_n_bf16)
+
+/* ------------------------------------------------------------------------
+ * BF16 with AVX512-BF16 (vdpbf16ps), ggml's order for that ISA: two
+ * accumulators over steps of 64 elements (pairs of bf16 products per lane),
+ * each reduced across lanes and added to a double, then the n % 64
+ * leftovers in double. Installed only when the CPU has AVX512-BF16.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out,
+                             const int NX) {
+    const bd_bf16 *wb = w;
+    __m512 c1[4], c2[4];
+    UNROLL for (int r = 0; r < NX; r++) c1[r] = c2[r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        _mm_prefetch((const char *)(wb + i) + 2048, _MM_HINT_T0);
+        const __m512bh wa = (__m512bh)_mm512_loadu_si512(wb + i);
+        const __m512bh wc = (__m512bh)_mm512_loadu_si512(wb + i + 32);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const bd_bf16 *xr = row_at(x, xs, r);
+            c1[r] = _mm512_dpbf16_ps(c1[r], wa, (__m512bh)_mm512_loadu_si512(xr + i));
+            c2[r] = _mm512_dpbf16_ps(c2[r], wc, (__m512bh)_mm512_loadu_si512(xr + i + 32));
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) {
+        const bd_bf16 *xr = row_at(x, xs, r);
+        double sum = 0;
+        sum += (double)_mm512_reduce_add_ps(c1[r]);
+        sum += (double)_mm512_reduce_add_ps(c2[r]);
+        for (int64_t t = i; t < n; t++) sum += (double)(bd_bf16_to_f32(wb[t]) * bd_bf16_to_f32(xr[t]));
+        out[r] = (float)sum;
+    }
+}
+BD_DISPATCH_NX4(dot_n_bf16dp, bf16dp_kernel)
+BD_SINGLE(dot_bf16dp, dot_n_bf16dp)
 
 /* ------------------------------------------------------------------------
  * Table
@@ -802,6 +841,10 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     SET(F16, dot_f16, dot_n_f16)
     SET(BF16, dot_bf16, dot_n_bf16)
 #undef SET
+    if (bd_cpu_get()->avx512bf16) {
+        k->vec_dot[BD_TYPE_BF16] = dot_bf16dp;
+        k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16dp;
+    }
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;

@@ -7,7 +7,8 @@
  *   - vec_dot and vec_dot_n (nx = 1..16, padded row stride) must equal the
  *     reference dot to f32 summation-order rounding: |simd - ref| <=
  *     1e-5 * sum|w_i x_i| (the integer block sums are exact in both; the
- *     f32 block additions are reordered);
+ *     f32 block additions are reordered), and bit for bit for Q4_K / Q5_K
+ *     (same f32 steps everywhere, those of llama.cpp);
  *   - batch invariance (also for the reference table): the result for one
  *     activation row is bit-identical whatever nx is and wherever the row
  *     sits in the batch, and equals vec_dot (quantized types). Decode
@@ -145,6 +146,9 @@ static void check_dots(const bd_kernels *k) {
     for (size_t t = 0; t < N_WTYPES; t++) {
         uint32_t type = k_wtypes[t];
         uint32_t atype = bd_type_get(type)->vec_dot_type;
+        /* Q4_K / Q5_K: every table does the f32 steps of dot_ref.c's kq_dot
+         * (llama.cpp's order), so the results are bit-identical */
+        const bool exact = type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K;
         for (size_t si = 0; si < 3; si++) {
             int64_t n = sizes[si];
             /* odd element counts for the float types: masked tails */
@@ -172,7 +176,8 @@ static void check_dots(const bd_kernels *k) {
                 for (int r = 0; r < 16; r++) {
                     float got = k->vec_dot[type](n, w, x + r * stride);
                     double tol = 1e-5 * mag[r] + 1e-30;
-                    if (!(fabs((double)got - want[r]) <= tol)) {
+                    if (exact ? memcmp(&got, &want[r], sizeof got) != 0
+                              : !(fabs((double)got - want[r]) <= tol)) {
                         print_error("%s vec_dot %s n=%ld rep=%d row=%d: got %.9g want %.9g\n",
                                     k->name, bd_type_name(type), (long)n, rep, r, got, want[r]);
                         fail();
@@ -188,7 +193,8 @@ static void check_dots(const bd_kernels *k) {
                             continue;
                         }
                         double tol = 1e-5 * mag[r] + 1e-30;
-                        if (!(fabs((double)got[r] - want[r]) <= tol)) {
+                        if (exact ? memcmp(&got[r], &want[r], sizeof got[r]) != 0
+                                  : !(fabs((double)got[r] - want[r]) <= tol)) {
                             print_error("%s vec_dot_n %s n=%ld rep=%d nx=%d row=%d: got %.9g "
                                         "want %.9g\n",
                                         k->name, bd_type_name(type), (long)n, rep, nx, r, got[r],

@@ -9,7 +9,8 @@
  *     hardware converter where the CPU has it (exhaustive f16 -> f32);
  *   - dot products checked against a double-precision dot of the
  *     dequantized operands (dequantization itself pinned by the hand-built
- *     blocks).
+ *     blocks);
+ *   - Q4_K / Q5_K dot results, bit for bit, from llama.cpp's vec_dot.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -687,6 +688,81 @@ static void test_dot_known(void **state) {
     assert_true(bd_vec_dot_ref(BD_TYPE_Q4_K, 256, &k4, &a) == 96.0f);
 }
 
+/* Deterministic Q4_K / Q5_K weight rows and Q8_K activation rows for the
+ * llama.cpp bit-pinning test (the values in k_kq_llama_bits come from
+ * llama.cpp's vec_dot on exactly these bytes). */
+#define KQ_NB 3      /* blocks per row: the f32 accumulation order matters */
+#define KQ_ROWS 6    /* weight rows per type */
+static uint32_t kq_lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+/* Q8_K row: d per block, qs in -127..127, bsums as the sums of 16 qs */
+static void kq_make_act(block_q8_K *y, uint32_t seed) {
+    for (int i = 0; i < KQ_NB; i++) {
+        y[i].d = 0.0075f * (float)(i + 1) * ((kq_lcg(&seed) & 1) ? 1.0f : -1.0f);
+        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)((int)(kq_lcg(&seed) % 255) - 127);
+        for (int g = 0; g < QK_K / 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += y[i].qs[16 * g + j];
+            y[i].bsums[g] = (int16_t)s;
+        }
+    }
+}
+/* Q4_K / Q5_K row: random bytes, then d and dmin from a few typical f16
+ * values (dmin large: the mins term cancels most of the main term) */
+static void kq_make_weight(uint8_t *w, size_t bbytes, uint32_t seed) {
+    static const bd_f16 k_d[4] = {0x1C00, 0x2266, 0x1A3D, 0x2400};    /* 0.0039 .. 0.0156 */
+    static const bd_f16 k_dmin[4] = {0x2000, 0x2A00, 0x1E66, 0x2533}; /* 0.0078 .. 0.047 */
+    for (size_t i = 0; i < KQ_NB * bbytes; i++) w[i] = (uint8_t)kq_lcg(&seed);
+    for (int i = 0; i < KQ_NB; i++) {
+        bd_f16 d = k_d[kq_lcg(&seed) & 3], dm = k_dmin[kq_lcg(&seed) & 3];
+        memcpy(w + i * bbytes, &d, 2);
+        memcpy(w + i * bbytes + 2, &dm, 2);
+    }
+}
+
+/* llama.cpp v0.5.0's ggml_vec_dot_q4_K_q8_K / ggml_vec_dot_q5_K_q8_K on the
+ * rows above (activation seed 12345, weight seeds 1000 * (type + 1) + row),
+ * as f32 bit patterns: its x86 build (AVX2 code, the same bits from its
+ * haswell, zen4 and sapphirerapids CPU libraries) run on these bytes. */
+static const uint32_t k_kq_llama_bits[2][KQ_ROWS] = {
+    {0x41EC7E3Bu, 0xC1BD3EAEu, 0x41C35ABAu, 0xC32E1445u, 0x42B61744u, 0xC3237D3Cu},
+    {0x42B63B6Bu, 0xC2DC18DDu, 0x43220D42u, 0xC2947AEEu, 0xC06F53E0u, 0xC313086Eu},
+};
+
+/* Q4_K / Q5_K dots are bit-identical to llama.cpp's, in the reference code
+ * and in every kernel table this CPU runs (see kq_dot in dot_ref.c for why
+ * bits and not a tolerance). */
+static void test_dot_kq_llama_bits(void **state) {
+    (void)state;
+    static block_q8_K y[KQ_NB];
+    kq_make_act(y, 12345u);
+    const uint32_t types[2] = {BD_TYPE_Q4_K, BD_TYPE_Q5_K};
+    const size_t bbytes[2] = {sizeof(block_q4_K), sizeof(block_q5_K)};
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < KQ_ROWS; r++) {
+            uint8_t w[KQ_NB * sizeof(block_q5_K)];
+            kq_make_weight(w, bbytes[t], 1000u * (uint32_t)(t + 1) + (uint32_t)r);
+            float want;
+            memcpy(&want, &k_kq_llama_bits[t][r], 4);
+            float got[4];
+            int ng = 0;
+            got[ng++] = bd_vec_dot_ref(types[t], KQ_NB * QK_K, w, y);
+            for (int isa = 0; isa < 3; isa++) {
+                const bd_kernels *k = bd_kernels_for((bd_isa)isa);
+                if (!k) continue;
+                k->vec_dot_n[types[t]](KQ_NB * QK_K, w, y, sizeof y, 1, &got[ng++]);
+            }
+            for (int g = 0; g < ng; g++)
+                if (memcmp(&got[g], &want, 4) != 0) {
+                    print_error("%s row %d (%s): %.9g, llama.cpp %.9g\n", bd_type_name(types[t]), r,
+                                g == 0 ? "bd_vec_dot_ref" : "kernel table", got[g], want);
+                    fail();
+                }
+        }
+}
+
 /* ------------------------------------------------------------------------
  * Dispatch table
  * ---------------------------------------------------------------------- */
@@ -754,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_quant_q8_structure),
         cmocka_unit_test(test_dot_known),
         cmocka_unit_test(test_dot_ref_vs_dequant),
+        cmocka_unit_test(test_dot_kq_llama_bits),
         cmocka_unit_test(test_kernels_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
