@@ -455,32 +455,40 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
 }
 
 /*
+ * f32 order (both kernels below, for every row count): one 8-lane f32
+ * accumulator per row, blocks added in order as fma(int lanes, dw * dx),
+ * then the 8 lanes summed as ((0+4) + (2+6)) + ((1+5) + (3+7)). That is
+ * llama.cpp's order (its x86 vec_dot), and it must be the same in both
+ * kernels: which one runs depends on how many rows are batched, and a row's
+ * result must not (decode vs speculative verify, see matmul.c).
+ */
+#define Q80_HSUM8(ACC, DST)                                                                     \
+    do {                                                                                        \
+        __m128 v_ = _mm_add_ps(_mm256_castps256_ps128(ACC), _mm256_extractf128_ps(ACC, 1));     \
+        v_ = _mm_add_ps(v_, _mm_movehl_ps(v_, v_));                                             \
+        v_ = _mm_add_ss(v_, _mm_movehdup_ps(v_));                                               \
+        DST = _mm_cvtss_f32(v_);                                                                \
+    } while (0)
+
+/*
  * Blocks are taken in groups of 16. At the start of a group, the 16
  * activation scales of each row are fetched with one gather (stride 34
  * bytes), converted and multiplied by the 16 weight scales into a small
- * table; the per-pair work per row is then load, flip, vpdpbusd, convert
- * and one FMA whose scales are broadcasts from that table.
- *
- * Losslessness: the f32 arithmetic must be exactly that of the pair
- * kernel below (same lanes, same products, same FMA order, same final
- * reduction), because which of the two runs depends on how many rows are
- * batched, and a row's result must not (see matmul.c). So blocks go two
- * per 512-bit register here too (groups start at even block indices, so
- * the pairs are the same ones), the scale of a lane is dw * dx as there,
- * and an odd last block takes the same 256-bit tail path.
+ * table; the per-block work per row is then load, flip, vpdpbusd, convert
+ * and one FMA whose scale is a broadcast from that table.
  */
 #define Q80_GROUP_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
                         const int NX) {                                                         \
-        const __m512i flip = _mm512_set1_epi8((char)0x80);                                      \
+        const __m256i flip = _mm256_set1_epi8((char)0x80);                                      \
         const __m512i didx = _mm512_mullo_epi32(                                                \
             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),            \
             _mm512_set1_epi32((int)sizeof(block_q8_0)));                                        \
-        __m512 acc[NX_MAX];                                                                     \
+        __m256 acc[NX_MAX];                                                                     \
         float dd[NX_MAX][16]; /* dw * dx per row and block of the group */                      \
         float dwv[16];                                                                          \
         __m256i Wg[16];                                                                         \
-        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                       \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();                       \
         const int64_t nb = n / QK8_0;                                                           \
         for (int64_t g = 0; g < nb; g += 16) {                                                  \
             const int cnt = nb - g >= 16 ? 16 : (int)(nb - g);                                  \
@@ -498,49 +506,32 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                 __m512 dy = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));                          \
                 _mm512_storeu_ps(dd[r], _mm512_mul_ps(dy, DW));                                 \
             }                                                                                   \
-            int b = 0;                                                                          \
-            for (; b + 1 < cnt; b += 2) {                                                       \
-                const __m512i W = _mm512_inserti64x4(_mm512_castsi256_si512(Wg[b]), Wg[b + 1], 1); \
-                /* -128 * (sum of each 4 weights), per lane */                                  \
-                const __m512i C = _mm512_sub_epi32(                                             \
-                    _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, W)); \
-                UNROLL for (int r = 0; r < NX; r++) {                                           \
-                    const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g + b;         \
-                    __m512i Y = _mm512_inserti64x4(                                             \
-                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),   \
-                        _mm256_loadu_si256((const __m256i *)y[1].qs), 1);                       \
-                    __m512i s = _mm512_dpbusd_epi32(C, _mm512_xor_si512(Y, flip), W);           \
-                    __m512 sc = _mm512_insertf32x8(_mm512_set1_ps(dd[r][b]),                    \
-                                                   _mm256_set1_ps(dd[r][b + 1]), 1);            \
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), sc, acc[r]);                \
-                }                                                                               \
-            }                                                                                   \
-            if (b < cnt) { /* odd last block of the row: the pair kernel's tail */              \
+            for (int b = 0; b < cnt; b++) {                                                     \
                 const __m256i W = Wg[b];                                                        \
-                const __m256i flip8 = _mm256_set1_epi8((char)0x80);                             \
+                /* -128 * (sum of each 4 weights), per lane */                                  \
                 const __m256i C = _mm256_sub_epi32(                                             \
-                    _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip8, W)); \
+                    _mm256_setzero_si256(), _mm256_dpbusd_epi32(_mm256_setzero_si256(), flip, W)); \
                 UNROLL for (int r = 0; r < NX; r++) {                                           \
                     const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + g + b;         \
-                    __m256i s = _mm256_dpbusd_epi32(                                            \
-                        C, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip8), W); \
-                    __m512 v = _mm512_castps256_ps512(_mm256_cvtepi32_ps(s));                   \
-                    v = _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);                          \
-                    acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(dd[r][b]), acc[r]);              \
+                    __m256i Y = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip); \
+                    __m256i s = _mm256_dpbusd_epi32(C, Y, W);                                   \
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dd[r][b]),   \
+                                             acc[r]);                                           \
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);              \
+        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
     }
 
-/* Few rows (1-2): two blocks per 512-bit register, scales converted inline
- * (the gathered-scale table below does not pay for itself here). */
+/* Few rows (1-2): the integer part two blocks per 512-bit register, scales
+ * converted inline (the gathered-scale table above does not pay for itself
+ * here); the f32 part block by block in the order above. */
 #define Q80_PAIR_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
                         const int NX) {                                                         \
         const __m512i flip = _mm512_set1_epi8((char)0x80);                                      \
-        __m512 acc[NX_MAX];                                                                     \
-        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();                       \
+        __m256 acc[NX_MAX];                                                                     \
+        UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();                       \
         const int64_t nb = n / QK8_0;                                                           \
         int64_t i = 0;                                                                          \
         for (; i + 1 < nb; i += 2) {                                                            \
@@ -552,16 +543,16 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
             /* -128 * (sum of each 4 weights), per lane */                                      \
             __m512i C = _mm512_sub_epi32(_mm512_setzero_si512(),                                \
                                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, W)); \
-            __m512 DW = _mm512_insertf32x8(_mm512_set1_ps(da), _mm256_set1_ps(db), 1);          \
             UNROLL for (int r = 0; r < NX; r++) {                                               \
                 const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + i;                 \
                 __m512i Y = _mm512_inserti64x4(                                                 \
                     _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y[0].qs)),       \
                     _mm256_loadu_si256((const __m256i *)y[1].qs), 1);                           \
-                __m512i s = _mm512_dpbusd_epi32(C, _mm512_xor_si512(Y, flip), W);               \
-                __m512 dy = _mm512_insertf32x8(_mm512_set1_ps(f16f(y[0].d)),                    \
-                                               _mm256_set1_ps(f16f(y[1].d)), 1);                \
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(DW, dy), acc[r]); \
+                __m512 v = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C, _mm512_xor_si512(Y, flip), W)); \
+                acc[r] = _mm256_fmadd_ps(_mm512_castps512_ps256(v),                             \
+                                         _mm256_set1_ps(da * f16f(y[0].d)), acc[r]);            \
+                acc[r] = _mm256_fmadd_ps(_mm512_extractf32x8_ps(v, 1),                          \
+                                         _mm256_set1_ps(db * f16f(y[1].d)), acc[r]);            \
             }                                                                                   \
         }                                                                                       \
         for (; i < nb; i++) {                                                                   \
@@ -574,12 +565,11 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                 const block_q8_0 *y = (const block_q8_0 *)row_at(x, xs, r) + i;                 \
                 __m256i s = _mm256_dpbusd_epi32(                                                \
                     C, _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)y->qs), flip8), W); \
-                __m512 v = _mm512_castps256_ps512(_mm256_cvtepi32_ps(s));                       \
-                v = _mm512_insertf32x8(v, _mm256_setzero_ps(), 1);                              \
-                acc[r] = _mm512_fmadd_ps(v, _mm512_set1_ps(da * f16f(y->d)), acc[r]);           \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(da * f16f(y->d)), \
+                                         acc[r]);                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);              \
+        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
     }
 
 #define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                 \
