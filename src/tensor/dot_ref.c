@@ -9,8 +9,9 @@
  * block additions.
  *
  * Block result conventions (the SIMD kernels use the same ones):
- *   Q8_0-like:  (dw * dx) * isum
- *   Q4_1/Q5_1:  (dw * dx) * isum + mw * sx       (sx = Q8_1 block's s)
+ *   IQ4_NL:     (dw * dx) * isum
+ *   Q4_0/Q4_1/Q5_0/Q5_1/Q8_0: fixed f32 order, bit for bit llama.cpp's
+ *               (see q32_accum below)
  *   Q6_K/IQ4_XS: (dx * dw) * isum
  *   Q4_K/Q5_K:  fixed f32 order, bit for bit llama.cpp's (see kq_dot below)
  */
@@ -21,68 +22,95 @@
 
 static inline float f16f(bd_f16 h) { return bd_f16_to_f32(h); }
 
-static float dot_q4_0(int64_t nb, const block_q4_0 *w, const block_q8_0 *x) {
-    float sum = 0;
-    for (int64_t i = 0; i < nb; i++) {
-        int isum = 0;
-        for (int j = 0; j < 16; j++)
-            isum += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + 16];
-        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+/*
+ * 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the f32 arithmetic
+ * is fixed lane by lane, in the order of llama.cpp's (v0.5.0) x86 vec_dot
+ * and of our SIMD twins, so all three are bit-identical
+ * (tests/unit/test_quant.c pins Q4_1 and Q5_0 to llama.cpp's own results):
+ *   lane l (l < 8) = exact int sum of elements 4l..4l+3 of the block
+ *   acc[l] = fmaf((float)lane l, dw * dx, acc[l])           block by block
+ *   result = hsum8(acc)          (+ summ for Q4_1/Q5_1, summ += mw * sx
+ *                                 block by block, a separate f32 sum)
+ */
+static inline float q32_hsum8(const float a[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+/* acc[l] += d * (sum of w[e] * y[e] over e = 4l..4l+3), fused as above */
+static inline void q32_accum(float acc[8], const int w[32], const int8_t *y, float d) {
+    for (int l = 0; l < 8; l++) {
+        int lane = 0;
+        for (int e = 4 * l; e < 4 * l + 4; e++) lane += w[e] * y[e];
+        acc[l] = fmaf((float)lane, d, acc[l]);
     }
-    return sum;
+}
+
+static float dot_q4_0(int64_t nb, const block_q4_0 *w, const block_q8_0 *x) {
+    float acc[8] = {0};
+    for (int64_t i = 0; i < nb; i++) {
+        int q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (w[i].qs[j] & 0xF) - 8;
+            q[j + 16] = (w[i].qs[j] >> 4) - 8;
+        }
+        q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
+    }
+    return q32_hsum8(acc);
 }
 
 static float dot_q4_1(int64_t nb, const block_q4_1 *w, const block_q8_1 *x) {
-    float sum = 0;
+    float acc[8] = {0}, summ = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int isum = 0;
-        for (int j = 0; j < 16; j++)
-            isum += (w[i].qs[j] & 0xF) * x[i].qs[j] + (w[i].qs[j] >> 4) * x[i].qs[j + 16];
-        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum + f16f(w[i].m) * f16f(x[i].s);
+        int q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = w[i].qs[j] & 0xF;
+            q[j + 16] = w[i].qs[j] >> 4;
+        }
+        summ += f16f(w[i].m) * f16f(x[i].s);
+        q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
     }
-    return sum;
+    return q32_hsum8(acc) + summ;
 }
 
 static float dot_q5_0(int64_t nb, const block_q5_0 *w, const block_q8_0 *x) {
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, 4);
-        int isum = 0;
+        int q[32];
         for (int j = 0; j < 16; j++) {
-            int q0 = ((w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4)) - 16;
-            int q1 = ((w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
-            isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
+            q[j] = ((w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4)) - 16;
+            q[j + 16] = ((w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
         }
-        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+        q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
     }
-    return sum;
+    return q32_hsum8(acc);
 }
 
 static float dot_q5_1(int64_t nb, const block_q5_1 *w, const block_q8_1 *x) {
-    float sum = 0;
+    float acc[8] = {0}, summ = 0;
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, 4);
-        int isum = 0;
+        int q[32];
         for (int j = 0; j < 16; j++) {
-            int q0 = (w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
-            int q1 = (w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-            isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + 16];
+            q[j] = (w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+            q[j + 16] = (w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
         }
-        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum + f16f(w[i].m) * f16f(x[i].s);
+        summ += f16f(w[i].m) * f16f(x[i].s);
+        q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
     }
-    return sum;
+    return q32_hsum8(acc) + summ;
 }
 
 static float dot_q8_0(int64_t nb, const block_q8_0 *w, const block_q8_0 *x) {
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int isum = 0;
-        for (int j = 0; j < QK8_0; j++) isum += w[i].qs[j] * x[i].qs[j];
-        sum += (f16f(w[i].d) * f16f(x[i].d)) * (float)isum;
+        int q[32];
+        for (int j = 0; j < QK8_0; j++) q[j] = w[i].qs[j];
+        q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
     }
-    return sum;
+    return q32_hsum8(acc);
 }
 
 static float dot_iq4_nl(int64_t nb, const block_iq4_nl *w, const block_q8_0 *x) {

@@ -763,6 +763,88 @@ static void test_dot_kq_llama_bits(void **state) {
         }
 }
 
+/* Deterministic Q4_1 / Q5_0 weight rows and Q8_1 / Q8_0 activation rows for
+ * the llama.cpp bit-pinning test below (same generator as kq_make_*). */
+#define Q32_NB 5   /* blocks per row: the f32 accumulation order matters */
+#define Q32_ROWS 6 /* weight rows per type */
+/* Q8_0 or Q8_1 row (same layout up to s): qs in -127..127, d per block,
+ * s = d * sum(qs) rounded to f16 as the activation quantizer stores it */
+static void q32_make_act(void *vy, bool q8_1, uint32_t seed) {
+    for (int i = 0; i < Q32_NB; i++) {
+        int8_t *qs;
+        bd_f16 *d, *s = NULL;
+        if (q8_1) {
+            block_q8_1 *y = (block_q8_1 *)vy + i;
+            qs = y->qs, d = &y->d, s = &y->s;
+        } else {
+            block_q8_0 *y = (block_q8_0 *)vy + i;
+            qs = y->qs, d = &y->d;
+        }
+        float df = 0.004f * (float)(i + 1) * ((kq_lcg(&seed) & 1) ? 1.0f : -1.0f);
+        *d = bd_f32_to_f16(df);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) sum += qs[j] = (int8_t)((int)(kq_lcg(&seed) % 255) - 127);
+        if (s) *s = bd_f32_to_f16(bd_f16_to_f32(*d) * (float)sum);
+    }
+}
+/* Q4_1 (d, m, qs) or Q5_0 (d, qh, qs) row: random bytes, then d (and m)
+ * from a few typical f16 values (m negative and large, as in real rows) */
+static void q32_make_weight(uint8_t *w, size_t bbytes, bool q4_1, uint32_t seed) {
+    static const bd_f16 k_d[4] = {0x1C00, 0x2266, 0x1A3D, 0x2400}; /* 0.0039 .. 0.0156 */
+    static const bd_f16 k_m[4] = {0xA400, 0xAA00, 0xA666, 0xAD33}; /* -0.0156 .. -0.075 */
+    for (size_t i = 0; i < Q32_NB * bbytes; i++) w[i] = (uint8_t)kq_lcg(&seed);
+    for (int i = 0; i < Q32_NB; i++) {
+        bd_f16 d = k_d[kq_lcg(&seed) & 3], m = k_m[kq_lcg(&seed) & 3];
+        memcpy(w + i * bbytes, &d, 2);
+        if (q4_1) memcpy(w + i * bbytes + 2, &m, 2);
+    }
+}
+
+/* llama.cpp v0.5.0's ggml_vec_dot_q4_1_q8_1 / ggml_vec_dot_q5_0_q8_0 on the
+ * rows above (activation seed 777, weight seeds 2000 * (type + 1) + row), as
+ * f32 bit patterns: obtained by loading its prebuilt CPU libraries
+ * (libggml-cpu-{haswell,zen4,sapphirerapids,skylakex}.so, all four give the
+ * same bits) with dlopen and calling those functions on these bytes. */
+static const uint32_t k_q32_llama_bits[2][Q32_ROWS] = {
+    {0x3EBFBA73u, 0xBEB88270u, 0x3DC9D190u, 0x3FF380F0u, 0x3FD80D50u, 0x3E0CED48u},
+    {0xBF9F205Cu, 0x3ECFC34Au, 0xBEBE850Eu, 0x3D9D6358u, 0x3EE586F3u, 0xBE8D6F72u},
+};
+
+/* Q4_1 / Q5_0 dots are bit-identical to llama.cpp's, in the reference code
+ * and in every kernel table this CPU runs (order: see q32_accum in dot_ref.c) */
+static void test_dot_q32_llama_bits(void **state) {
+    (void)state;
+    static block_q8_1 y1[Q32_NB];
+    static block_q8_0 y0[Q32_NB];
+    q32_make_act(y1, true, 777u);
+    q32_make_act(y0, false, 777u);
+    const uint32_t types[2] = {BD_TYPE_Q4_1, BD_TYPE_Q5_0};
+    const size_t bbytes[2] = {sizeof(block_q4_1), sizeof(block_q5_0)};
+    const void *acts[2] = {y1, y0};
+    const size_t astride[2] = {sizeof y1, sizeof y0};
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < Q32_ROWS; r++) {
+            uint8_t w[Q32_NB * sizeof(block_q5_0)];
+            q32_make_weight(w, bbytes[t], t == 0, 2000u * (uint32_t)(t + 1) + (uint32_t)r);
+            float want;
+            memcpy(&want, &k_q32_llama_bits[t][r], 4);
+            float got[4];
+            int ng = 0;
+            got[ng++] = bd_vec_dot_ref(types[t], Q32_NB * 32, w, acts[t]);
+            for (int isa = 0; isa < 3; isa++) {
+                const bd_kernels *k = bd_kernels_for((bd_isa)isa);
+                if (!k) continue;
+                k->vec_dot_n[types[t]](Q32_NB * 32, w, acts[t], astride[t], 1, &got[ng++]);
+            }
+            for (int g = 0; g < ng; g++)
+                if (memcmp(&got[g], &want, 4) != 0) {
+                    print_error("%s row %d (%s): %.9g, llama.cpp %.9g\n", bd_type_name(types[t]), r,
+                                g == 0 ? "bd_vec_dot_ref" : "kernel table", got[g], want);
+                    fail();
+                }
+        }
+}
+
 /* ------------------------------------------------------------------------
  * Dispatch table
  * ---------------------------------------------------------------------- */
@@ -831,6 +913,7 @@ int main(void) {
         cmocka_unit_test(test_dot_known),
         cmocka_unit_test(test_dot_ref_vs_dequant),
         cmocka_unit_test(test_dot_kq_llama_bits),
+        cmocka_unit_test(test_dot_q32_llama_bits),
         cmocka_unit_test(test_kernels_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
