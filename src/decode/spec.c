@@ -287,6 +287,10 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
         sp->alpha[i] += beta * (obs - sp->alpha[i]);
         sp->alpha_n[i]++;
     }
+    /* positions never reached yet are assumed no better than the last one
+     * observed before them: optimism only where nothing says otherwise */
+    for (int32_t j = 2; j <= sp->n_max; j++)
+        if (sp->alpha_n[j] == 0 && sp->alpha[j] > sp->alpha[j - 1]) sp->alpha[j] = sp->alpha[j - 1];
     /* The warm-up step's time (page faults, cold caches) is kept only as a
      * provisional figure until the first real measurement replaces it. */
     if (sp->step_no == 1) {
@@ -504,6 +508,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         int32_t room = t->n_ctx - P - 1;  /* drafts that still fit the context */
         int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
         if (n > room) n = room;
+        int32_t n_block = n; /* llama.cpp-style short blocks keep their length */
         /* a step emits at most n + 1 tokens: draft no more than the budget needs */
         if (gp->n_predict >= 0 && n > gp->n_predict - st->n_gen - 1) n = gp->n_predict - st->n_gen - 1;
         if (n < 0) n = 0;
@@ -511,7 +516,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         if (n > 0) {
             double td = bd_time_ms();
             if (sp->df) {
-                ok = bd_dflash_draft(sp->df, anchor, n, !sp->p.dflash_short_block, sp->drafts, err, errlen);
+                ok = bd_dflash_draft(sp->df, anchor, n, sp->p.dflash_short_block ? n_block + 1 : 0, sp->drafts, err,
+                                     errlen);
                 nd = n;
             } else if (sp->ds) {
                 ok = draft_simple(sp, n, sp->drafts, &nd, err, errlen);

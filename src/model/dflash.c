@@ -310,13 +310,14 @@ bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, si
  * Block forward
  * ---------------------------------------------------------------------- */
 
-bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, bool full_block, int32_t *out, char *err,
+bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t block_rows, int32_t *out, char *err,
                      size_t errlen) {
     const bd_model *dm = d->dm;
     const bd_hparams *hp = &dm->hp;
     if (n_draft < 1 || n_draft >= d->B)
         return bd_err(err, errlen, "dflash: draft length %d outside [1, %d]", n_draft, d->B - 1);
-    const int32_t b = full_block ? d->B : n_draft + 1, P = d->n_rows;
+    const int32_t b = block_rows > 0 ? block_rows : d->B, P = d->n_rows;
+    if (b <= n_draft || b > d->B) return bd_err(err, errlen, "dflash: block of %d rows for %d drafts", b, n_draft);
     if (P + b > d->n_ctx + d->B) return bd_err(err, errlen, "dflash: drafter context full");
     const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd,
                   FF = hp->n_ff, V = d->tm->hp.n_vocab;

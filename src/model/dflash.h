@@ -38,13 +38,13 @@ void bd_dflash_truncate(bd_dflash *d, int32_t n);
  * Does not allocate. */
 bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, size_t errlen);
 
-/* One block forward: [anchor, MASK x (b-1)] at positions n_rows.., where
- * b = block_size when full_block (the reference: the drafter always sees
- * the block length it was trained with) or n_draft + 1 (llama.cpp's
- * `[id_last, MASK x n_max]`). Writes the n_draft greedy drafts of rows
- * 1..n_draft to out (the LM head runs on those rows only).
- * n_draft <= block_size - 1. Does not allocate. */
-bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, bool full_block, int32_t *out, char *err,
+/* One block forward: [anchor, MASK x (b-1)] at positions n_rows.. with
+ * b = block_rows, or block_size when block_rows is 0 (the reference: the
+ * drafter sees the block length it was trained with; llama.cpp runs
+ * b = n_max + 1). Writes the greedy drafts of rows 1..n_draft to out (the
+ * LM head runs on those rows only). n_draft < b <= block_size.
+ * Does not allocate. */
+bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t block_rows, int32_t *out, char *err,
                      size_t errlen);
 
 #endif

@@ -129,10 +129,15 @@ for pos in sorted(set(om) | set(bm)):
         bad.append(f"pos {pos}: anchor {so['anchor']} (llama.cpp) vs {sb['anchor']} (blockdraft)")
         continue
     do, db = so["drafts"], sb["drafts"]
-    if len(do) != len(db) or len(do) != k:
-        bad.append(f"pos {pos}: {len(do)} drafts (llama.cpp) vs {len(db)} (blockdraft), n_max {k}")
+    # blockdraft drafts no more than the remaining token budget can use
+    # (a step emits at most drafts + 1 tokens); llama.cpp always drafts
+    # n_max. The anchor at pos is generated token pos - n_prompt + 1.
+    want_b = max(0, min(k, n - (pos - n_prompt + 1) - 1))
+    if len(do) != k or len(db) != want_b:
+        bad.append(f"pos {pos}: {len(do)} drafts (llama.cpp) vs {len(db)} (blockdraft), "
+                   f"want {k} and {want_b} (n_max {k})")
         continue
-    for j in range(k):
+    for j in range(len(db)):
         rows += 1
         if do[j] == db[j]:
             continue
@@ -145,7 +150,7 @@ for pos in sorted(set(om) | set(bm)):
             tie_seen = True
         else:
             bad.append(msg)
-    if do == db and so["accepted"] != sb["accepted"]:
+    if do[:len(db)] == db and min(so["accepted"], len(db)) != sb["accepted"]:
         bad.append(f"pos {pos}: accepted {so['accepted']} (llama.cpp) vs {sb['accepted']} (blockdraft) "
                    f"with identical drafts {do}")
 if compared == 0:
