@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 #include "../tokenizer/tokenizer.h"
 #include "args.h"
 #include "cli.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "../base/base.h"
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 
 #define PULL_MAX_FILES GALLERY_STATE_MAX_FILES
 

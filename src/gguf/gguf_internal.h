@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gguf.h"
+#include "bd_gguf.h"
 
 /* Little-endian loads from possibly unaligned bytes. */
 static inline uint16_t gguf_le16(const uint8_t *p) {

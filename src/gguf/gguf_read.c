@@ -20,7 +20,7 @@
 
 #include "../base/base.h"
 #include "../tensor/tensor.h"
-#include "gguf.h"
+#include "bd_gguf.h"
 #include "gguf_internal.h"
 
 /* Smallest encodings, used to bound counts before allocating:

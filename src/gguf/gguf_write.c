@@ -22,7 +22,7 @@
 
 #include "../base/base.h"
 #include "../tensor/tensor.h"
-#include "gguf.h"
+#include "bd_gguf.h"
 #include "gguf_internal.h"
 
 typedef struct wkv {

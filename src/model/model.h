@@ -19,7 +19,7 @@
 
 #include "blockdraft.h"
 #include "../base/base.h"
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 #include "../tensor/kernels.h"
 #include "../tokenizer/tokenizer.h"
 

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 
 #define PAIRING_MAX_TAPS 16
 #define PAIRING_MAX_CHECKS 24

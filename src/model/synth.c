@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../base/base.h"
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 #include "../tensor/tensor.h"
 
 /* ========================================================================

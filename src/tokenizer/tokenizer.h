@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gguf/gguf.h"
+#include "../gguf/bd_gguf.h"
 
 typedef struct bd_tokenizer bd_tokenizer;
 

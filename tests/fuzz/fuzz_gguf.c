@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "tensor/tensor.h"
 
 #define CHECK(c) \

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "tensor/tensor.h"
 
 static int write_seed(gguf_writer *w, const char *dir, const char *name) {

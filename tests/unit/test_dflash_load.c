@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "blockdraft.h"
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "tensor/tensor.h"
 
 static char g_target[1024], g_draft[1024], g_dir[256];

@@ -26,7 +26,7 @@
 #include "gallery/gallery.h"
 #include "gallery/index.h"
 #include "gallery/store.h"
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "model/pairing.h"
 
 static char g_shared[PATH_MAX];

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "base/base.h"
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "tensor/tensor.h"
 
 /* ------------------------------------------------------------------------

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "model/synth.h"
 #include "tensor/tensor.h"
 

@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "base/base.h"
-#include "gguf/gguf.h"
+#include "gguf/bd_gguf.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"

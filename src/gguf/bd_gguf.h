@@ -1,5 +1,5 @@
 /*
- * gguf.h - GGUF v2/v3 reader (hostile input) and writer.
+ * bd_gguf.h - GGUF v2/v3 reader (hostile input) and writer.
  *
  * Reader contract: gguf_open() maps the file read-only and validates the
  * whole header, metadata and tensor table before returning: every length,
