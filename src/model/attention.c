@@ -9,55 +9,86 @@
 #include <math.h>
 
 #include "attention.h"
+#include "../tensor/kernels.h"
 
 typedef struct {
     const bd_attn_args *a;
+    const bd_kernels *k;
 } attn_ctx;
+
+/*
+ * One work item = one KV head and up to BD_ATTN_QB of the query rows that
+ * read it (the group's heads of consecutive batch rows). The keys are
+ * walked in blocks of KB rows; each block is dotted with every query of
+ * the item while it sits in L1, so a 16-token verify reads the context's
+ * K and V about once per KV head rather than once per query.
+ *
+ * Per query: scores = scale * q.k_j (attn_scores), x_j = exp(score_j - max)
+ * (attn_softmax, which also returns the sum), out = (sum_j x_j v_j) / sum
+ * (attn_accum, chained block after block). The kernels fix their f32 order
+ * per output element (tensor/attn_ref.c) and blocking only splits the
+ * j-chains, never reorders them, so a row's output does not depend on the
+ * batch around it or on the thread count.
+ *
+ * Items are dealt round-robin (item w to thread w mod nth): in a causal
+ * batch later rows see more keys, and contiguous ranges would leave one
+ * thread with all the long rows.
+ */
+#define KB 32
 
 static void attn_worker(void *arg, int ith, int nth) {
     const bd_attn_args *a = ((attn_ctx *)arg)->a;
-    int64_t lo, hi;
-    bd_split((int64_t)a->n * a->n_head, ith, nth, &lo, &hi);
+    const bd_kernels *k = ((attn_ctx *)arg)->k;
     const int32_t hd = a->hd;
     const int32_t kvw = a->n_kv * hd; /* floats per cache row */
     const int32_t group = a->n_head / a->n_kv;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = a->scores + (int64_t)ith * a->scores_stride;
-    for (int64_t w = lo; w < hi; w++) {
-        int32_t t = (int32_t)(w / a->n_head), h = (int32_t)(w % a->n_head);
-        int32_t kvh = h / group;
-        int32_t len = a->causal ? a->n_past + t + 1 : a->n_past + a->n;
-        const float *q = a->q + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
-        const float *kc = a->k_cache + (int64_t)kvh * hd;
-        float mx = -INFINITY;
-        for (int32_t j = 0; j < len; j++) {
-            const float *kr = kc + (int64_t)j * kvw;
-            float d = 0.0f;
-            for (int32_t i = 0; i < hd; i++) d += q[i] * kr[i];
-            d *= scale;
-            sc[j] = d;
-            if (d > mx) mx = d;
+    const int64_t nq_all = (int64_t)a->n * group;       /* queries per KV head */
+    const int64_t n_qb = (nq_all + BD_ATTN_QB - 1) / BD_ATTN_QB;
+    float *scratch = a->scores + (int64_t)ith * BD_ATTN_QB * a->scores_stride;
+    const float *qp[BD_ATTN_QB];
+    float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB];
+    int32_t len[BD_ATTN_QB];
+    for (int64_t w = ith; w < (int64_t)a->n_kv * n_qb; w += nth) {
+        const int32_t kvh = (int32_t)(w / n_qb);
+        const int64_t q0 = (w % n_qb) * BD_ATTN_QB;
+        const int nq = (int)(nq_all - q0 < BD_ATTN_QB ? nq_all - q0 : BD_ATTN_QB);
+        const float *kc = a->k_cache + (int64_t)kvh * hd, *vc = a->v_cache + (int64_t)kvh * hd;
+        int32_t maxlen = 0;
+        for (int i = 0; i < nq; i++) {
+            int32_t t = (int32_t)((q0 + i) / group), h = kvh * group + (int32_t)((q0 + i) % group);
+            qp[i] = a->q + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
+            op[i] = a->out + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
+            sc[i] = scratch + (int64_t)i * a->scores_stride;
+            len[i] = a->causal ? a->n_past + t + 1 : a->n_past + a->n;
+            if (len[i] > maxlen) maxlen = len[i];
         }
-        double sum = 0.0;
-        for (int32_t j = 0; j < len; j++) {
-            float e = expf(sc[j] - mx);
-            sc[j] = e;
-            sum += e;
+        for (int32_t j0 = 0; j0 < maxlen; j0 += KB)
+            for (int i = 0; i < nq; i++)
+                if (len[i] > j0)
+                    k->attn_scores(hd, qp[i], kc + (int64_t)j0 * kvw, kvw,
+                                   len[i] - j0 < KB ? len[i] - j0 : KB, scale, sc[i] + j0);
+        for (int i = 0; i < nq; i++) {
+            float mx = -INFINITY;
+            for (int32_t j = 0; j < len[i]; j++)
+                if (sc[i][j] > mx) mx = sc[i][j];
+            sum[i] = k->attn_softmax(len[i], sc[i], mx);
+            for (int32_t e = 0; e < hd; e++) op[i][e] = 0.0f;
         }
-        float inv = (float)(1.0 / sum);
-        float *o = a->out + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
-        for (int32_t i = 0; i < hd; i++) o[i] = 0.0f;
-        const float *vc = a->v_cache + (int64_t)kvh * hd;
-        for (int32_t j = 0; j < len; j++) {
-            float p = sc[j] * inv;
-            const float *vr = vc + (int64_t)j * kvw;
-            for (int32_t i = 0; i < hd; i++) o[i] += p * vr[i];
+        for (int32_t j0 = 0; j0 < maxlen; j0 += KB)
+            for (int i = 0; i < nq; i++)
+                if (len[i] > j0)
+                    k->attn_accum(hd, sc[i] + j0, vc + (int64_t)j0 * kvw, kvw,
+                                  len[i] - j0 < KB ? len[i] - j0 : KB, op[i]);
+        for (int i = 0; i < nq; i++) {
+            float inv = 1.0f / sum[i];
+            for (int32_t e = 0; e < hd; e++) op[i][e] *= inv;
         }
     }
 }
 
 void bd_attention(bd_pool *pool, const bd_attn_args *a) {
-    attn_ctx c = {a};
+    attn_ctx c = {a, bd_kernels_get()};
     /* multiply-adds of the whole call; tiny ones stay on this thread */
     int64_t work = (int64_t)a->n * a->n_head * (a->n_past + a->n) * a->hd;
     if (work < (1 << 15)) attn_worker(&c, 0, 1);

@@ -6,12 +6,16 @@
 
 #include "../base/base.h"
 
+/* Query rows (row, head pairs of one KV head) that share each pass over
+ * the keys: every key block is loaded once for all of them. */
+#define BD_ATTN_QB 16
+
 typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */
     const float *k_cache;  /* [n_ctx][n_kv*hd] of this layer */
     const float *v_cache;  /* [n_ctx][n_kv*hd] of this layer */
     float *out;            /* [n][n_head*hd] */
-    float *scores;         /* [n_threads][scores_stride] scratch */
+    float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */
     int64_t scores_stride; /* >= n_past + n */
     int32_t n, n_head, n_kv, hd;
     int32_t n_past;        /* cache rows before the batch */

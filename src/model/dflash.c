@@ -151,7 +151,7 @@ struct bd_dflash {
     float *v;              /* [max_rows][n_kv*hd] */
     float *att;            /* [B][n_head*hd] */
     float *gate, *up;      /* [B][n_ff] */
-    float *scores;         /* [n_threads][n_ctx + B] */
+    float *scores;         /* [n_threads][BD_ATTN_QB][n_ctx + B] */
     float *logits;         /* [B][n_vocab] */
     void *mm_scratch;
     int32_t block_tokens[64];
@@ -250,7 +250,7 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     d->att = bd_alloc((size_t)(B * Q) * sizeof(float));
     d->gate = bd_alloc((size_t)(B * FF) * sizeof(float));
     d->up = bd_alloc((size_t)(B * FF) * sizeof(float));
-    d->scores = bd_alloc((size_t)bd_pool_size(pool) * (size_t)(n_ctx + B) * sizeof(float));
+    d->scores = bd_alloc((size_t)bd_pool_size(pool) * BD_ATTN_QB * (size_t)(n_ctx + B) * sizeof(float));
     d->logits = bd_alloc((size_t)(B * V) * sizeof(float));
     size_t mm = bd_matmul_scratch_size(&dm->dflash.fc, R);
     size_t o = bd_matmul_scratch_size(&d->out, B);

@@ -110,7 +110,7 @@ struct bd_session {
     float *att;                   /* [n_b][n_head*hd] attention output */
     float *gate;                  /* [n_b][n_ff] */
     float *up;                    /* [n_b][n_ff] */
-    float *scores;                /* [n_threads][n_ctx + n_b] attention rows */
+    float *scores;                /* [n_threads][BD_ATTN_QB][n_ctx + n_b] attention rows */
     void *mm_scratch;             /* quantized activations for bd_matmul */
     size_t mm_scratch_size;
 

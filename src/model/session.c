@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "model.h"
 
 bd_session_params bd_session_default_params(void) {
@@ -104,7 +105,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->att = bd_alloc((size_t)(B * Q) * sizeof(float));
     s->gate = bd_alloc((size_t)(B * FF) * sizeof(float));
     s->up = bd_alloc((size_t)(B * FF) * sizeof(float));
-    s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * (size_t)(s->n_ctx + B) * sizeof(float));
+    s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
     s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);

@@ -50,6 +50,7 @@ void bd_kernels_fill_ref(bd_kernels *k) {
     k->from_float[BD_TYPE_Q8_0] = ref_from_Q8_0;
     k->from_float[BD_TYPE_Q8_1] = ref_from_Q8_1;
     k->from_float[BD_TYPE_Q8_K] = ref_from_Q8_K;
+    bd_attn_kernels_fill_ref(k);
     /* vec_dot_n: filled by the generic loops in tables_build() */
 }
 
@@ -96,6 +97,9 @@ static void merge(bd_kernels *k, const bd_kernels *top) {
         if (top->vec_dot_n[t]) k->vec_dot_n[t] = top->vec_dot_n[t];
         if (top->from_float[t]) k->from_float[t] = top->from_float[t];
     }
+    if (top->attn_scores) k->attn_scores = top->attn_scores;
+    if (top->attn_softmax) k->attn_softmax = top->attn_softmax;
+    if (top->attn_accum) k->attn_accum = top->attn_accum;
 }
 
 static void tables_build(void) {

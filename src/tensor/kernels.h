@@ -27,6 +27,17 @@ typedef void (*bd_vec_dot_n_fn)(int64_t n, const void *w, const void *x, size_t 
 /* Convert n floats to an activation type (Q8_0, Q8_1, Q8_K, F16, BF16). */
 typedef void (*bd_from_float_fn)(const float *x, void *y, int64_t n);
 
+/* Attention kernels over f32 rows (scalar twins and canonical order:
+ * attn_ref.c; every table gives bit-identical results).
+ *   attn_scores:  out[j] = scale * dot(q, k + j*k_stride) for j < len (hd floats each)
+ *   attn_softmax: x[j] = exp(x[j] - mx) for j < len; returns the sum of the new x
+ *   attn_accum:   out[i] += sum_j p[j] * v[j*v_stride + i] for i < hd (j in order) */
+typedef void (*bd_attn_scores_fn)(int32_t hd, const float *q, const float *k, int64_t k_stride,
+                                  int32_t len, float scale, float *out);
+typedef float (*bd_attn_softmax_fn)(int32_t len, float *x, float mx);
+typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int64_t v_stride,
+                                 int32_t len, float *out);
+
 typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2 } bd_isa;
 
 typedef struct bd_kernels {
@@ -34,6 +45,9 @@ typedef struct bd_kernels {
     bd_vec_dot_fn vec_dot[BD_TYPE_COUNT];     /* by weight type */
     bd_vec_dot_n_fn vec_dot_n[BD_TYPE_COUNT]; /* by weight type; may be NULL */
     bd_from_float_fn from_float[BD_TYPE_COUNT]; /* by activation type */
+    bd_attn_scores_fn attn_scores;
+    bd_attn_softmax_fn attn_softmax;
+    bd_attn_accum_fn attn_accum;
 } bd_kernels;
 
 /* The table chosen for this CPU (or forced with BLOCKDRAFT_ISA=ref|avx2|avx512). */
@@ -46,6 +60,29 @@ const bd_kernels *bd_kernels_for(bd_isa isa);
 void bd_kernels_fill_ref(bd_kernels *k);
 void bd_kernels_fill_avx2(bd_kernels *k);
 void bd_kernels_fill_avx512(bd_kernels *k);
+void bd_attn_kernels_fill_ref(bd_kernels *k);
+
+/* The exp of the attention softmax, written out so that the scalar and SIMD
+ * versions round identically (libm's expf and a SIMD exp need not agree):
+ * x = n ln2 + r with n = nearbyint(x log2e) and |r| <= ln2/2 (Cody-Waite
+ * split of ln2), e^r by its degree-7 Taylor polynomial in Horner form
+ * (truncation error < 2^-27 relative), times 2^n built in the exponent
+ * bits. x below BD_EXP_LO (where 2^n would leave the normal range) gives 0,
+ * x above BD_EXP_HI is clamped. Within 2 ulp of expf (test_kernels.c). */
+#define BD_EXP_LO (-87.33f)
+#define BD_EXP_HI 88.0f
+#define BD_EXP_LOG2E 1.44269504088896341f
+#define BD_EXP_LN2_HI 0.693359375f
+#define BD_EXP_LN2_LO (-2.12194440e-4f)
+#define BD_EXP_C2 (1.0f / 2)
+#define BD_EXP_C3 (1.0f / 6)
+#define BD_EXP_C4 (1.0f / 24)
+#define BD_EXP_C5 (1.0f / 120)
+#define BD_EXP_C6 (1.0f / 720)
+#define BD_EXP_C7 (1.0f / 5040)
+float bd_expf_poly(float x);
+/* a[l] + a[l+8], then + [l+4], then + [l+2], then lane 0 + lane 1 */
+float bd_lanes16_tree(const float a[16]);
 
 /* ------------------------------------------------------------------------
  * Matrix multiply

@@ -575,6 +575,119 @@ BD_SINGLE(dot_f16, dot_n_f16)
 BD_SINGLE(dot_bf16, dot_n_bf16)
 
 /* ------------------------------------------------------------------------
+ * Attention (f32): the canonical order of attn_ref.c. The 16 lanes live in
+ * two ymm registers (lanes 0-7, 8-15): 8-element chunk c of a dot goes to
+ * the first if c is even. Tails are masked so absent elements leave the
+ * lanes untouched, as the scalar loops skip them.
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE float tree16x2(__m256 lo, __m256 hi) {
+    __m256 a = _mm256_add_ps(lo, hi);
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* all-ones in the first n (0..8) int32 lanes */
+BD_INLINE __m256i mask8(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* bd_expf_poly on 8 lanes */
+BD_INLINE __m256 exp8(__m256 x) {
+    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(BD_EXP_LO), _CMP_GE_OQ);
+    x = _mm256_min_ps(x, _mm256_set1_ps(BD_EXP_HI));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(BD_EXP_LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-BD_EXP_LN2_HI), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-BD_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(BD_EXP_C7);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_C6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_C5));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_C4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_C3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_C2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(ok, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+
+/* fma of one 8-element chunk (n8 valid elements) into the lane half it
+ * belongs to; masked lanes keep their value */
+BD_INLINE __m256 fma_chunk(const float *a, const float *b, int n8, __m256 acc) {
+    if (n8 == 8) return _mm256_fmadd_ps(_mm256_loadu_ps(a), _mm256_loadu_ps(b), acc);
+    __m256i m = mask8(n8);
+    __m256 r = _mm256_fmadd_ps(_mm256_maskload_ps(a, m), _mm256_maskload_ps(b, m), acc);
+    return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(m));
+}
+
+static void attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
+                        float scale, float *out) {
+    for (int32_t j = 0; j < len; j++) {
+        const float *kr = k + (int64_t)j * ks;
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        int32_t i = 0;
+        for (; i + 16 <= hd; i += 16) {
+            lo = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kr + i), lo);
+            hi = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(kr + i + 8), hi);
+        }
+        if (i < hd) {
+            int n = hd - i;
+            lo = fma_chunk(q + i, kr + i, n < 8 ? n : 8, lo);
+            if (n > 8) hi = fma_chunk(q + i + 8, kr + i + 8, n - 8, hi);
+        }
+        out[j] = tree16x2(lo, hi) * scale;
+    }
+}
+
+static float attn_softmax(int32_t len, float *x, float mx) {
+    const __m256 vmx = _mm256_set1_ps(mx);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    int32_t j = 0;
+    for (; j + 8 <= len; j += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), vmx));
+        _mm256_storeu_ps(x + j, e);
+        acc[(j >> 3) & 1] = _mm256_add_ps(acc[(j >> 3) & 1], e);
+    }
+    if (j < len) {
+        __m256i m = mask8(len - j);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + j, m), vmx));
+        _mm256_maskstore_ps(x + j, m, e);
+        int h = (j >> 3) & 1;
+        acc[h] = _mm256_blendv_ps(acc[h], _mm256_add_ps(acc[h], e), _mm256_castsi256_ps(m));
+    }
+    return tree16x2(acc[0], acc[1]);
+}
+
+/* NC chunks of 8 outputs held in registers across the whole key loop. */
+BD_INLINE void accum_kernel(const float *p, const float *v, int64_t vs, int32_t len, float *out,
+                            const int NC) {
+    __m256 o[8];
+    UNROLL for (int c = 0; c < NC; c++) o[c] = _mm256_loadu_ps(out + 8 * c);
+    for (int32_t j = 0; j < len; j++) {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        const float *vr = v + (int64_t)j * vs;
+        UNROLL for (int c = 0; c < NC; c++) o[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vr + 8 * c), o[c]);
+    }
+    UNROLL for (int c = 0; c < NC; c++) _mm256_storeu_ps(out + 8 * c, o[c]);
+}
+
+static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, int32_t len,
+                       float *out) {
+    int32_t i0 = 0;
+    for (; i0 + 64 <= hd; i0 += 64) accum_kernel(p, v + i0, vs, len, out + i0, 8);
+    for (; i0 + 8 <= hd; i0 += 8) accum_kernel(p, v + i0, vs, len, out + i0, 1);
+    if (i0 < hd) {
+        __m256i m = mask8(hd - i0);
+        __m256 o = _mm256_maskload_ps(out + i0, m);
+        for (int32_t j = 0; j < len; j++)
+            o = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_maskload_ps(v + (int64_t)j * vs + i0, m), o);
+        _mm256_maskstore_ps(out + i0, m, o);
+    }
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
 
@@ -600,4 +713,7 @@ void bd_kernels_fill_avx2(bd_kernels *k) {
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
+    k->attn_scores = attn_scores;
+    k->attn_softmax = attn_softmax;
+    k->attn_accum = attn_accum;
 }

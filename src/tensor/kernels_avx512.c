@@ -809,6 +809,128 @@ BD_DISPATCH_NX4(dot_n_bf16dp, bf16dp_kernel)
 BD_SINGLE(dot_bf16dp, dot_n_bf16dp)
 
 /* ------------------------------------------------------------------------
+ * Attention (f32): the canonical order of attn_ref.c, lane for lane
+ * (a zmm holds the 16 lanes; tails are masked so absent elements leave the
+ * lanes untouched, as the scalar loops skip them).
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE float tree16(__m512 acc) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+/* bd_expf_poly on 16 lanes */
+BD_INLINE __m512 exp16(__m512 x) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(BD_EXP_LO), _CMP_GE_OQ);
+    x = _mm512_min_ps(x, _mm512_set1_ps(BD_EXP_HI));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(BD_EXP_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-BD_EXP_LN2_HI), x);
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-BD_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(BD_EXP_C7);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_C6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
+}
+
+/* Four keys at a time (four independent fma chains), NC full chunks of 16
+ * plus a masked tail of rem elements. */
+BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
+                             float scale, float *out, const int32_t NC) {
+    const int32_t nc = NC ? NC : hd / 16, rem = NC ? 0 : hd % 16;
+    const __mmask16 mt = (__mmask16)((1u << rem) - 1);
+    int32_t j = 0;
+    for (; j + 4 <= len; j += 4) {
+        const float *k0 = k + (int64_t)j * ks;
+        __m512 a[4];
+        UNROLL for (int u = 0; u < 4; u++) a[u] = _mm512_setzero_ps();
+        for (int32_t c = 0; c < nc; c++) {
+            __m512 qv = _mm512_loadu_ps(q + 16 * c);
+            UNROLL for (int u = 0; u < 4; u++)
+                a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + u * ks + 16 * c), a[u]);
+        }
+        if (rem) {
+            __m512 qv = _mm512_maskz_loadu_ps(mt, q + 16 * nc);
+            UNROLL for (int u = 0; u < 4; u++)
+                a[u] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(mt, k0 + u * ks + 16 * nc),
+                                             a[u], mt);
+        }
+        UNROLL for (int u = 0; u < 4; u++) out[j + u] = tree16(a[u]) * scale;
+    }
+    for (; j < len; j++) {
+        const float *kr = k + (int64_t)j * ks;
+        __m512 a = _mm512_setzero_ps();
+        for (int32_t c = 0; c < nc; c++)
+            a = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), _mm512_loadu_ps(kr + 16 * c), a);
+        if (rem)
+            a = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(mt, q + 16 * nc),
+                                      _mm512_maskz_loadu_ps(mt, kr + 16 * nc), a, mt);
+        out[j] = tree16(a) * scale;
+    }
+}
+
+static void attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
+                        float scale, float *out) {
+    if (hd == 128) scores_kernel(hd, q, k, ks, len, scale, out, 8);
+    else if (hd == 64) scores_kernel(hd, q, k, ks, len, scale, out, 4);
+    else scores_kernel(hd, q, k, ks, len, scale, out, 0);
+}
+
+static float attn_softmax(int32_t len, float *x, float mx) {
+    const __m512 vmx = _mm512_set1_ps(mx);
+    __m512 acc = _mm512_setzero_ps();
+    int32_t j = 0;
+    for (; j + 16 <= len; j += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), vmx));
+        _mm512_storeu_ps(x + j, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (j < len) {
+        const __mmask16 m = (__mmask16)((1u << (len - j)) - 1);
+        __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vmx));
+        _mm512_mask_storeu_ps(x + j, m, e);
+        acc = _mm512_mask_add_ps(acc, m, acc, e);
+    }
+    return tree16(acc);
+}
+
+/* NC chunks of 16 outputs held in registers across the whole key loop. */
+BD_INLINE void accum_kernel(const float *p, const float *v, int64_t vs, int32_t len, float *out,
+                            const int NC) {
+    __m512 o[8];
+    UNROLL for (int c = 0; c < NC; c++) o[c] = _mm512_loadu_ps(out + 16 * c);
+    for (int32_t j = 0; j < len; j++) {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        const float *vr = v + (int64_t)j * vs;
+        UNROLL for (int c = 0; c < NC; c++) o[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vr + 16 * c), o[c]);
+    }
+    UNROLL for (int c = 0; c < NC; c++) _mm512_storeu_ps(out + 16 * c, o[c]);
+}
+
+static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, int32_t len,
+                       float *out) {
+    int32_t i0 = 0;
+    for (; i0 + 128 <= hd; i0 += 128) accum_kernel(p, v + i0, vs, len, out + i0, 8);
+    for (; i0 + 16 <= hd; i0 += 16) accum_kernel(p, v + i0, vs, len, out + i0, 1);
+    if (i0 < hd) {
+        const __mmask16 m = (__mmask16)((1u << (hd - i0)) - 1);
+        __m512 o = _mm512_maskz_loadu_ps(m, out + i0);
+        for (int32_t j = 0; j < len; j++)
+            o = _mm512_fmadd_ps(_mm512_set1_ps(p[j]),
+                                _mm512_maskz_loadu_ps(m, v + (int64_t)j * vs + i0), o);
+        _mm512_mask_storeu_ps(out + i0, m, o);
+    }
+}
+
+/* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
 
@@ -838,4 +960,7 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
+    k->attn_scores = attn_scores;
+    k->attn_softmax = attn_softmax;
+    k->attn_accum = attn_accum;
 }

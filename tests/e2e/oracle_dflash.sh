@@ -13,8 +13,12 @@
 #
 # Pairs:
 #   stories    the trained stories260K target + drafter (F32), n_max 3 and 7
-#   random     `make-model` qwen3 tiny Q8_0 target (seed 5) + random 2-layer
-#              F32 drafter (seed 3), n_max 3 and 7
+#   random     `make-model` qwen3 tiny F16 target (seed 5) + random 2-layer
+#              F32 drafter (seed 3), n_max 3 and 7. Not Q8_0: a random Q8_0
+#              network is chaotic under int8 activation rounding (one
+#              activation on a rounding boundary, moved by a last-bit f32
+#              difference in attention, changed a logit by 0.07 twenty
+#              tokens in), so an argmax comparison would test luck.
 #   constructed  --constant-output target + constructed drafter --accept 3,
 #              n_max 7: every step drafts [0,0,0,MASK x4] and accepts 3.
 #              The target's logits are all exactly 0 there, so the greedy
@@ -27,8 +31,8 @@
 # differences. A draft row may differ only if blockdraft's token is
 # llama.cpp's runner-up for that row AND llama.cpp's top1 - top2 drafter
 # logit margin is <= TIE_D (1e-3 for the F32 stories pair, whose logits are
-# O(10); 2e-2 for the Q8_0 synthetic target, whose output matrix multiplies
-# int8-quantized activations). Any other difference fails, and it is
+# O(10); 2e-2 for the synthetic pairs, whose matrices multiply f16- or
+# int8-rounded activations). Any other difference fails, and it is
 # printed with the step, the row and the margin. The same rule with the
 # target's margin applies to the generated ids (after an allowed target tie
 # the continuations differ and later steps are not compared); the
@@ -51,7 +55,7 @@ fail=0
 
 # make-model outputs are pure functions of their options; rebuilt each run
 # (about a second) so that a stale file cannot hide a generator change.
-"$BD_BIN" make-model --arch qwen3 --shape tiny --quant q8_0 --seed 5 --vocab "$QV" -o "$W/T.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch qwen3 --shape tiny --quant f16 --seed 5 --vocab "$QV" -o "$W/T.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch dflash --target "$W/T.gguf" --drafter random --layers 2 --quant f32 --seed 3 \
     -o "$W/D.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch qwen3 --shape tiny --quant q8_0 --seed 5 --vocab "$QV" --constant-output \

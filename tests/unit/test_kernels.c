@@ -14,6 +14,9 @@
  *     sits in the batch, and equals vec_dot (quantized types). Decode
  *     (1 row) and speculative verify (n rows) rely on it for lossless
  *     output (matmul.c).
+ *   - attention kernels (attn_scores / attn_softmax / attn_accum) are
+ *     bit-identical to their scalar twins, and the softmax exp is within
+ *     2 ulp of libm's double exp.
  * Inputs: random raw block bytes (so every nibble / bit pattern occurs)
  * with f16 scales from moderate, huge (near 65504) and tiny (subnormal)
  * ranges, and activations from the reference quantizer (which never emits
@@ -274,6 +277,77 @@ static void check_batch_invariance(const bd_kernels *k) {
     }
 }
 
+/*
+ * Attention kernels: bit-identical to the scalar twins (same f32 steps,
+ * attn_ref.c), including masked tails (head sizes that are not multiples of
+ * 8 or 16) and accum called in pieces (the blocked attention relies on a
+ * split j range giving the same bits as one call).
+ */
+static void check_attention(const bd_kernels *k) {
+    const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
+    static const int32_t hds[] = {8, 24, 64, 100, 128, 256};
+    static const int32_t lens[] = {1, 3, 4, 5, 16, 17, 33, 70};
+    float *q = xalloc(256 * sizeof(float)), *kv = xalloc(70 * 300 * sizeof(float));
+    float *a = xalloc(70 * sizeof(float)), *b = xalloc(70 * sizeof(float));
+    float *oa = xalloc(256 * sizeof(float)), *ob = xalloc(256 * sizeof(float));
+    for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            int32_t hd = hds[hi], len = lens[li];
+            int64_t stride = hd + 3 + (int64_t)li; /* rows not packed, odd alignment */
+            for (int32_t i = 0; i < hd; i++) q[i] = rng_gauss();
+            for (int64_t i = 0; i < len * stride; i++) kv[i] = rng_gauss();
+            ref->attn_scores(hd, q, kv, stride, len, 0.125f, a);
+            k->attn_scores(hd, q, kv, stride, len, 0.125f, b);
+            assert_memory_equal(a, b, (size_t)len * sizeof(float));
+            float mx = a[0];
+            for (int32_t j = 0; j < len; j++) mx = a[j] > mx ? a[j] : mx;
+            memcpy(b, a, (size_t)len * sizeof(float));
+            if (len > 2) a[1] = b[1] = mx - 100.0f; /* exp underflows to 0 */
+            float sa = ref->attn_softmax(len, a, mx), sb = k->attn_softmax(len, b, mx);
+            assert_memory_equal(&sa, &sb, sizeof sa);
+            assert_memory_equal(a, b, (size_t)len * sizeof(float));
+            for (int32_t i = 0; i < hd; i++) oa[i] = ob[i] = rng_gauss();
+            ref->attn_accum(hd, a, kv, stride, len, oa);
+            int32_t cut = len / 3;
+            k->attn_accum(hd, a, kv, stride, cut, ob);
+            k->attn_accum(hd, a + cut, kv + cut * stride, stride, len - cut, ob);
+            if (memcmp(oa, ob, (size_t)hd * sizeof(float)) != 0) {
+                print_error("%s attn_accum hd=%d len=%d differs\n", k->name, hd, len);
+                fail();
+            }
+        }
+    free(q);
+    free(kv);
+    free(a);
+    free(b);
+    free(oa);
+    free(ob);
+}
+
+/* The softmax exp against libm's double exp: relative error below 2^-22
+ * (2 ulp of f32) over the range attention uses (x <= 0), exactly 1 at 0,
+ * 0 below the cut-off. */
+static void test_expf_poly(void **state) {
+    (void)state;
+    double worst = 0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f * (float)i / 200000.0f;
+        double want = exp((double)x), got = bd_expf_poly(x);
+        double rel = fabs(got - want) / want;
+        if (rel > worst) worst = rel;
+    }
+    for (float x = 0.001f; x < 80.0f; x *= 1.37f) {
+        double rel = fabs(bd_expf_poly(x) - exp((double)x)) / exp((double)x);
+        if (rel > worst) worst = rel;
+    }
+    print_message("  bd_expf_poly: worst relative error %.3g (2^-22 = %.3g)\n", worst,
+                  ldexp(1.0, -22));
+    assert_true(worst < ldexp(1.0, -22));
+    assert_true(bd_expf_poly(0.0f) == 1.0f);
+    assert_true(bd_expf_poly(-90.0f) == 0.0f);
+    assert_true(bd_expf_poly(-INFINITY) == 0.0f);
+}
+
 static void run_isa(bd_isa isa) {
     const bd_kernels *k = bd_kernels_for(isa);
     if (!k) {
@@ -283,6 +357,7 @@ static void run_isa(bd_isa isa) {
     check_from_float(k);
     check_dots(k);
     check_batch_invariance(k);
+    check_attention(k);
 }
 
 static void test_ref_table(void **state) {
@@ -315,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_chosen),
+        cmocka_unit_test(test_expf_poly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

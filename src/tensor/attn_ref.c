@@ -1,0 +1,84 @@
+/*
+ * attn_ref.c - scalar twins of the f32 attention kernels.
+ *
+ * The SIMD versions (kernels_avx2.c, kernels_avx512.c) perform exactly the
+ * f32 operations written here, in the same order, so all three tables give
+ * bit-identical results (tests/unit/test_kernels.c). The order is chosen to
+ * vectorize, and it is fixed per output element: one query row's scores and
+ * output do not depend on which other rows, heads or threads run beside it.
+ * Speculative verification relies on that (model/attention.c).
+ *
+ * Canonical orders:
+ *   scores  element i of a dot goes to lane i mod 16; each lane is an fma
+ *           chain in increasing i starting from +0; the 16 lanes are summed
+ *           as a tree: l + (l+8), then + (l+4), then + (l+2), then 0 + 1;
+ *           the sum is multiplied by scale.
+ *   softmax x[j] = bd_expf_poly(x[j] - mx); the sum of the results uses the
+ *           same 16-lane layout over j (lane j mod 16, plain additions).
+ *   accum   out[i] = fma(p[j], v_j[i], out[i]) for j = 0, 1, ..., starting
+ *           from the caller's out (so a long j range may be split into
+ *           consecutive calls without changing a bit).
+ */
+#include <math.h>
+
+#include "kernels.h"
+
+float bd_lanes16_tree(const float a[16]) {
+    float b[8], c[4];
+    for (int l = 0; l < 8; l++) b[l] = a[l] + a[l + 8];
+    for (int l = 0; l < 4; l++) c[l] = b[l] + b[l + 4];
+    float d0 = c[0] + c[2], d1 = c[1] + c[3];
+    return d0 + d1;
+}
+
+float bd_expf_poly(float x) {
+    if (!(x >= BD_EXP_LO)) return 0.0f; /* also NaN: a score can't be NaN
+                                           unless the model already is */
+    if (x > BD_EXP_HI) x = BD_EXP_HI;
+    float n = nearbyintf(x * BD_EXP_LOG2E);
+    float r = fmaf(n, -BD_EXP_LN2_HI, x);
+    r = fmaf(n, -BD_EXP_LN2_LO, r);
+    float p = BD_EXP_C7;
+    p = fmaf(p, r, BD_EXP_C6);
+    p = fmaf(p, r, BD_EXP_C5);
+    p = fmaf(p, r, BD_EXP_C4);
+    p = fmaf(p, r, BD_EXP_C3);
+    p = fmaf(p, r, BD_EXP_C2);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    union { uint32_t u; float f; } s = {.u = (uint32_t)((int32_t)n + 127) << 23};
+    return p * s.f;
+}
+
+static void scores_ref(int32_t hd, const float *q, const float *k, int64_t k_stride, int32_t len,
+                       float scale, float *out) {
+    for (int32_t j = 0; j < len; j++) {
+        const float *kr = k + (int64_t)j * k_stride;
+        float acc[16] = {0};
+        for (int32_t i = 0; i < hd; i++) acc[i & 15] = fmaf(q[i], kr[i], acc[i & 15]);
+        out[j] = bd_lanes16_tree(acc) * scale;
+    }
+}
+
+static float softmax_ref(int32_t len, float *x, float mx) {
+    float acc[16] = {0};
+    for (int32_t j = 0; j < len; j++) {
+        x[j] = bd_expf_poly(x[j] - mx);
+        acc[j & 15] += x[j];
+    }
+    return bd_lanes16_tree(acc);
+}
+
+static void accum_ref(int32_t hd, const float *p, const float *v, int64_t v_stride, int32_t len,
+                      float *out) {
+    for (int32_t j = 0; j < len; j++) {
+        const float *vr = v + (int64_t)j * v_stride;
+        for (int32_t i = 0; i < hd; i++) out[i] = fmaf(p[j], vr[i], out[i]);
+    }
+}
+
+void bd_attn_kernels_fill_ref(bd_kernels *k) {
+    k->attn_scores = scores_ref;
+    k->attn_softmax = softmax_ref;
+    k->attn_accum = accum_ref;
+}
