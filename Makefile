@@ -3,7 +3,7 @@
 # Layers (one folder each, see README): base gguf tensor tokenizer model
 # decode (the engine core: libc/libm/pthreads only), then chat gallery
 # server cli (these link jansson, libyaml, libcurl, libcrypto, libmicrohttpd).
-# Files ending in _avx2.c / _avx512.c are compiled with their ISA's flags;
+# Files ending in _avx2.c / _avx512.c / _amx.c are compiled with their ISA's flags;
 # the kernel is chosen at run time from CPUID (src/tensor/kernels.c).
 
 CC      ?= gcc
@@ -54,6 +54,10 @@ $(BUILD)/%_avx2.o: %_avx2.c $(HDRS)
 $(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_amx.o: %_amx.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVX512_FLAGS) -mamx-tile -mamx-int8 -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)

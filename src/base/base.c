@@ -129,6 +129,7 @@ static void cpu_detect(void) {
             g_cpu.avx512bw = (b >> 30) & 1;
             g_cpu.avx512vl = (b >> 31) & 1;
             g_cpu.avx512vnni = (c >> 11) & 1;
+            g_cpu.amx_int8 = ((d >> 24) & 1) && ((d >> 25) & 1) && ((xcr0 >> 17) & 3) == 3;
         }
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {

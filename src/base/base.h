@@ -80,6 +80,7 @@ typedef struct bd_cpu {
     bool avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
     bool avxvnni;
+    bool amx_int8; /* AMX-TILE + AMX-INT8 and the OS saves tile state (XCR0) */
 } bd_cpu;
 
 const bd_cpu *bd_cpu_get(void);

@@ -28,6 +28,7 @@
 #include "spec_internal.h"
 #include "../model/dflash.h"
 #include "../model/model.h"
+#include "../tensor/kernels.h"
 
 #define SPEC_MAX_DRAFT 63
 #define ADAPT_BETA 0.15      /* EMA weight of one observation */
@@ -182,6 +183,8 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
         goto fail;
     }
     if (limit > t->n_out_max - 1) limit = t->n_out_max - 1;
+    /* a verify batch must get bit-for-bit the logits of one-token decoding */
+    if (limit > BD_MATMUL_EXACT_ROWS - 1) limit = BD_MATMUL_EXACT_ROWS - 1;
     sp->n_max = p->n_max > 0 ? p->n_max : def;
     if (sp->n_max > limit) {
         if (warn && p->n_max > 0)

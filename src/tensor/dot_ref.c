@@ -295,3 +295,56 @@ float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x) {
     default: return NAN;
     }
 }
+
+/*
+ * The tile order (Q4_K, Q6_K): the f32 steps of the AMX matmul
+ * (kernels_amx.c), which computes each block's whole integer sum before
+ * touching floats, so its f32 work is one or two fmas per block:
+ *   Q4_K: sumi = sum_s sc_s * sum_{e in s} q_e y_e,  summ = sum_s m_s * (bsums 2s + 2s+1)
+ *         acc = fmaf(dx * d, (float)sumi, acc); acc = fmaf(-(dx * dmin), (float)summ, acc)
+ *   Q6_K: sumi = sum_s sc_s * (sum_{e in s} q_e y_e - 32 * bsums_s)   (q = 6-bit code)
+ *         acc = fmaf(dx * d, (float)sumi, acc)
+ * blocks in order, acc from +0. The integer sums equal those of the dots
+ * above; only the f32 steps differ (so results agree to rounding).
+ */
+float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x) {
+    if (n < 0 || n % QK_K) return NAN;
+    const block_q8_K *y = x;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        if (type == BD_TYPE_Q4_K) {
+            const block_q4_K *b = (const block_q4_K *)w + i;
+            int sumi = 0, summ = 0;
+            for (int s = 0; s < 8; s++) {
+                int sc, m, isum = 0;
+                kq_scale_min(b->scales, s, &sc, &m);
+                for (int e = 0; e < 32; e++) {
+                    uint8_t byte = b->qs[32 * (s / 2) + e];
+                    isum += ((s & 1) ? byte >> 4 : byte & 0xF) * y[i].qs[32 * s + e];
+                }
+                sumi += sc * isum;
+                summ += m * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
+            }
+            acc = fmaf(y[i].d * f16f(b->d), (float)sumi, acc);
+            acc = fmaf(-(y[i].d * f16f(b->dmin)), (float)summ, acc);
+        } else if (type == BD_TYPE_Q6_K) {
+            const block_q6_K *b = (const block_q6_K *)w + i;
+            int sumi = 0;
+            for (int s = 0; s < 16; s++) {
+                int isum = 0;
+                for (int e = 16 * s; e < 16 * s + 16; e++) {
+                    int h = e / 128, l = e % 128, quarter = l / 32, j = l % 32;
+                    uint8_t lo = b->ql[64 * h + j + 32 * (quarter & 1)];
+                    int q = ((quarter < 2) ? (lo & 0xF) : (lo >> 4)) |
+                            (((b->qh[32 * h + j] >> (2 * quarter)) & 3) << 4);
+                    isum += q * y[i].qs[e];
+                }
+                sumi += b->scales[s] * (isum - 32 * y[i].bsums[s]);
+            }
+            acc = fmaf(y[i].d * f16f(b->d), (float)sumi, acc);
+        } else {
+            return NAN;
+        }
+    }
+    return acc;
+}

@@ -58,8 +58,8 @@ void bd_kernels_fill_ref(bd_kernels *k) {
  * Generic multi-row loops, one per (table, weight type)
  * ---------------------------------------------------------------------- */
 
-static bd_kernels g_tab[3];  /* indexed by bd_isa */
-static bool g_have[3];       /* this CPU can run table i */
+static bd_kernels g_tab[4];  /* indexed by bd_isa */
+static bool g_have[4];       /* this CPU can run table i */
 static const bd_kernels *g_chosen;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -134,20 +134,33 @@ static void tables_build(void) {
         set_generic_n(&g_tab[BD_ISA_AVX512], BD_ISA_AVX512);
     }
 
-    int pick = g_have[BD_ISA_AVX512] ? BD_ISA_AVX512 : g_have[BD_ISA_AVX2] ? BD_ISA_AVX2 : 0;
+    /* AMX: the AVX-512 table with the tile matmul on top, if the CPU has
+     * the tiles and Linux grants this process their state. */
+    if (g_have[BD_ISA_AVX512] && c->amx_int8 && bd_tile_enable()) {
+        g_have[BD_ISA_AMX] = true;
+        g_tab[BD_ISA_AMX] = g_tab[BD_ISA_AVX512];
+        g_tab[BD_ISA_AMX].name = "amx";
+        g_tab[BD_ISA_AMX].tile = true;
+    }
+
+    int pick = g_have[BD_ISA_AMX]      ? BD_ISA_AMX
+               : g_have[BD_ISA_AVX512] ? BD_ISA_AVX512
+               : g_have[BD_ISA_AVX2]   ? BD_ISA_AVX2
+                                       : 0;
     const char *env = getenv("BLOCKDRAFT_ISA");
     if (env) {
         /* A forced ISA this CPU lacks is ignored (it could not run). */
         if (!strcmp(env, "ref")) pick = BD_ISA_REF;
         else if (!strcmp(env, "avx2") && g_have[BD_ISA_AVX2]) pick = BD_ISA_AVX2;
         else if (!strcmp(env, "avx512") && g_have[BD_ISA_AVX512]) pick = BD_ISA_AVX512;
+        else if (!strcmp(env, "amx") && g_have[BD_ISA_AMX]) pick = BD_ISA_AMX;
     }
     g_chosen = &g_tab[pick];
 }
 
 const bd_kernels *bd_kernels_for(bd_isa isa) {
     pthread_once(&g_once, tables_build);
-    if ((int)isa < 0 || (int)isa > 2 || !g_have[isa]) return NULL;
+    if ((int)isa < 0 || (int)isa > 3 || !g_have[isa]) return NULL;
     return &g_tab[isa];
 }
 

@@ -38,7 +38,7 @@ typedef float (*bd_attn_softmax_fn)(int32_t len, float *x, float mx);
 typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int64_t v_stride,
                                  int32_t len, float *out);
 
-typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2 } bd_isa;
+typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2, BD_ISA_AMX = 3 } bd_isa;
 
 typedef struct bd_kernels {
     const char *name;                        /* "ref", "avx2", "avx512" */
@@ -48,9 +48,14 @@ typedef struct bd_kernels {
     bd_attn_scores_fn attn_scores;
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
+    /* AMX tile matmul for the types bd_tile_supports() accepts (table
+     * "amx" only): for batches of more than BD_MATMUL_EXACT_ROWS rows
+     * bd_matmul packs the activations and calls bd_tile_rows per 16 weight
+     * rows instead of vec_dot_n. */
+    bool tile;
 } bd_kernels;
 
-/* The table chosen for this CPU (or forced with BLOCKDRAFT_ISA=ref|avx2|avx512). */
+/* The table chosen for this CPU (or forced with BLOCKDRAFT_ISA=ref|avx2|avx512|amx). */
 const bd_kernels *bd_kernels_get(void);
 /* The table for one ISA, or NULL if this CPU cannot run it. */
 const bd_kernels *bd_kernels_for(bd_isa isa);
@@ -61,6 +66,19 @@ void bd_kernels_fill_ref(bd_kernels *k);
 void bd_kernels_fill_avx2(bd_kernels *k);
 void bd_kernels_fill_avx512(bd_kernels *k);
 void bd_attn_kernels_fill_ref(bd_kernels *k);
+
+/* AMX tiles (kernels_amx.c). bd_tile_enable asks Linux for the tile state
+ * (arch_prctl); the others may be used only after it returned true.
+ * Activations: Q8_K rows (xq, row stride xs) packed per group g of 16
+ * tokens into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw
+ * (<= 16) weight rows at w (row stride ws) against all n_tok packed tokens,
+ * y[t*ldy + r]; f32 order of bd_vec_dot_tile_ref, whatever n_tok is. */
+bool bd_tile_enable(void);
+bool bd_tile_supports(uint32_t type, int64_t ncols);
+size_t bd_tile_pack_bytes(int64_t ncols, int64_t n_tok);
+void bd_tile_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack);
+void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
+                  int64_t n_tok, float *y, int64_t ldy);
 
 /* The exp of the attention softmax, written out so that the scalar and SIMD
  * versions round identically (libm's expf and a SIMD exp need not agree):
@@ -96,6 +114,12 @@ typedef struct bd_mat {
     uint64_t row_bytes;
     const void *data;  /* borrowed (usually from the mmap) */
 } bd_mat;
+
+/* Batches of up to this many rows give, row for row, bit-identical results
+ * to one row at a time (vec_dot_n is batch-invariant); speculative verify
+ * batches must stay within it. Larger batches (prompt prefill) may take the
+ * tile path, whose f32 order differs (it agrees to rounding). */
+#define BD_MATMUL_EXACT_ROWS 32
 
 /* Bytes of scratch bd_matmul needs for n_tok activation rows. */
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);

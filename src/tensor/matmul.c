@@ -16,6 +16,13 @@
  * it (tests/unit/test_kernels.c): speculative verification therefore sees
  * bit-for-bit the logits plain decoding would, which keeps greedy output
  * identical even at near-ties.
+ *
+ * Prompt batches of more than BD_MATMUL_EXACT_ROWS rows with Q4_K / Q6_K
+ * weights take the AMX tile path where the CPU has it (kernels_amx.c):
+ * activations packed per 16 tokens after the quantized rows, 16 weight rows
+ * per call. Its f32 order is its own (bd_vec_dot_tile_ref), which is fine
+ * for a prompt: plain and speculative decoding process it the same way.
+ * No weights are repacked; the unpacked weight block lives on the stack.
  */
 #include <string.h>
 
@@ -25,13 +32,22 @@
 #define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
 #define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
+/* Tile path (AMX table, Q4_K / Q6_K): the packed activations follow the
+ * quantized rows in the scratch. */
+static bool use_tiles(const bd_kernels *k, const bd_mat *W) {
+    return k->tile && bd_tile_supports(W->type, W->ncols);
+}
+
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) {
     const bd_type_traits *t = bd_type_get(W->type);
     if (!t) return 0;
     uint64_t row = 0;
     if (!bd_row_size(t->vec_dot_type, W->ncols, &row)) return 0;
     row = (row + 63) & ~(uint64_t)63;
-    return (size_t)(row * (uint64_t)n_tok);
+    size_t bytes = (size_t)(row * (uint64_t)n_tok);
+    if (n_tok > BD_MATMUL_EXACT_ROWS && use_tiles(bd_kernels_get(), W))
+        bytes += bd_tile_pack_bytes(W->ncols, n_tok);
+    return bytes;
 }
 
 typedef struct {
@@ -44,6 +60,7 @@ typedef struct {
     uint8_t *xq;
     size_t xq_stride;
     uint32_t vdt;
+    uint8_t *pack; /* tile path: packed activations (after xq) */
 } mm_ctx;
 
 static void mm_quantize(void *arg, int ith, int nth) {
@@ -94,6 +111,29 @@ static void mm_dot(void *arg, int ith, int nth) {
     }
 }
 
+static void mm_pack(void *arg, int ith, int nth) {
+    mm_ctx *c = arg;
+    int64_t lo, hi;
+    bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
+    for (int64_t g = lo; g < hi; g++)
+        bd_tile_pack(c->W->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
+}
+
+/* Tile path: groups of 16 weight rows split across threads; each group
+ * meets every token (bd_tile_rows walks the weights once per 128 tokens). */
+static void mm_tile(void *arg, int ith, int nth) {
+    mm_ctx *c = arg;
+    const bd_mat *W = c->W;
+    int64_t lo, hi;
+    bd_split((W->nrows + 15) / 16, ith, nth, &lo, &hi);
+    for (int64_t g = lo; g < hi; g++) {
+        int64_t r0 = 16 * g;
+        int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
+        bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes,
+                     (size_t)W->row_bytes, nw, c->pack, c->n_tok, c->Y + r0, c->ldy);
+    }
+}
+
 void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
                float *Y, int64_t ldy, void *scratch) {
     const bd_type_traits *t = bd_type_get(W->type);
@@ -109,6 +149,14 @@ void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int6
     bool small = (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
+    if (n_tok > BD_MATMUL_EXACT_ROWS && use_tiles(c.k, W)) {
+        c.pack = c.xq + c.xq_stride * (size_t)n_tok;
+        if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
+        else mm_pack(&c, 0, 1);
+        if (pool && !small) bd_pool_run(pool, mm_tile, &c);
+        else mm_tile(&c, 0, 1);
+        return;
+    }
     if (pool && !small) bd_pool_run(pool, mm_dot, &c);
     else mm_dot(&c, 0, 1);
 }

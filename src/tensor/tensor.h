@@ -146,5 +146,8 @@ bool bd_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
  * w: one weight row of `type` (n elements); x: n elements already in
  * bd_type_get(type)->vec_dot_type. Returns the dot product in f32. */
 float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x);
+/* Q4_K / Q6_K only: the same dot in the f32 order of the AMX matmul
+ * (dot_ref.c explains it); NAN for other types. */
+float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x);
 
 #endif

@@ -348,6 +348,87 @@ static void test_expf_poly(void **state) {
     assert_true(bd_expf_poly(-INFINITY) == 0.0f);
 }
 
+/*
+ * AMX tile matmul: every output element bit-identical to
+ * bd_vec_dot_tile_ref (the scalar twin of the tile order), for 1..16, 17,
+ * 40 and 150 tokens and 16, 5 and 33 weight rows (partial row groups) --
+ * which is also batch invariance, since the twin sees one row at a time;
+ * and the twin itself within f32 rounding of the reference dot (whose
+ * integer sums it shares).
+ */
+static void run_isa(bd_isa isa);
+
+static void check_tiles(void) {
+    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 150};
+    static const int rows_n[] = {16, 5, 33};
+    const int64_t n = 768;
+    for (size_t ti = 0; ti < 2; ti++) {
+        uint32_t type = types[ti];
+        assert_true(bd_tile_supports(type, n));
+        size_t wb = row_bytes(type, n), xs = (row_bytes(BD_TYPE_Q8_K, n) + 63) & ~(size_t)63;
+        uint8_t *w = xalloc(33 * wb), *x = xalloc(150 * xs);
+        float *f = xalloc((size_t)n * sizeof(float)), *y = xalloc(150 * 40 * sizeof(float));
+        for (int r = 0; r < 33; r++) fill_random_weight(type, w + r * wb, n, r % 3);
+        for (int t = 0; t < 150; t++) {
+            for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (t == 9 ? 1e-3f : 1.0f);
+            if (t == 4) memset(f, 0, (size_t)n * sizeof(float));
+            assert_true(bd_quantize_row(BD_TYPE_Q8_K, f, x + t * xs, n));
+        }
+        for (int r = 0; r < 33; r++)
+            for (int t = 0; t < 150; t += 7) {
+                float a = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
+                float b = bd_vec_dot_ref(type, n, w + r * wb, x + t * xs);
+                double tol = 1e-5 * dot_magnitude(type, w + r * wb, x + t * xs, n) + 1e-30;
+                if (!(fabs((double)a - b) <= tol)) {
+                    print_error("tile ref %s row %d tok %d: %.9g vs ref %.9g\n", bd_type_name(type), r, t, a, b);
+                    fail();
+                }
+            }
+        void *pack = xalloc(bd_tile_pack_bytes(n, 150));
+        for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
+            for (size_t ri = 0; ri < 3; ri++) {
+                int nt = toks[ki], nr = rows_n[ri];
+                for (int64_t g = 0; g < (nt + 15) / 16; g++) bd_tile_pack(n, x, xs, nt, g, pack);
+                for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
+                for (int r0 = 0; r0 < nr; r0 += 16)
+                    bd_tile_rows(type, n, w + r0 * wb, wb, nr - r0 < 16 ? nr - r0 : 16, pack, nt,
+                                 y + r0, 40);
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < 40; r++) {
+                        float got = y[t * 40 + r];
+                        if (r >= nr) {
+                            assert_true(isnan(got));
+                            continue;
+                        }
+                        float want = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
+                        if (memcmp(&got, &want, sizeof got) != 0) {
+                            print_error("amx %s tokens=%d rows=%d: [t %d][r %d] %.9g, twin %.9g\n",
+                                        bd_type_name(type), nt, nr, t, r, got, want);
+                            fail();
+                        }
+                    }
+            }
+        free(pack);
+        free(w);
+        free(x);
+        free(f);
+        free(y);
+    }
+}
+
+static void test_amx(void **state) {
+    (void)state;
+    const bd_kernels *k = bd_kernels_for(BD_ISA_AMX);
+    if (!k) {
+        print_message("  AMX not available on this CPU: skipped\n");
+        skip();
+    }
+    assert_true(k->tile);
+    check_tiles();
+    run_isa(BD_ISA_AMX); /* the rest of the table is the AVX-512 one */
+}
+
 static void run_isa(bd_isa isa) {
     const bd_kernels *k = bd_kernels_for(isa);
     if (!k) {
@@ -379,8 +460,9 @@ static void test_chosen(void **state) {
     assert_non_null(k);
     const bd_cpu *c = bd_cpu_get();
     const char *env = getenv("BLOCKDRAFT_ISA");
-    if (!env && c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->avx2 && c->fma &&
-        c->f16c)
+    if (!env && bd_kernels_for(BD_ISA_AMX)) assert_string_equal(k->name, "amx");
+    else if (!env && c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->avx2 &&
+             c->fma && c->f16c)
         assert_string_equal(k->name, "avx512");
 }
 
@@ -389,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_ref_table),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
+        cmocka_unit_test(test_amx),
         cmocka_unit_test(test_chosen),
         cmocka_unit_test(test_expf_poly),
     };

@@ -1,0 +1,311 @@
+/*
+ * kernels_amx.c - Q4_K / Q6_K matmul on Intel AMX int8 tiles (compiled with
+ * the AVX-512 flags plus -mamx-tile -mamx-int8; used only where CPUID and
+ * the kernel say the tiles work, see kernels.c).
+ *
+ * One call computes up to 16 weight rows against 2 or more activation rows
+ * (one row goes through the AVX-512 twin in the same order, see matmul.c).
+ * The activations (Q8_K rows) are first packed per group of 16 tokens into
+ * the layout a B tile wants (bd_tile_pack). Then, per 256-element block:
+ *   - Q4_K: the 6-bit sub-block scale is split as sc = 8 hi + lo (both
+ *     0..7) and the 16 weight rows are unpacked twice, as q * lo and q * hi
+ *     (<= 105: still unsigned bytes), so that two int32 tiles accumulate
+ *     the whole block in 4 x 2 TDPBUSD (K = 64) with the scales already
+ *     applied: sum sc q y = C_lo + 8 C_hi, exactly;
+ *   - Q6_K: scales are signed 8-bit, so each 16-element sub-block gets its
+ *     own TDPBUSD (codes 0..63 x y) and the int32 results are multiplied
+ *     by the scales with vector integer multiplies; the -32 offset comes
+ *     from the activation sums (bsums);
+ *   - the f32 steps are then one or two fmas per block and output element,
+ *     the tile order of bd_vec_dot_tile_ref (dot_ref.c), vectorized over the
+ *     16 tokens.
+ * Each output element's arithmetic is fixed whatever the batch: decode (one
+ * token, AVX-512 twin), verify (up to 16) and prefill give bit-identical
+ * rows, which speculative losslessness needs (tests/unit/test_kernels.c).
+ *
+ * Tile registers (one configuration, loaded once per thread):
+ *   0, 1  C    16 x 16 int32 (Q4_K: lo and hi sums; Q6_K: alternate sub-blocks)
+ *   2, 3  A64  16 rows x 64 bytes (Q4_K q*lo, q*hi of one 64-element chunk)
+ *   4     B16  16 x 64 bytes (64 elements x 16 tokens)
+ *   5, 6  A16  16 rows x 16 bytes (Q6_K sub-block, alternating)
+ *   7     B4   4 x 64 bytes (16 elements x 16 tokens)
+ */
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels.h"
+
+#define BD_INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+bool bd_tile_enable(void) {
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static __thread int t_configured;
+
+static void tile_configure(void) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 4};
+    static const uint16_t colsb[8] = {64, 64, 64, 64, 64, 16, 16, 64};
+    for (int i = 0; i < 8; i++) {
+        c.rows[i] = rows[i];
+        c.colsb[i] = colsb[i];
+    }
+    _tile_loadconfig(&c);
+    t_configured = 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Activation packing
+ * ---------------------------------------------------------------------- */
+
+/* Order of the 32-element sub-blocks in the packed B data: slot j holds
+ * sub-block k_slot[j], so that the 64-element chunk c (slots 2c, 2c+1) is
+ * what one load of Q4_K nibbles gives: low nibbles of qs[0..63] are
+ * sub-blocks 0 and 2, high nibbles 1 and 3, and so on. It is its own
+ * inverse. */
+static const int k_slot[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+
+/* One 256-element block of 16 tokens (token t in column t; absent tokens
+ * are zero). 4928 bytes, a multiple of 64. */
+typedef struct {
+    uint8_t b[8][8][64];   /* [slot][k4][4 t + byte]: y[t][32 k_slot[slot] + 4 k4 + byte] */
+    float dy[16];          /* the tokens' Q8_K scales */
+    int32_t bsp[4][16];    /* Q4_K mins: int16 pair (P_2p, P_2p+1), P_s = bsums 2s + 2s+1 */
+    int32_t bs16[8][16];   /* Q6_K: int16 pair (bsums 2p, bsums 2p+1) */
+} tile_xblock;
+
+size_t bd_tile_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * (size_t)(ncols / QK_K) * sizeof(tile_xblock);
+}
+
+/* two int16 in one int32 lane, a in the low half (the vpdpwssd operand) */
+BD_INLINE int32_t pair16(int a, int b) {
+    return (int32_t)((uint32_t)(uint16_t)(int16_t)a | ((uint32_t)(uint16_t)(int16_t)b << 16));
+}
+
+void bd_tile_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK_K;
+    tile_xblock *xb = (tile_xblock *)pack + g * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    if (nt < 16) memset(xb, 0, (size_t)nb * sizeof *xb);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_K *y = (const block_q8_K *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            /* 4-byte group k of the row (sub-block k / 8, row k % 8 of its
+             * tile) becomes column t */
+            const uint32_t *src = (const uint32_t *)y[i].qs;
+            uint32_t *dst = (uint32_t *)xb[i].b;
+            for (int k = 0; k < 64; k++) dst[128 * k_slot[k / 8] + 16 * (k % 8) + t] = src[k];
+            xb[i].dy[t] = y[i].d;
+            const int16_t *bs = y[i].bsums;
+            for (int p = 0; p < 4; p++)
+                xb[i].bsp[p][t] = pair16(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]);
+            for (int p = 0; p < 8; p++) xb[i].bs16[p][t] = pair16(bs[2 * p], bs[2 * p + 1]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Weight unpacking (16 rows of one block)
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    uint8_t q[2][16][256]; /* Q4_K: [lo, hi][row][64 c + byte] = code * scale part;
+                              Q6_K: q[0][row][element] = code 0..63 */
+    int32_t sc[16][16];    /* Q6_K: [sub-block][row] scale */
+    int32_t mp[8][16];     /* Q4_K: int16 pair (m_2p, m_2p+1) per row; Q6_K: (sc_2p, sc_2p+1) */
+    float d[16], dmin[16];
+} tile_wblock;
+
+/* k_mul[k][i] = i * k: byte products through vpshufb */
+static const uint8_t k_mul[8][16] __attribute__((aligned(16))) = {
+#define ROW(k) {0 * k, 1 * k, 2 * k, 3 * k, 4 * k, 5 * k, 6 * k, 7 * k, \
+                8 * k, 9 * k, 10 * k, 11 * k, 12 * k, 13 * k, 14 * k, 15 * k}
+    ROW(0), ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6), ROW(7)
+#undef ROW
+};
+
+/* codes (0..15) times ka in bytes 0..31 and kb in bytes 32..63 */
+BD_INLINE __m512i mul_codes(__m512i codes, int ka, int kb) {
+    __m512i t = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)k_mul[ka]))),
+        _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)k_mul[kb])), 1);
+    return _mm512_shuffle_epi8(t, codes);
+}
+
+BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_wblock *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < nw; r++) {
+        const block_q4_K *b = (const block_q4_K *)(w + (size_t)r * ws) + i;
+        const uint8_t *s = b->scales;
+        int sc[8], m[8];
+        for (int j = 0; j < 4; j++) {
+            sc[j] = s[j] & 63;
+            m[j] = s[j + 4] & 63;
+            sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
+            m[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
+        }
+        UNROLL for (int h = 0; h < 2; h++) {
+            __m512i q = _mm512_loadu_si512(b->qs + 64 * h);
+            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            /* chunk 2h: sub-blocks 4h, 4h+2 (low nibbles); chunk 2h+1: 4h+1, 4h+3 */
+            const int a0 = 4 * h, a1 = 4 * h + 2, b0 = 4 * h + 1, b1 = 4 * h + 3;
+            _mm512_storeu_si512(u->q[0][r] + 128 * h, mul_codes(lo, sc[a0] & 7, sc[a1] & 7));
+            _mm512_storeu_si512(u->q[1][r] + 128 * h, mul_codes(lo, sc[a0] >> 3, sc[a1] >> 3));
+            _mm512_storeu_si512(u->q[0][r] + 128 * h + 64, mul_codes(hi, sc[b0] & 7, sc[b1] & 7));
+            _mm512_storeu_si512(u->q[1][r] + 128 * h + 64, mul_codes(hi, sc[b0] >> 3, sc[b1] >> 3));
+        }
+        for (int p = 0; p < 4; p++) u->mp[p][r] = pair16(m[2 * p], m[2 * p + 1]);
+        u->d[r] = _cvtsh_ss(b->d);
+        u->dmin[r] = _cvtsh_ss(b->dmin);
+    }
+}
+
+BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_wblock *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int r = 0; r < nw; r++) {
+        const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * ws) + i;
+        UNROLL for (int h = 0; h < 2; h++) {
+            /* elements 128h + 0..63 and 128h + 64..127, in order */
+            __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            __m512i w0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                         _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
+            __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                         _mm512_and_si512(qh2, m30));
+            _mm512_storeu_si512(u->q[0][r] + 128 * h, w0);
+            _mm512_storeu_si512(u->q[0][r] + 128 * h + 64, w1);
+        }
+        for (int j = 0; j < 16; j++) u->sc[j][r] = b->scales[j];
+        for (int p = 0; p < 8; p++) u->mp[p][r] = pair16(b->scales[2 * p], b->scales[2 * p + 1]);
+        u->d[r] = _cvtsh_ss(b->d);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Block products: 16 rows x 16 tokens of one block into acc[r] (lanes =
+ * tokens)
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
+    int32_t cb[2][16][16] __attribute__((aligned(64)));
+    _tile_zero(0);
+    _tile_zero(1);
+    UNROLL for (int c = 0; c < 4; c++) {
+        _tile_loadd(4, x->b[2 * c], 64);
+        _tile_loadd(2, u->q[0][0] + 64 * c, 256);
+        _tile_loadd(3, u->q[1][0] + 64 * c, 256);
+        _tile_dpbusd(0, 2, 4);
+        _tile_dpbusd(1, 3, 4);
+    }
+    _tile_stored(0, cb[0], 64);
+    _tile_stored(1, cb[1], 64);
+    const __m512 dy = _mm512_loadu_ps(x->dy);
+    __m512i bsp[4];
+    UNROLL for (int p = 0; p < 4; p++) bsp[p] = _mm512_loadu_si512(x->bsp[p]);
+    for (int r = 0; r < nw; r++) {
+        __m512i sumi = _mm512_add_epi32(_mm512_load_si512(cb[0][r]),
+                                        _mm512_slli_epi32(_mm512_load_si512(cb[1][r]), 3));
+        __m512i summ = _mm512_setzero_si512();
+        UNROLL for (int p = 0; p < 4; p++)
+            summ = _mm512_dpwssd_epi32(summ, bsp[p], _mm512_set1_epi32(u->mp[p][r]));
+        __m512 a = _mm512_mul_ps(_mm512_set1_ps(u->d[r]), dy);
+        __m512 b = _mm512_mul_ps(_mm512_set1_ps(u->dmin[r]), dy);
+        acc[r] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(sumi), acc[r]);
+        acc[r] = _mm512_fnmadd_ps(b, _mm512_cvtepi32_ps(summ), acc[r]);
+    }
+}
+
+BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
+    int32_t cb[2][16][16] __attribute__((aligned(64)));
+    __m512i sumi[16];
+    UNROLL for (int r = 0; r < 16; r++) sumi[r] = _mm512_setzero_si512();
+    UNROLL for (int s = 0; s < 16; s += 2) {
+        /* 16-element sub-blocks s, s+1 = 32-element sub-block s/2: rows 0-3, 4-7 of its slot */
+        const uint8_t *bt = x->b[k_slot[s / 2]][0];
+        _tile_loadd(5, u->q[0][0] + 16 * s, 256);
+        _tile_loadd(7, bt, 64);
+        _tile_zero(0);
+        _tile_dpbusd(0, 5, 7);
+        _tile_loadd(6, u->q[0][0] + 16 * (s + 1), 256);
+        _tile_loadd(7, bt + 4 * 64, 64);
+        _tile_zero(1);
+        _tile_dpbusd(1, 6, 7);
+        _tile_stored(0, cb[0], 64);
+        _tile_stored(1, cb[1], 64);
+        UNROLL for (int r = 0; r < 16; r++) {
+            sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_load_si512(cb[0][r]),
+                                                                   _mm512_set1_epi32(u->sc[s][r])));
+            sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_load_si512(cb[1][r]),
+                                                                   _mm512_set1_epi32(u->sc[s + 1][r])));
+        }
+    }
+    const __m512 dy = _mm512_loadu_ps(x->dy);
+    for (int r = 0; r < nw; r++) {
+        __m512i sb = _mm512_setzero_si512();
+        UNROLL for (int p = 0; p < 8; p++)
+            sb = _mm512_dpwssd_epi32(sb, _mm512_loadu_si512(x->bs16[p]), _mm512_set1_epi32(u->mp[p][r]));
+        __m512i tot = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(sb, 5));
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(u->d[r]), dy), _mm512_cvtepi32_ps(tot), acc[r]);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Rows
+ * ---------------------------------------------------------------------- */
+
+bool bd_tile_supports(uint32_t type, int64_t ncols) {
+    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
+}
+
+#define TILE_GROUPS 8 /* token groups per pass over a row group: 128 tokens */
+
+void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
+                  int64_t n_tok, float *y, int64_t ldy) {
+    if (!t_configured) tile_configure();
+    const int64_t nb = ncols / QK_K;
+    const tile_xblock *xp = pack;
+    const bool q4 = type == BD_TYPE_Q4_K;
+    tile_wblock u __attribute__((aligned(64)));
+    if (nw < 16) memset(&u, 0, sizeof u); /* rows >= nw stay zero */
+    const int64_t n_groups = (n_tok + 15) / 16;
+    for (int64_t g0 = 0; g0 < n_groups; g0 += TILE_GROUPS) {
+        const int ng = (int)(n_groups - g0 < TILE_GROUPS ? n_groups - g0 : TILE_GROUPS);
+        __m512 acc[TILE_GROUPS][16];
+        for (int g = 0; g < ng; g++)
+            for (int r = 0; r < 16; r++) acc[g][r] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < nb; i++) {
+            if (q4) unpack_q4k(w, ws, nw, i, &u);
+            else unpack_q6k(w, ws, nw, i, &u);
+            for (int g = 0; g < ng; g++) {
+                const tile_xblock *x = xp + (g0 + g) * nb + i;
+                if (q4) block_q4k(&u, x, nw, acc[g]);
+                else block_q6k(&u, x, nw, acc[g]);
+            }
+        }
+        for (int g = 0; g < ng; g++) {
+            float out[16][16] __attribute__((aligned(64)));
+            for (int r = 0; r < 16; r++) _mm512_store_ps(out[r], acc[g][r]);
+            int64_t t0 = (g0 + g) * 16;
+            int nt = (int)(n_tok - t0 < 16 ? n_tok - t0 : 16);
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nw; r++) y[(t0 + t) * ldy + r] = out[r][t];
+        }
+    }
+}
