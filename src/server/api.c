@@ -429,6 +429,7 @@ typedef struct api_stream {
     bool reasoning;
     chat_think_stream think;
     size_t sent; /* bytes of j->text already turned into events */
+    size_t mark; /* first entry of j->marks not yet passed */
     int phase;   /* 0 role chunk, 1 deltas, 2 final chunks, 3 finished */
 } api_stream;
 
@@ -528,10 +529,24 @@ static char *stream_next(srv_stream *base, size_t *n, bool *done) {
         char *piece = NULL;
         if (to > from && (piece = malloc(to - from)) != NULL) memcpy(piece, j->text + from, to - from);
         if (!piece) to = from;
+        /* the token boundaries inside (from, to): one event per token */
+        size_t nm = 0, *cuts = NULL;
+        while (as->mark + nm < j->n_marks && j->marks[as->mark + nm] < to) nm++;
+        if (nm && (cuts = malloc(nm * sizeof *cuts)) != NULL)
+            memcpy(cuts, j->marks + as->mark, nm * sizeof *cuts);
+        as->mark += nm;
+        if (!cuts) nm = 0;
         as->sent = to;
         bool fin = j->state == JOB_DONE && as->sent >= j->safe;
         pthread_mutex_unlock(&j->mu);
-        emit_text(as, &b, piece, to - from, fin);
+        size_t at = from;
+        for (size_t i = 0; i < nm; i++) {
+            if (cuts[i] <= at) continue;
+            emit_text(as, &b, piece + (at - from), cuts[i] - at, false);
+            at = cuts[i];
+        }
+        emit_text(as, &b, piece ? piece + (at - from) : NULL, to - at, fin);
+        free(cuts);
         free(piece);
         if (fin) as->phase = 2;
     }

@@ -65,6 +65,7 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
     free(j->text);
+    free(j->marks);
     bd_textstream_free(j->ts);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
@@ -237,6 +238,17 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         }
     }
     if (j->len - hold > j->safe) j->safe = j->len - hold;
+    /* token boundary: streams send one event per token, as OpenAI's and
+     * llama.cpp's servers do (a failed allocation only merges events) */
+    if (j->n_marks == j->cap_marks) {
+        size_t nc = j->cap_marks ? 2 * j->cap_marks : 256;
+        size_t *m = realloc(j->marks, nc * sizeof *m);
+        if (m) {
+            j->marks = m;
+            j->cap_marks = nc;
+        }
+    }
+    if (j->n_marks < j->cap_marks) j->marks[j->n_marks++] = j->len;
     return false;
 }
 

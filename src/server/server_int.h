@@ -123,6 +123,8 @@ struct srv_job {
     char *text;               /* generated text, stop strings cut off */
     size_t len, cap;
     size_t safe;              /* bytes of text that can be sent (no stop prefix pending) */
+    size_t *marks;            /* [n_marks] end offset of each token's text, increasing */
+    size_t n_marks, cap_marks;
     bool ok;
     int err_status;           /* HTTP status when !ok */
     char err[512];
