@@ -33,6 +33,9 @@
 #define SPEC_MAX_DRAFT 63
 #define ADAPT_BETA 0.15      /* EMA weight of one observation */
 #define ADAPT_PROBE_EVERY 16 /* plain steps between re-probing the drafter */
+#define ADAPT_PROBE_MAX 256  /* ... doubling after each failed probe, up to this */
+#define ADAPT_WARMUP 4       /* draft length of the first step */
+#define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
 struct bd_spec {
     bd_spec_params p;
@@ -52,7 +55,15 @@ struct bd_spec {
     double cost[SPEC_MAX_DRAFT + 1];   /* EMA ms of one step drafting n (0 = plain) */
     int32_t cost_n[SPEC_MAX_DRAFT + 1];
     int32_t plain_run;
+    int32_t probe_every;    /* plain steps before the next probe (backs off) */
     int32_t step_no;
+    /* draft-dflash: target features of plain steps not yet given to the
+     * drafter ([SPEC_PEND][n_taps * n_embd]); appended in one batch before
+     * the next draft, so a run of plain steps reads the drafter's context
+     * weights once per SPEC_PEND tokens instead of once per token */
+    float *pend;
+    int32_t n_pend;
+    int64_t pend_row;       /* floats per row */
     int32_t cost_provisional; /* n whose cost is the warm-up's, or -1 */
     bd_spec_trace_fn trace;
     void *trace_user;
@@ -141,6 +152,12 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
             goto fail;
         }
         limit = bd_dflash_block_size(sp->df) - 1;
+        sp->pend_row = (int64_t)bd_dflash_n_taps(sp->df) * t->m->hp.n_embd;
+        sp->pend = malloc((size_t)SPEC_PEND * (size_t)sp->pend_row * sizeof(float));
+        if (!sp->pend) {
+            bd_err(err, errlen, "out of memory");
+            goto fail;
+        }
         def = limit; /* the reference always runs full blocks */
         break;
     }
@@ -206,6 +223,7 @@ void bd_spec_free(bd_spec *sp) {
     if (!sp) return;
     bd_dflash_free(sp->df);
     bd_session_free(sp->ds);
+    free(sp->pend);
     free(sp->hist);
     free(sp);
 }
@@ -221,10 +239,14 @@ void bd_spec_free(bd_spec *sp) {
  * drafts. Cost(n) is the measured wall time of a step drafting n (0 =
  * plain step); unmeasured n are interpolated linearly between measured
  * neighbours. Pick the n with the best E(n)/Cost(n). While plain steps win,
- * a one-token draft probes the drafter every ADAPT_PROBE_EVERY steps so a
- * drafter that starts agreeing is noticed. The first step drafts n_max as a
- * warm-up (page faults of the drafter's weights); its time counts only
- * until a real measurement of that length replaces it.
+ * a one-token draft probes the drafter after ADAPT_PROBE_EVERY plain steps,
+ * that gap doubling after each rejected probe (up to ADAPT_PROBE_MAX), so a
+ * drafter that starts agreeing is noticed and one that never does costs
+ * little. The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up
+ * (page faults of the drafter's weights); its time counts only until a real
+ * measurement of that length replaces it. Plain steps hold their features
+ * back from a DFlash drafter (SPEC_PEND rows at most) and hand them over in
+ * one batch before the next draft.
  * ---------------------------------------------------------------------- */
 
 static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_max, int32_t n) {
@@ -263,16 +285,18 @@ int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int3
 
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
-    /* probes: one full-length draft (warm-up: pages in the drafter's
-     * weights, first acceptance estimate), then one plain step */
-    if (sp->step_no == 1) return sp->n_max;
+    /* probes: one short draft (warm-up: pages in the drafter's weights,
+     * first acceptance estimates; short, because a drafter that is never
+     * right should cost one small verify, not a full block), then one
+     * plain step */
+    if (sp->step_no == 1) return sp->n_max < ADAPT_WARMUP ? sp->n_max : ADAPT_WARMUP;
     if (sp->step_no == 2) return 0;
     int32_t best_draft_n;
     int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->cost_n, sp->n_max, &best_draft_n);
     if (n == 0) {
         /* re-probe the first position cheaply: the other estimates follow
          * once drafts are accepted again */
-        if (++sp->plain_run >= ADAPT_PROBE_EVERY) {
+        if (++sp->plain_run >= sp->probe_every) {
             sp->plain_run = 0;
             return 1;
         }
@@ -283,6 +307,10 @@ static int32_t adapt_pick(bd_spec *sp) {
 }
 
 static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double ms) {
+    if (n_drafted > 0)
+        sp->probe_every = n_acc > 0                              ? ADAPT_PROBE_EVERY
+                          : 2 * sp->probe_every > ADAPT_PROBE_MAX ? ADAPT_PROBE_MAX
+                                                                  : 2 * sp->probe_every;
     for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
         double obs = i <= n_acc ? 1.0 : 0.0;
         double beta = 1.0 / (sp->alpha_n[i] + 2);
@@ -480,6 +508,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         sp->cost_n[i] = 0;
     }
     sp->plain_run = sp->step_no = 0;
+    sp->probe_every = ADAPT_PROBE_EVERY;
+    sp->n_pend = 0;
     sp->cost_provisional = -1;
     memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     sp->n_hist = n_prompt;
@@ -516,6 +546,13 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         if (gp->n_predict >= 0 && n > gp->n_predict - st->n_gen - 1) n = gp->n_predict - st->n_gen - 1;
         if (n < 0) n = 0;
         int32_t nd = 0;
+        if (n > 0 && sp->n_pend > 0) {
+            double td = bd_time_ms();
+            ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, err, errlen);
+            sp->n_pend = 0;
+            ss->draft_ms += bd_time_ms() - td;
+            if (!ok) break;
+        }
         if (n > 0) {
             double td = bd_time_ms();
             if (sp->df) {
@@ -554,7 +591,18 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         if (sp->trace) sp->trace(sp->trace_user, P, anchor, sp->drafts, nd, a);
         /* roll back: keep the anchor and the accepted drafts */
         bd_session_truncate(t, P + a + 1);
-        if (sp->df) {
+        if (sp->df && nd == 0 && sp->p.adaptive) {
+            /* a plain step: hold its features back (a == 0, one row) */
+            memcpy(sp->pend + sp->n_pend * sp->pend_row, bd_session_taps(t, NULL),
+                   (size_t)sp->pend_row * sizeof(float));
+            if (++sp->n_pend == SPEC_PEND) {
+                double td = bd_time_ms();
+                ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, err, errlen);
+                sp->n_pend = 0;
+                ss->draft_ms += bd_time_ms() - td;
+                if (!ok) break;
+            }
+        } else if (sp->df) {
             double td = bd_time_ms();
             ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), a + 1, err, errlen);
             ss->draft_ms += bd_time_ms() - td;
