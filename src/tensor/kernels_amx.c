@@ -152,6 +152,9 @@ BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int r = 0; r < nw; r++) {
         const block_q4_K *b = (const block_q4_K *)(w + (size_t)r * ws) + i;
+        /* 16 interleaved row streams defeat the hardware prefetcher:
+         * fetch this row's block four ahead (prefetches never fault) */
+        UNROLL for (int l = 0; l < 3; l++) _mm_prefetch((const char *)(b + 4) + 64 * l, _MM_HINT_T0);
         const uint8_t *s = b->scales;
         int sc[8], m[8];
         for (int j = 0; j < 4; j++) {
@@ -180,6 +183,7 @@ BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int r = 0; r < nw; r++) {
         const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * ws) + i;
+        UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(b + 4) + 64 * l, _MM_HINT_T0);
         UNROLL for (int h = 0; h < 2; h++) {
             /* elements 128h + 0..63 and 128h + 64..127, in order */
             __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
@@ -282,21 +286,30 @@ void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw
     const int64_t nb = ncols / QK_K;
     const tile_xblock *xp = pack;
     const bool q4 = type == BD_TYPE_Q4_K;
-    tile_wblock u __attribute__((aligned(64)));
-    if (nw < 16) memset(&u, 0, sizeof u); /* rows >= nw stay zero */
+    /* two buffers, alternating by block (see the loop) */
+    tile_wblock ub[2] __attribute__((aligned(64)));
+    if (nw < 16) memset(ub, 0, sizeof ub); /* rows >= nw stay zero */
     const int64_t n_groups = (n_tok + 15) / 16;
     for (int64_t g0 = 0; g0 < n_groups; g0 += TILE_GROUPS) {
         const int ng = (int)(n_groups - g0 < TILE_GROUPS ? n_groups - g0 : TILE_GROUPS);
         __m512 acc[TILE_GROUPS][16];
         for (int g = 0; g < ng; g++)
             for (int r = 0; r < 16; r++) acc[g][r] = _mm512_setzero_ps();
+        if (q4) unpack_q4k(w, ws, nw, 0, &ub[0]);
+        else unpack_q6k(w, ws, nw, 0, &ub[0]);
         for (int64_t i = 0; i < nb; i++) {
-            if (q4) unpack_q4k(w, ws, nw, i, &u);
-            else unpack_q6k(w, ws, nw, i, &u);
+            /* unpack one block ahead: by the time the tiles load a block,
+             * its stores have long left the store buffer (a tile load of
+             * freshly stored lines stalls) */
+            if (i + 1 < nb) {
+                if (q4) unpack_q4k(w, ws, nw, i + 1, &ub[(i + 1) & 1]);
+                else unpack_q6k(w, ws, nw, i + 1, &ub[(i + 1) & 1]);
+            }
+            const tile_wblock *u = &ub[i & 1];
             for (int g = 0; g < ng; g++) {
                 const tile_xblock *x = xp + (g0 + g) * nb + i;
-                if (q4) block_q4k(&u, x, nw, acc[g]);
-                else block_q6k(&u, x, nw, acc[g]);
+                if (q4) block_q4k(u, x, nw, acc[g]);
+                else block_q6k(u, x, nw, acc[g]);
             }
         }
         for (int g = 0; g < ng; g++) {
