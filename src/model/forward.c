@@ -70,12 +70,22 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
         bd_matmul(s->pool, &L->wo, s->att, Q, n, s->h, E, s->mm_scratch);
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
 
-        /* feed-forward block */
+        /* feed-forward block, in near-equal row chunks of at most
+         * BD_FFN_ROWS (the gate/up buffers are the largest per-row scratch;
+         * a batch of more than BD_MATMUL_EXACT_ROWS rows never leaves a
+         * chunk that small, so every row of a batch takes the same kernels) */
         rows_rmsnorm(s->h, s->x, L->ffn_norm, n, E, hp->rms_eps);
-        bd_matmul(s->pool, &L->w_gate, s->h, E, n, s->gate, FF, s->mm_scratch);
-        bd_matmul(s->pool, &L->w_up, s->h, E, n, s->up, FF, s->mm_scratch);
-        for (int64_t i = 0; i < (int64_t)n * FF; i++) s->gate[i] = bd_silu(s->gate[i]) * s->up[i];
-        bd_matmul(s->pool, &L->w_down, s->gate, FF, n, s->h, E, s->mm_scratch);
+        const int32_t n_chunks = (n + BD_FFN_ROWS - 1) / BD_FFN_ROWS;
+        for (int32_t c = 0; c < n_chunks; c++) {
+            const int32_t r0 = (int32_t)((int64_t)n * c / n_chunks);
+            const int32_t rows = (int32_t)((int64_t)n * (c + 1) / n_chunks) - r0;
+            float *h = s->h + (int64_t)r0 * E;
+            bd_matmul(s->pool, &L->w_gate, h, E, rows, s->gate, FF, s->mm_scratch);
+            bd_matmul(s->pool, &L->w_up, h, E, rows, s->up, FF, s->mm_scratch);
+            for (int64_t i = 0; i < (int64_t)rows * FF; i++) s->gate[i] = bd_silu(s->gate[i]) * s->up[i];
+            /* the chunk's normed input is spent: its rows take the output */
+            bd_matmul(s->pool, &L->w_down, s->gate, FF, rows, h, E, s->mm_scratch);
+        }
         for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
     }
     if (s->tap_slot[hp->n_layer] >= 0)

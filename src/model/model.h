@@ -23,6 +23,9 @@
 #include "../tensor/kernels.h"
 #include "../tokenizer/tokenizer.h"
 
+/* Rows of one feed-forward pass within a batch (forward.c). */
+#define BD_FFN_ROWS 128
+
 #define BD_MAX_TAPS 16
 
 enum bd_arch { BD_ARCH_LLAMA = 0, BD_ARCH_QWEN3 = 1, BD_ARCH_DFLASH = 2 };
@@ -108,8 +111,8 @@ struct bd_session {
     float *k;                     /* [n_b][n_kv*hd] */
     float *v;                     /* [n_b][n_kv*hd] */
     float *att;                   /* [n_b][n_head*hd] attention output */
-    float *gate;                  /* [n_b][n_ff] */
-    float *up;                    /* [n_b][n_ff] */
+    float *gate;                  /* [min(n_b, BD_FFN_ROWS)][n_ff] */
+    float *up;                    /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *scores;                /* [n_threads][BD_ATTN_QB][n_ctx + n_b] attention rows */
     void *mm_scratch;             /* quantized activations for bd_matmul */
     size_t mm_scratch_size;

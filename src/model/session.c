@@ -103,8 +103,9 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->k = bd_alloc((size_t)(B * KV) * sizeof(float));
     s->v = bd_alloc((size_t)(B * KV) * sizeof(float));
     s->att = bd_alloc((size_t)(B * Q) * sizeof(float));
-    s->gate = bd_alloc((size_t)(B * FF) * sizeof(float));
-    s->up = bd_alloc((size_t)(B * FF) * sizeof(float));
+    const int64_t FR = B < BD_FFN_ROWS ? B : BD_FFN_ROWS;
+    s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
+    s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
     s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
