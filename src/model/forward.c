@@ -13,16 +13,85 @@
  *     h = RMSNorm(x) * ffn_norm;  x += Wdown(silu(Wgate h) * Wup h)
  *   logits rows = output · (RMSNorm(x) * output_norm)
  *
- * The matmuls and attention run on the session's pool; the cheap per-row
- * ops run on the calling thread.
+ * The matmuls and attention run on the session's pool, and so do the
+ * per-row ops when there are enough rows (or, for SiLU, elements) to pay
+ * for waking it: each row's arithmetic is the same however the rows are
+ * split, so results do not depend on the thread count.
  */
 #include <string.h>
 
 #include "attention.h"
 #include "model.h"
 
-static void rows_rmsnorm(float *out, const float *x, const float *w, int32_t n, int64_t width, float eps) {
-    for (int32_t t = 0; t < n; t++) bd_rmsnorm(out + t * width, x + t * width, w, width, eps);
+/* ------------------------------------------------------------------------
+ * Per-row ops on the pool
+ * ---------------------------------------------------------------------- */
+
+enum { ROWS_NORM, ROWS_QK, ROWS_SILU_MUL, ROWS_ADD };
+
+typedef struct {
+    int op;
+    bd_session *s;
+    const bd_layer *L;
+    float *dst;           /* NORM: out rows; SILU_MUL: gate; ADD: x */
+    const float *src;     /* NORM: in rows; SILU_MUL: up; ADD: h */
+    const float *w;       /* NORM: weight */
+    int64_t width, count; /* NORM/QK: row width and rows; SILU_MUL/ADD: elements */
+    float *kc, *vc;       /* QK: this layer's cache */
+    int32_t p0;
+} rows_ctx;
+
+static void rows_worker(void *arg, int ith, int nth) {
+    const rows_ctx *c = arg;
+    const bd_hparams *hp = &c->s->m->hp;
+    int64_t lo, hi;
+    bd_split(c->count, ith, nth, &lo, &hi);
+    switch (c->op) {
+    case ROWS_NORM:
+        for (int64_t t = lo; t < hi; t++)
+            bd_rmsnorm(c->dst + t * c->width, c->src + t * c->width, c->w, c->width, hp->rms_eps);
+        break;
+    case ROWS_QK: {
+        const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
+        for (int64_t t = lo; t < hi; t++) {
+            float *q = c->s->q + t * Q, *k = c->s->k + t * KV;
+            if (c->L->q_norm) {
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, c->L->q_norm, hp->hd, hp->rms_eps);
+                for (int32_t h = 0; h < hp->n_kv; h++)
+                    bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, c->L->k_norm, hp->hd, hp->rms_eps);
+            }
+            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
+            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
+            memcpy(c->kc + (c->p0 + t) * KV, k, (size_t)KV * sizeof(float));
+            memcpy(c->vc + (c->p0 + t) * KV, c->s->v + t * KV, (size_t)KV * sizeof(float));
+        }
+        break;
+    }
+    case ROWS_SILU_MUL:
+        for (int64_t i = lo; i < hi; i++) c->dst[i] = bd_silu(c->dst[i]) * c->src[i];
+        break;
+    default:
+        for (int64_t i = lo; i < hi; i++) c->dst[i] += c->src[i];
+        break;
+    }
+}
+
+/* min_count: below it the calling thread does the work alone */
+static void rows_run(bd_session *s, rows_ctx *c, int64_t min_count) {
+    c->s = s;
+    if (c->count < min_count) rows_worker(c, 0, 1);
+    else bd_pool_run(s->pool, rows_worker, c);
+}
+
+static void rows_rmsnorm(bd_session *s, float *out, const float *x, const float *w, int32_t n, int64_t width) {
+    rows_ctx c = {.op = ROWS_NORM, .dst = out, .src = x, .w = w, .width = width, .count = n};
+    rows_run(s, &c, 4);
+}
+
+static void rows_add(bd_session *s, float *x, const float *h, int64_t count) {
+    rows_ctx c = {.op = ROWS_ADD, .dst = x, .src = h, .count = count};
+    rows_run(s, &c, 1 << 16);
 }
 
 static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode) {
@@ -42,25 +111,14 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
                        (size_t)E * sizeof(float));
 
         /* attention block */
-        rows_rmsnorm(s->h, s->x, L->attn_norm, n, E, hp->rms_eps);
+        rows_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
         bd_matmul(s->pool, &L->wq, s->h, E, n, s->q, Q, s->mm_scratch);
         bd_matmul(s->pool, &L->wk, s->h, E, n, s->k, KV, s->mm_scratch);
         bd_matmul(s->pool, &L->wv, s->h, E, n, s->v, KV, s->mm_scratch);
         float *kc = s->k_cache + (int64_t)il * s->n_ctx * KV;
         float *vc = s->v_cache + (int64_t)il * s->n_ctx * KV;
-        for (int32_t t = 0; t < n; t++) {
-            float *q = s->q + t * Q, *k = s->k + t * KV;
-            if (L->q_norm) {
-                for (int32_t h = 0; h < hp->n_head; h++)
-                    bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
-                for (int32_t h = 0; h < hp->n_kv; h++)
-                    bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
-            }
-            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, p0 + t, hp->rope_base, hp->rope_type);
-            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, p0 + t, hp->rope_base, hp->rope_type);
-            memcpy(kc + (int64_t)(p0 + t) * KV, k, (size_t)KV * sizeof(float));
-            memcpy(vc + (int64_t)(p0 + t) * KV, s->v + t * KV, (size_t)KV * sizeof(float));
-        }
+        rows_ctx qk = {.op = ROWS_QK, .L = L, .count = n, .kc = kc, .vc = vc, .p0 = p0};
+        rows_run(s, &qk, 2);
         bd_attn_args aa = {
             .q = s->q, .k_cache = kc, .v_cache = vc, .out = s->att, .scores = s->scores,
             .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
@@ -68,13 +126,13 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
         };
         bd_attention(s->pool, &aa);
         bd_matmul(s->pool, &L->wo, s->att, Q, n, s->h, E, s->mm_scratch);
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
+        rows_add(s, s->x, s->h, (int64_t)n * E);
 
         /* feed-forward block, in near-equal row chunks of at most
          * BD_FFN_ROWS (the gate/up buffers are the largest per-row scratch;
          * a batch of more than BD_MATMUL_EXACT_ROWS rows never leaves a
          * chunk that small, so every row of a batch takes the same kernels) */
-        rows_rmsnorm(s->h, s->x, L->ffn_norm, n, E, hp->rms_eps);
+        rows_rmsnorm(s, s->h, s->x, L->ffn_norm, n, E);
         const int32_t n_chunks = (n + BD_FFN_ROWS - 1) / BD_FFN_ROWS;
         for (int32_t c = 0; c < n_chunks; c++) {
             const int32_t r0 = (int32_t)((int64_t)n * c / n_chunks);
@@ -82,11 +140,12 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
             float *h = s->h + (int64_t)r0 * E;
             bd_matmul(s->pool, &L->w_gate, h, E, rows, s->gate, FF, s->mm_scratch);
             bd_matmul(s->pool, &L->w_up, h, E, rows, s->up, FF, s->mm_scratch);
-            for (int64_t i = 0; i < (int64_t)rows * FF; i++) s->gate[i] = bd_silu(s->gate[i]) * s->up[i];
+            rows_ctx sm = {.op = ROWS_SILU_MUL, .dst = s->gate, .src = s->up, .count = (int64_t)rows * FF};
+            rows_run(s, &sm, 4096);
             /* the chunk's normed input is spent: its rows take the output */
             bd_matmul(s->pool, &L->w_down, s->gate, FF, rows, h, E, s->mm_scratch);
         }
-        for (int64_t i = 0; i < (int64_t)n * E; i++) s->x[i] += s->h[i];
+        rows_add(s, s->x, s->h, (int64_t)n * E);
     }
     if (s->tap_slot[hp->n_layer] >= 0)
         for (int32_t t = 0; t < n; t++)
@@ -99,7 +158,7 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
     if (mode != BD_LOGITS_NONE) {
         int32_t first = mode == BD_LOGITS_ALL ? 0 : n - 1;
         int32_t rows = n - first;
-        rows_rmsnorm(s->h, s->x + (int64_t)first * E, m->output_norm, rows, E, hp->rms_eps);
+        rows_rmsnorm(s, s->h, s->x + (int64_t)first * E, m->output_norm, rows, E);
         bd_matmul(s->pool, &m->output, s->h, E, rows, s->logits, hp->n_vocab, s->mm_scratch);
         s->n_logits = rows;
     }
