@@ -24,6 +24,7 @@
  * for a prompt: plain and speculative decoding process it the same way.
  * No weights are repacked; the unpacked weight block lives on the stack.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -61,7 +62,27 @@ typedef struct {
     size_t xq_stride;
     uint32_t vdt;
     uint8_t *pack; /* tile path: packed activations (after xq) */
+    atomic_llong next; /* next chunk of rows to take (reset before each run) */
 } mm_ctx;
+
+/*
+ * Threads take rows in chunks from a shared counter instead of one equal
+ * share each: on a shared or virtual machine a thread is often descheduled
+ * or slowed, and the others then take over its remaining chunks instead of
+ * waiting for it. Which thread computes a row never changes its result.
+ */
+static bool mm_take(mm_ctx *c, int64_t n_chunks, int64_t *i) {
+    long long v = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+    if (v >= n_chunks) return false;
+    *i = (int64_t)v;
+    return true;
+}
+
+static void mm_run(bd_pool *pool, bool alone, bd_pool_fn fn, mm_ctx *c) {
+    atomic_store_explicit(&c->next, 0, memory_order_relaxed);
+    if (alone) fn(c, 0, 1);
+    else bd_pool_run(pool, fn, c);
+}
 
 static void mm_quantize(void *arg, int ith, int nth) {
     mm_ctx *c = arg;
@@ -71,24 +92,31 @@ static void mm_quantize(void *arg, int ith, int nth) {
     for (int64_t t = lo; t < hi; t++) ff(c->X + t * c->ldx, c->xq + t * c->xq_stride, c->W->ncols);
 }
 
+#define MM_CHUNK_ROWS 64 /* decode/verify rows per chunk */
+
 static void mm_dot(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
     mm_ctx *c = arg;
     const bd_mat *W = c->W;
-    int64_t lo, hi;
-    bd_split(W->nrows, ith, nth, &lo, &hi);
     bd_vec_dot_fn dot = c->k->vec_dot[W->type];
     bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
     float out[MM_NX];
+    int64_t ci;
     if (c->n_tok <= MM_NX) {
         /* decode and verify: every weight row is read exactly once */
-        for (int64_t r = lo; r < hi; r++) {
-            const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
-            if (c->n_tok == 1 && !dotn) {
-                c->Y[r] = dot(W->ncols, w, c->xq);
-                continue;
+        const int64_t n_chunks = (W->nrows + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
+        while (mm_take(c, n_chunks, &ci)) {
+            int64_t lo = ci * MM_CHUNK_ROWS, hi = lo + MM_CHUNK_ROWS < W->nrows ? lo + MM_CHUNK_ROWS : W->nrows;
+            for (int64_t r = lo; r < hi; r++) {
+                const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
+                if (c->n_tok == 1 && !dotn) {
+                    c->Y[r] = dot(W->ncols, w, c->xq);
+                    continue;
+                }
+                dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
+                for (int j = 0; j < c->n_tok; j++) c->Y[j * c->ldy + r] = out[j];
             }
-            dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
-            for (int j = 0; j < c->n_tok; j++) c->Y[j * c->ldy + r] = out[j];
         }
         return;
     }
@@ -97,8 +125,9 @@ static void mm_dot(void *arg, int ith, int nth) {
      * memory once and activations once per row tile */
     int64_t tile = (int64_t)(MM_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
     if (tile < 1) tile = 1;
-    for (int64_t r0 = lo; r0 < hi; r0 += tile) {
-        int64_t r1 = r0 + tile < hi ? r0 + tile : hi;
+    const int64_t n_chunks = (W->nrows + tile - 1) / tile;
+    while (mm_take(c, n_chunks, &ci)) {
+        int64_t r0 = ci * tile, r1 = r0 + tile < W->nrows ? r0 + tile : W->nrows;
         for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
             int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
             const uint8_t *xq = c->xq + t0 * c->xq_stride;
@@ -122,11 +151,13 @@ static void mm_pack(void *arg, int ith, int nth) {
 /* Tile path: groups of 16 weight rows split across threads; each group
  * meets every token (bd_tile_rows walks the weights once per 128 tokens). */
 static void mm_tile(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
     mm_ctx *c = arg;
     const bd_mat *W = c->W;
-    int64_t lo, hi;
-    bd_split((W->nrows + 15) / 16, ith, nth, &lo, &hi);
-    for (int64_t g = lo; g < hi; g++) {
+    const int64_t n_groups = (W->nrows + 15) / 16;
+    int64_t g;
+    while (mm_take(c, n_groups, &g)) {
         int64_t r0 = 16 * g;
         int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
         bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes,
@@ -153,12 +184,10 @@ void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int6
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);
-        if (pool && !small) bd_pool_run(pool, mm_tile, &c);
-        else mm_tile(&c, 0, 1);
+        mm_run(pool, !pool || small, mm_tile, &c);
         return;
     }
-    if (pool && !small) bd_pool_run(pool, mm_dot, &c);
-    else mm_dot(&c, 0, 1);
+    mm_run(pool, !pool || small, mm_dot, &c);
 }
 
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {
