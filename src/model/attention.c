@@ -7,6 +7,7 @@
  * [0, n_past + n). The new rows' K/V must already be in the cache.
  */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "attention.h"
 #include "../tensor/kernels.h"
@@ -14,6 +15,7 @@
 typedef struct {
     const bd_attn_args *a;
     const bd_kernels *k;
+    atomic_llong next; /* next work item */
 } attn_ctx;
 
 /*
@@ -30,15 +32,18 @@ typedef struct {
  * j-chains, never reorders them, so a row's output does not depend on the
  * batch around it or on the thread count.
  *
- * Items are dealt round-robin (item w to thread w mod nth): in a causal
- * batch later rows see more keys, and contiguous ranges would leave one
- * thread with all the long rows.
+ * Threads take items one at a time from a shared counter: in a causal
+ * batch later rows see more keys (contiguous shares would leave one thread
+ * with all the long rows), and on a shared machine a descheduled thread's
+ * items go to the others.
  */
 #define KB 32
 
 static void attn_worker(void *arg, int ith, int nth) {
-    const bd_attn_args *a = ((attn_ctx *)arg)->a;
-    const bd_kernels *k = ((attn_ctx *)arg)->k;
+    (void)nth;
+    attn_ctx *ctx = arg;
+    const bd_attn_args *a = ctx->a;
+    const bd_kernels *k = ctx->k;
     const int32_t hd = a->hd;
     const int32_t kvw = a->n_kv * hd; /* floats per cache row */
     const int32_t group = a->n_head / a->n_kv;
@@ -49,7 +54,10 @@ static void attn_worker(void *arg, int ith, int nth) {
     const float *qp[BD_ATTN_QB];
     float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB];
     int32_t len[BD_ATTN_QB];
-    for (int64_t w = ith; w < (int64_t)a->n_kv * n_qb; w += nth) {
+    const int64_t n_items = (int64_t)a->n_kv * n_qb;
+    for (;;) {
+        const int64_t w = (int64_t)atomic_fetch_add_explicit(&ctx->next, 1, memory_order_relaxed);
+        if (w >= n_items) break;
         const int32_t kvh = (int32_t)(w / n_qb);
         const int64_t q0 = (w % n_qb) * BD_ATTN_QB;
         const int nq = (int)(nq_all - q0 < BD_ATTN_QB ? nq_all - q0 : BD_ATTN_QB);
@@ -88,7 +96,8 @@ static void attn_worker(void *arg, int ith, int nth) {
 }
 
 void bd_attention(bd_pool *pool, const bd_attn_args *a) {
-    attn_ctx c = {a, bd_kernels_get()};
+    attn_ctx c = {.a = a, .k = bd_kernels_get()};
+    atomic_store_explicit(&c.next, 0, memory_order_relaxed);
     /* multiply-adds of the whole call; tiny ones stay on this thread */
     int64_t work = (int64_t)a->n * a->n_head * (a->n_past + a->n) * a->hd;
     if (work < (1 << 15)) attn_worker(&c, 0, 1);
