@@ -59,12 +59,14 @@ OUT=$(cd "$OUT" && pwd)
 
 # ---- llama.cpp: install (setup.sh) and build the two harness programs -----
 ORACLE=$(BD_BUILD="$BD_BUILD" tests/oracle/setup.sh | tail -n 1) || die "tests/oracle/setup.sh failed"
-O=$(dirname "$ORACLE")
+O=$(cd "$(dirname "$ORACLE")" && pwd) # absolute: the llama.cpp runs below cd into LIBDIR
 # Same layout as setup.sh lays out.
 LIBDIR="$O/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 SRC="$O/src/llama.cpp"
 [ -f "$LIBDIR/libllama-common.so" ] || die "$LIBDIR/libllama-common.so missing"
-if [ ! -x "$O/bd-bench-llama" ] || [ tests/oracle/bench_llama.c -nt "$O/bd-bench-llama" ]; then
+# (rebuilt when this script changes too: it sets the rpath)
+if [ ! -x "$O/bd-bench-llama" ] || [ tests/oracle/bench_llama.c -nt "$O/bd-bench-llama" ] ||
+    [ tools/bench-compare.sh -nt "$O/bd-bench-llama" ]; then
     log "building bd-bench-llama"
     gcc -std=c11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -I"$SRC/include" -I"$SRC/ggml/include" \
         -DBD_ORACLE_LIBDIR="\"$LIBDIR\"" -o "$O/bd-bench-llama.tmp" tests/oracle/bench_llama.c \
@@ -73,7 +75,7 @@ if [ ! -x "$O/bd-bench-llama" ] || [ tests/oracle/bench_llama.c -nt "$O/bd-bench
     mv "$O/bd-bench-llama.tmp" "$O/bd-bench-llama"
 fi
 SPEC="$O/llama-speculative-simple"
-if [ ! -x "$SPEC" ]; then
+if [ ! -x "$SPEC" ] || [ tools/bench-compare.sh -nt "$SPEC" ]; then
     log "building llama-speculative-simple from the bundled llama.cpp source"
     if [ ! -f "$SRC/examples/speculative-simple/speculative-simple.cpp" ]; then
         git -C "$SRC" -c advice.detachedHead=false checkout -q HEAD -- examples/speculative-simple ||
@@ -138,7 +140,8 @@ fi
     echo "memory: $(free -g | awk '/^Mem:/{print $2}') GiB | load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "threads: $T | reps: $R | pp$P tg$N | verify depth $D, n = 1..$V"
     # read bandwidth of this machine (1 GiB summed by $T threads, best of 5)
-    bw=$("$BD_BIN" bench -m "${MODELS[0]}" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json | jq -r '.peak_gbps')
+    probe=${MODELS[0]:-${PAIRS[0]%%:*}} # any model: the probe reads its own buffer
+    bw=$("$BD_BIN" bench -m "$probe" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json | jq -r '.peak_gbps')
     echo "read bandwidth here ($T threads, blockdraft bench --bw-probe): $(printf '%.1f' "$bw") GB/s (reference machine: 48.7)"
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
@@ -155,8 +158,8 @@ for m in "${MODELS[@]}"; do
         >"$OUT/ll-$b.json" 2>"$OUT/ll-$b.log" || die "bd-bench-llama failed on $m (see $OUT/ll-$b.log)"
 done
 for pair in "${PAIRS[@]+"${PAIRS[@]}"}"; do
-    tgt=${pair%%:*}
-    dft=${pair#*:}
+    tgt=$(realpath "${pair%%:*}")
+    dft=$(realpath "${pair#*:}")
     b="$(basename "$tgt" .gguf)+$(basename "$dft" .gguf)"
     log "$b: blockdraft speculative"
     "$BD_BIN" bench -m "$tgt" -md "$dft" -t "$T" -r "$R" -p 0 -n "$N" --no-verify --spec-prompt "$PROMPT" --json \
