@@ -2,11 +2,13 @@
  * kernels.h - the one dispatch point for compute kernels.
  *
  * A bd_kernels table holds, per weight type, the activation quantizer and
- * the dot product(s). Three tables exist: the scalar reference (always),
- * AVX2 and AVX-512 (compiled in their own translation units with their own
- * -m flags). bd_kernels_get() picks one at first use from CPUID; tests
- * fetch each table by ISA to compare twins. Entries a SIMD table lacks are
- * filled from the reference table, so every entry is always callable.
+ * the dot product(s), plus the attention kernels. Four tables exist: the
+ * scalar reference (always), AVX2 and AVX-512 (compiled in their own
+ * translation units with their own -m flags), and "amx": the AVX-512 table
+ * with the AMX tile matmul switched on for prompt batches.
+ * bd_kernels_get() picks one at first use from CPUID; tests fetch each
+ * table by ISA to compare twins. Entries a SIMD table lacks are filled from
+ * the reference table, so every entry is always callable.
  */
 #ifndef BD_KERNELS_H
 #define BD_KERNELS_H

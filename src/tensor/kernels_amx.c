@@ -3,8 +3,10 @@
  * the AVX-512 flags plus -mamx-tile -mamx-int8; used only where CPUID and
  * the kernel say the tiles work, see kernels.c).
  *
- * One call computes up to 16 weight rows against 2 or more activation rows
- * (one row goes through the AVX-512 twin in the same order, see matmul.c).
+ * One call computes up to 16 weight rows against any number of activation
+ * rows; bd_matmul uses it for prompt batches of more than
+ * BD_MATMUL_EXACT_ROWS rows only (with a single group of 16 tokens the
+ * per-block weight unpacking is not amortized and VNNI is as fast).
  * The activations (Q8_K rows) are first packed per group of 16 tokens into
  * the layout a B tile wants (bd_tile_pack). Then, per 256-element block:
  *   - Q4_K: the 6-bit sub-block scale is split as sc = 8 hi + lo (both
@@ -19,9 +21,10 @@
  *   - the f32 steps are then one or two fmas per block and output element,
  *     the tile order of bd_vec_dot_tile_ref (dot_ref.c), vectorized over the
  *     16 tokens.
- * Each output element's arithmetic is fixed whatever the batch: decode (one
- * token, AVX-512 twin), verify (up to 16) and prefill give bit-identical
- * rows, which speculative losslessness needs (tests/unit/test_kernels.c).
+ * Each output element's arithmetic is fixed whatever the batch size
+ * (tests/unit/test_kernels.c checks it against the scalar twin for 1..150
+ * tokens); it differs from the AVX-512 kernels' order, which is why decode
+ * and speculative verify batches never come here.
  *
  * Tile registers (one configuration, loaded once per thread):
  *   0, 1  C    16 x 16 int32 (Q4_K: lo and hi sums; Q6_K: alternate sub-blocks)
