@@ -14,7 +14,8 @@ typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */
     const float *k_cache;  /* [n_ctx][n_kv*hd] of this layer */
     const float *v_cache;  /* [n_ctx][n_kv*hd] of this layer */
-    float *out;            /* [n][n_head*hd] */
+    float *out;            /* [n][n_head*hd]; may be q itself: each (row, head)
+                              slot's q is read whole before its output is written */
     float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */
     int64_t scores_stride; /* >= n_past + n */
     int32_t n, n_head, n_kv, hd;

@@ -8,7 +8,7 @@
  *     h = RMSNorm(x) * attn_norm
  *     q, k, v = Wq h, Wk h, Wv h      (qwen3: per-head RMSNorm of q and k)
  *     RoPE(q, k) at each row's position (NORM for llama, NEOX for qwen3)
- *     K/V rows -> cache; att = causal softmax(q kᵀ / sqrt(hd)) v   (GQA)
+ *     K/V rows -> cache; att = causal softmax(q kᵀ / sqrt(hd)) v   (GQA, over q)
  *     x += Wo att
  *     h = RMSNorm(x) * ffn_norm;  x += Wdown(silu(Wgate h) * Wup h)
  *   logits rows = output · (RMSNorm(x) * output_norm)
@@ -54,7 +54,7 @@ static void rows_worker(void *arg, int ith, int nth) {
     case ROWS_QK: {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
         for (int64_t t = lo; t < hi; t++) {
-            float *q = c->s->q + t * Q, *k = c->s->k + t * KV;
+            float *q = c->s->q + t * Q, *k = c->kc + (c->p0 + t) * KV;
             if (c->L->q_norm) {
                 for (int32_t h = 0; h < hp->n_head; h++)
                     bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, c->L->q_norm, hp->hd, hp->rms_eps);
@@ -63,8 +63,6 @@ static void rows_worker(void *arg, int ith, int nth) {
             }
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
-            memcpy(c->kc + (c->p0 + t) * KV, k, (size_t)KV * sizeof(float));
-            memcpy(c->vc + (c->p0 + t) * KV, c->s->v + t * KV, (size_t)KV * sizeof(float));
         }
         break;
     }
@@ -113,19 +111,21 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
         /* attention block */
         rows_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
         bd_matmul(s->pool, &L->wq, s->h, E, n, s->q, Q, s->mm_scratch);
-        bd_matmul(s->pool, &L->wk, s->h, E, n, s->k, KV, s->mm_scratch);
-        bd_matmul(s->pool, &L->wv, s->h, E, n, s->v, KV, s->mm_scratch);
+        /* K and V rows go straight into the cache (q/k norm and RoPE then
+         * work on the cached K rows in place) */
         float *kc = s->k_cache + (int64_t)il * s->n_ctx * KV;
         float *vc = s->v_cache + (int64_t)il * s->n_ctx * KV;
+        bd_matmul(s->pool, &L->wk, s->h, E, n, kc + (int64_t)p0 * KV, KV, s->mm_scratch);
+        bd_matmul(s->pool, &L->wv, s->h, E, n, vc + (int64_t)p0 * KV, KV, s->mm_scratch);
         rows_ctx qk = {.op = ROWS_QK, .L = L, .count = n, .kc = kc, .vc = vc, .p0 = p0};
         rows_run(s, &qk, 2);
         bd_attn_args aa = {
-            .q = s->q, .k_cache = kc, .v_cache = vc, .out = s->att, .scores = s->scores,
+            .q = s->q, .k_cache = kc, .v_cache = vc, .out = s->q /* in place */, .scores = s->scores,
             .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
             .hd = hp->hd, .n_past = p0, .causal = true,
         };
         bd_attention(s->pool, &aa);
-        bd_matmul(s->pool, &L->wo, s->att, Q, n, s->h, E, s->mm_scratch);
+        bd_matmul(s->pool, &L->wo, s->q, Q, n, s->h, E, s->mm_scratch);
         rows_add(s, s->x, s->h, (int64_t)n * E);
 
         /* feed-forward block, in near-equal row chunks of at most

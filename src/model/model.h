@@ -107,10 +107,7 @@ struct bd_session {
     /* per-forward scratch, sized for n_batch rows */
     float *x;                     /* [n_b][n_embd] residual stream */
     float *h;                     /* [n_b][n_embd] normed input */
-    float *q;                     /* [n_b][n_head*hd] */
-    float *k;                     /* [n_b][n_kv*hd] */
-    float *v;                     /* [n_b][n_kv*hd] */
-    float *att;                   /* [n_b][n_head*hd] attention output */
+    float *q;                     /* [n_b][n_head*hd] queries, then (in place) attention output */
     float *gate;                  /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *up;                    /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *scores;                /* [n_threads][BD_ATTN_QB][n_ctx + n_b] attention rows */

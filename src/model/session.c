@@ -100,9 +100,6 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
-    s->k = bd_alloc((size_t)(B * KV) * sizeof(float));
-    s->v = bd_alloc((size_t)(B * KV) * sizeof(float));
-    s->att = bd_alloc((size_t)(B * Q) * sizeof(float));
     const int64_t FR = B < BD_FFN_ROWS ? B : BD_FFN_ROWS;
     s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
     s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
@@ -111,7 +108,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
-    if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q || !s->k || !s->v || !s->att ||
+    if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q ||
         !s->gate || !s->up || !s->scores || !s->logits || !s->mm_scratch ||
         (s->n_tap > 0 && !s->taps)) {
         bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB)", s->n_ctx,
@@ -132,9 +129,6 @@ void bd_session_free(bd_session *s) {
     bd_free(s->x);
     bd_free(s->h);
     bd_free(s->q);
-    bd_free(s->k);
-    bd_free(s->v);
-    bd_free(s->att);
     bd_free(s->gate);
     bd_free(s->up);
     bd_free(s->scores);
