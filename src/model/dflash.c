@@ -9,6 +9,12 @@
  *   context row and every block row (no causal mask);
  *   logits_i = W_out_target · (RMSNorm(h_i) * output_norm), i = 1..n;
  *   draft_i = argmax logits_i (row i predicts the token AT position P+i).
+ *
+ * Every matmul here is bd_matmul_fast: the drafter's numbers only decide
+ * which tokens are proposed, and the target's verify decides what is
+ * emitted, so drafter rows need not be batch-invariant. That lets a block
+ * of Q8_0 drafter weights (the published drafters' type) go through the
+ * AMX tiles where the CPU has them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,14 +258,14 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     d->up = bd_alloc((size_t)(B * FF) * sizeof(float));
     d->scores = bd_alloc((size_t)bd_pool_size(pool) * BD_ATTN_QB * (size_t)(n_ctx + B) * sizeof(float));
     d->logits = bd_alloc((size_t)(B * V) * sizeof(float));
-    size_t mm = bd_matmul_scratch_size(&dm->dflash.fc, R);
-    size_t o = bd_matmul_scratch_size(&d->out, B);
+    size_t mm = bd_matmul_fast_scratch_size(&dm->dflash.fc, R);
+    size_t o = bd_matmul_fast_scratch_size(&d->out, B);
     if (o > mm) mm = o;
     for (int il = 0; il < dh->n_layer; il++) {
         const bd_layer *L = &dm->layers[il];
         const bd_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ms / sizeof ms[0]; j++) {
-            size_t s = bd_matmul_scratch_size(ms[j], R);
+            size_t s = bd_matmul_fast_scratch_size(ms[j], R);
             if (s > mm) mm = s;
         }
     }
@@ -285,12 +291,12 @@ bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, si
     if (n > d->n_batch) return bd_err(err, errlen, "dflash: %d feature rows exceed the batch (%d)", n, d->n_batch);
     if (d->n_rows + n > d->n_ctx) return bd_err(err, errlen, "dflash: drafter context full (%d rows)", d->n_ctx);
     const int64_t E = hp->n_embd, KV = (int64_t)hp->n_kv * hp->hd, KE = (int64_t)d->K * E;
-    bd_matmul(d->pool, &dm->dflash.fc, feats, KE, n, d->x, E, d->mm_scratch);
+    bd_matmul_fast(d->pool, &dm->dflash.fc, feats, KE, n, d->x, E, d->mm_scratch);
     for (int32_t t = 0; t < n; t++) bd_rmsnorm(d->c + t * E, d->x + t * E, dm->dflash.enc_norm, E, hp->rms_eps);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const bd_layer *L = &dm->layers[il];
-        bd_matmul(d->pool, &L->wk, d->c, E, n, d->k, KV, d->mm_scratch);
-        bd_matmul(d->pool, &L->wv, d->c, E, n, d->v, KV, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wk, d->c, E, n, d->k, KV, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wv, d->c, E, n, d->v, KV, d->mm_scratch);
         float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         for (int32_t t = 0; t < n; t++) {
@@ -329,9 +335,9 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->attn_norm, E, hp->rms_eps);
-        bd_matmul(d->pool, &L->wq, d->h, E, b, d->q, Q, d->mm_scratch);
-        bd_matmul(d->pool, &L->wk, d->h, E, b, d->k, KV, d->mm_scratch);
-        bd_matmul(d->pool, &L->wv, d->h, E, b, d->v, KV, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wq, d->h, E, b, d->q, Q, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wk, d->h, E, b, d->k, KV, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wv, d->h, E, b, d->v, KV, d->mm_scratch);
         for (int32_t i = 0; i < b; i++) {
             float *q = d->q + i * Q, *k = d->k + i * KV;
             for (int32_t h = 0; h < hp->n_head; h++)
@@ -350,19 +356,19 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
             .hd = hp->hd, .n_past = P, .causal = dm->dflash.causal,
         };
         bd_attention(d->pool, &aa);
-        bd_matmul(d->pool, &L->wo, d->att, Q, b, d->h, E, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wo, d->att, Q, b, d->h, E, d->mm_scratch);
         for (int64_t i = 0; i < (int64_t)b * E; i++) d->x[i] += d->h[i];
         for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->ffn_norm, E, hp->rms_eps);
-        bd_matmul(d->pool, &L->w_gate, d->h, E, b, d->gate, FF, d->mm_scratch);
-        bd_matmul(d->pool, &L->w_up, d->h, E, b, d->up, FF, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->w_gate, d->h, E, b, d->gate, FF, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->w_up, d->h, E, b, d->up, FF, d->mm_scratch);
         for (int64_t i = 0; i < (int64_t)b * FF; i++) d->gate[i] = bd_silu(d->gate[i]) * d->up[i];
-        bd_matmul(d->pool, &L->w_down, d->gate, FF, b, d->h, E, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->w_down, d->gate, FF, b, d->h, E, d->mm_scratch);
         for (int64_t i = 0; i < (int64_t)b * E; i++) d->x[i] += d->h[i];
     }
     /* rows 1..n_draft only: row 0 (the anchor) predicts nothing we use */
     for (int32_t i = 1; i <= n_draft; i++)
         bd_rmsnorm(d->h + (i - 1) * E, d->x + i * E, dm->output_norm, E, hp->rms_eps);
-    bd_matmul(d->pool, &d->out, d->h, E, n_draft, d->logits, V, d->mm_scratch);
+    bd_matmul_fast(d->pool, &d->out, d->h, E, n_draft, d->logits, V, d->mm_scratch);
     for (int32_t i = 0; i < n_draft; i++) {
         const float *lg = d->logits + (int64_t)i * V;
         int32_t best = 0;

@@ -297,17 +297,30 @@ float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x) {
 }
 
 /*
- * The tile order (Q4_K, Q6_K): the f32 steps of the AMX matmul
+ * The tile order (Q4_K, Q6_K, Q8_0): the f32 steps of the AMX matmul
  * (kernels_amx.c), which computes each block's whole integer sum before
  * touching floats, so its f32 work is one or two fmas per block:
  *   Q4_K: sumi = sum_s sc_s * sum_{e in s} q_e y_e,  summ = sum_s m_s * (bsums 2s + 2s+1)
  *         acc = fmaf(dx * d, (float)sumi, acc); acc = fmaf(-(dx * dmin), (float)summ, acc)
  *   Q6_K: sumi = sum_s sc_s * (sum_{e in s} q_e y_e - 32 * bsums_s)   (q = 6-bit code)
  *         acc = fmaf(dx * d, (float)sumi, acc)
+ *   Q8_0: sumi = sum_e q_e y_e (a 32-element block; activations Q8_0)
+ *         acc = fmaf((float)sumi, dx * d, acc)
  * blocks in order, acc from +0. The integer sums equal those of the dots
  * above; only the f32 steps differ (so results agree to rounding).
  */
 float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x) {
+    if (type == BD_TYPE_Q8_0) {
+        if (n < 0 || n % QK8_0) return NAN;
+        const block_q8_0 *b = w, *y = x;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < n / QK8_0; i++) {
+            int sumi = 0;
+            for (int e = 0; e < QK8_0; e++) sumi += b[i].qs[e] * y[i].qs[e];
+            acc = fmaf((float)sumi, f16f(y[i].d) * f16f(b[i].d), acc);
+        }
+        return acc;
+    }
     if (n < 0 || n % QK_K) return NAN;
     const block_q8_K *y = x;
     float acc = 0.0f;

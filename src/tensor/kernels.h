@@ -71,14 +71,16 @@ void bd_attn_kernels_fill_ref(bd_kernels *k);
 
 /* AMX tiles (kernels_amx.c). bd_tile_enable asks Linux for the tile state
  * (arch_prctl); the others may be used only after it returned true.
- * Activations: Q8_K rows (xq, row stride xs) packed per group g of 16
- * tokens into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw
- * (<= 16) weight rows at w (row stride ws) against all n_tok packed tokens,
+ * Types: Q4_K, Q6_K (activations Q8_K) and Q8_0 (activations Q8_0).
+ * Activation rows (xq, row stride xs) are packed per group g of 16 tokens
+ * into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw (<= 16)
+ * weight rows at w (row stride ws) against all n_tok packed tokens,
  * y[t*ldy + r]; f32 order of bd_vec_dot_tile_ref, whatever n_tok is. */
 bool bd_tile_enable(void);
 bool bd_tile_supports(uint32_t type, int64_t ncols);
-size_t bd_tile_pack_bytes(int64_t ncols, int64_t n_tok);
-void bd_tile_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack);
+size_t bd_tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok);
+void bd_tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
+                  void *pack);
 void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
                   int64_t n_tok, float *y, int64_t ldy);
 
@@ -132,6 +134,17 @@ size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);
  * Runs on all threads of pool. Does not allocate. */
 void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
                float *Y, int64_t ldy, void *scratch);
+
+/* As bd_matmul, for callers that do not need a row's result to be
+ * independent of its batch: the DFlash drafter, whose output only decides
+ * which tokens are proposed, never which are emitted. Small batches may
+ * then take the tile path too where it is the faster one (Q8_0, from
+ * BD_MATMUL_TILE_Q8_ROWS rows). Results agree with bd_matmul's to f32
+ * rounding. Scratch: bd_matmul_fast_scratch_size. */
+#define BD_MATMUL_TILE_Q8_ROWS 4
+size_t bd_matmul_fast_scratch_size(const bd_mat *W, int64_t n_tok);
+void bd_matmul_fast(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
+                    float *Y, int64_t ldy, void *scratch);
 
 /* One row of W dequantized to f32 (used for embeddings lookups). */
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst);

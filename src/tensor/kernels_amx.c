@@ -56,20 +56,31 @@ typedef struct {
     uint8_t rows[16];
 } tile_config;
 
-static __thread int t_configured;
+/* Which configuration this thread's tiles hold (0: none). The K-quant and
+ * Q8_0 kernels use different tile shapes; switching costs one LDTILECFG per
+ * bd_tile_rows call at most. */
+enum { CFG_NONE = 0, CFG_KQ = 1, CFG_Q8 = 2 };
+static __thread int t_config;
 
-static void tile_configure(void) {
+static void tile_configure(int which) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    static const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 4};
-    static const uint16_t colsb[8] = {64, 64, 64, 64, 64, 16, 16, 64};
+    /* K-quants: see the file comment. Q8_0: 0-3 C 16 x 16 int32 (four
+     * blocks in flight), 4-5 A 16 rows x 32 bytes (one block of 16 weight
+     * rows), 6-7 B 8 x 64 bytes (32 elements x 16 tokens). */
+    static const uint8_t rows[2][8] = {{16, 16, 16, 16, 16, 16, 16, 4}, {16, 16, 16, 16, 16, 16, 8, 8}};
+    static const uint16_t colsb[2][8] = {{64, 64, 64, 64, 64, 16, 16, 64}, {64, 64, 64, 64, 32, 32, 64, 64}};
+    const int k = which == CFG_Q8;
     for (int i = 0; i < 8; i++) {
-        c.rows[i] = rows[i];
-        c.colsb[i] = colsb[i];
+        c.rows[i] = rows[k][i];
+        c.colsb[i] = colsb[k][i];
     }
+    /* GCC does not treat LDTILECFG as reading c: without this barrier it
+     * dropped the stores above as dead */
+    __asm__ volatile("" : : "m"(c) : "memory");
     _tile_loadconfig(&c);
-    t_configured = 1;
+    t_config = which;
 }
 
 /* ------------------------------------------------------------------------
@@ -92,7 +103,7 @@ typedef struct {
     int32_t bs16[8][16];   /* Q6_K: int16 pair (bsums 2p, bsums 2p+1) */
 } tile_xblock;
 
-size_t bd_tile_pack_bytes(int64_t ncols, int64_t n_tok) {
+static size_t kq_pack_bytes(int64_t ncols, int64_t n_tok) {
     return (size_t)((n_tok + 15) / 16) * (size_t)(ncols / QK_K) * sizeof(tile_xblock);
 }
 
@@ -101,7 +112,7 @@ BD_INLINE int32_t pair16(int a, int b) {
     return (int32_t)((uint32_t)(uint16_t)(int16_t)a | ((uint32_t)(uint16_t)(int16_t)b << 16));
 }
 
-void bd_tile_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+static void kq_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
     const int64_t nb = ncols / QK_K;
     tile_xblock *xb = (tile_xblock *)pack + g * nb;
     const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
@@ -277,15 +288,12 @@ BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m
  * Rows
  * ---------------------------------------------------------------------- */
 
-bool bd_tile_supports(uint32_t type, int64_t ncols) {
-    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
-}
 
 #define TILE_GROUPS 8 /* token groups per pass over a row group: 128 tokens */
 
-void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
-                  int64_t n_tok, float *y, int64_t ldy) {
-    if (!t_configured) tile_configure();
+static void kq_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
+                    int64_t n_tok, float *y, int64_t ldy) {
+    if (t_config != CFG_KQ) tile_configure(CFG_KQ);
     const int64_t nb = ncols / QK_K;
     const tile_xblock *xp = pack;
     const bool q4 = type == BD_TYPE_Q4_K;
@@ -323,5 +331,165 @@ void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nw; r++) y[(t0 + t) * ldy + r] = out[r][t];
         }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 x Q8_0
+ *
+ * A block is 32 signed weight bytes after a f16 scale, so the A tile (16
+ * weight rows x 32 bytes) loads straight from the weight rows with the row
+ * stride: nothing to unpack. One TDPBSSD per block and token group gives
+ * the block's exact int32 sums for 16 rows x 16 tokens; the f32 step per
+ * block and output element is acc = fma((float)sum, dy * dw, acc) (the twin:
+ * bd_vec_dot_tile_ref). Blocks cycle through four C tiles and two A / B
+ * pairs, issued two blocks ahead of the f32 step that reads them, so the
+ * tile unit's latency hides behind the vector work.
+ * ---------------------------------------------------------------------- */
+
+/* One 32-element block of 16 tokens: 576 bytes, a multiple of 64. */
+typedef struct {
+    uint8_t b[8][64]; /* [k4][4 t + byte]: y[t].qs[4 k4 + byte] */
+    float dy[16];
+} tile_xblock8;
+
+static size_t q8_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * (size_t)(ncols / QK8_0) * sizeof(tile_xblock8);
+}
+
+static void q8_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK8_0;
+    tile_xblock8 *xb = (tile_xblock8 *)pack + g * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    if (nt < 16) memset(xb, 0, (size_t)nb * sizeof *xb);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_0 *y = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            uint32_t *dst = (uint32_t *)xb[i].b;
+            for (int k = 0; k < 8; k++) memcpy(&dst[16 * k + t], y[i].qs + 4 * k, 4);
+            xb[i].dy[t] = _cvtsh_ss(y[i].d);
+        }
+    }
+}
+
+typedef struct {
+    const uint8_t *w; /* weight rows (block i of row r at w + r ws + 34 i) */
+    size_t ws;
+    int nw;
+    const tile_xblock8 *x; /* this token group's blocks */
+    int32_t cb[4][16][16] __attribute__((aligned(64))); /* C of the blocks in flight */
+    float dw[4][16];                                    /* their weight scales */
+    uint8_t a[2][16][32];                               /* partial row groups: A copied */
+} q8_state;
+
+/* Start block i0 + S in C tile CT (= S & 3) with A tile AT and B tile BT
+ * (4 / 6 for even S, 5 / 7 for odd); the tile numbers must be literals. */
+#define Q8_ISSUE(S, CT, AT, BT)                                                                  \
+    do {                                                                                         \
+        const int64_t i_ = i0 + (S);                                                             \
+        const uint8_t *a_;                                                                       \
+        size_t as_;                                                                              \
+        if (st->nw == 16) {                                                                      \
+            a_ = st->w + 34 * i_ + 2;                                                            \
+            as_ = st->ws;                                                                        \
+            __m512i h_ = _mm512_i32gather_epi32(rowoff, (const void *)(st->w + 34 * i_), 1);      \
+            _mm512_store_ps(st->dw[(S) & 3], _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h_)));          \
+        } else {                                                                                 \
+            for (int r_ = 0; r_ < st->nw; r_++) {                                                \
+                const block_q8_0 *b_ = (const block_q8_0 *)(st->w + (size_t)r_ * st->ws) + i_;   \
+                memcpy(st->a[(S) & 1][r_], b_->qs, 32);                                          \
+                st->dw[(S) & 3][r_] = _cvtsh_ss(b_->d);                                          \
+            }                                                                                    \
+            a_ = st->a[(S) & 1][0];                                                              \
+            as_ = 32;                                                                            \
+        }                                                                                        \
+        _tile_loadd(AT, a_, as_);                                                                \
+        _tile_loadd(BT, st->x[i_].b, 64);                                                        \
+        _tile_zero(CT);                                                                          \
+        _tile_dpbssd(CT, AT, BT);                                                                \
+        _tile_stored(CT, st->cb[(S) & 3], 64);                                                   \
+    } while (0)
+
+/* The f32 step of block i (slot S & 3). */
+#define Q8_FINISH(S)                                                                             \
+    do {                                                                                         \
+        const __m512 dy_ = _mm512_loadu_ps(st->x[i0 + (S)].dy);                                   \
+        UNROLL for (int r_ = 0; r_ < 16; r_++)                                                   \
+            acc[r_] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(st->cb[(S) & 3][r_])), \
+                                      _mm512_mul_ps(dy_, _mm512_set1_ps(st->dw[(S) & 3][r_])),   \
+                                      acc[r_]);                                                  \
+    } while (0)
+
+/* One token group: acc[r] lanes = tokens. nb is a multiple of 4. */
+static void q8_group(q8_state *st, int64_t nb, __m512 acc[16]) {
+    const __m512i rowoff = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32((int)st->ws));
+    if (st->nw < 16) memset(st->a, 0, sizeof st->a); /* rows >= nw stay zero */
+    int64_t i0 = 0;
+    Q8_ISSUE(0, 0, 4, 6);
+    Q8_ISSUE(1, 1, 5, 7);
+    for (i0 = 0; i0 < nb; i0 += 4) {
+        /* blocks i0 + 2, i0 + 3 start while i0, i0 + 1 finish, and so on */
+        Q8_ISSUE(2, 2, 4, 6);
+        Q8_ISSUE(3, 3, 5, 7);
+        Q8_FINISH(0);
+        Q8_FINISH(1);
+        if (i0 + 4 < nb) {
+            Q8_ISSUE(4, 0, 4, 6);
+            Q8_ISSUE(5, 1, 5, 7);
+        }
+        Q8_FINISH(2);
+        Q8_FINISH(3);
+    }
+}
+
+static void q8_rows(int64_t ncols, const void *w, size_t ws, int nw, const void *pack, int64_t n_tok,
+                    float *y, int64_t ldy) {
+    const int64_t nb = ncols / QK8_0;
+    q8_state st __attribute__((aligned(64)));
+    st.w = w;
+    st.ws = ws;
+    st.nw = nw;
+    for (int64_t g = 0; g < (n_tok + 15) / 16; g++) {
+        __m512 acc[16];
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+        st.x = (const tile_xblock8 *)pack + g * nb;
+        q8_group(&st, nb, acc);
+        float out[16][16] __attribute__((aligned(64)));
+        for (int r = 0; r < 16; r++) _mm512_store_ps(out[r], acc[r]);
+        const int64_t t0 = 16 * g;
+        const int nt = (int)(n_tok - t0 < 16 ? n_tok - t0 : 16);
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nw; r++) y[(t0 + t) * ldy + r] = out[r][t];
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ---------------------------------------------------------------------- */
+
+bool bd_tile_supports(uint32_t type, int64_t ncols) {
+    if (ncols <= 0) return false;
+    if (type == BD_TYPE_Q8_0) return ncols % (4 * QK8_0) == 0; /* q8_group takes blocks by 4 */
+    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
+}
+
+size_t bd_tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+    return type == BD_TYPE_Q8_0 ? q8_pack_bytes(ncols, n_tok) : kq_pack_bytes(ncols, n_tok);
+}
+
+void bd_tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
+                  void *pack) {
+    if (type == BD_TYPE_Q8_0) q8_pack(ncols, xq, xs, n_tok, g, pack);
+    else kq_pack(ncols, xq, xs, n_tok, g, pack);
+}
+
+void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
+                  int64_t n_tok, float *y, int64_t ldy) {
+    if (type == BD_TYPE_Q8_0) {
+        if (t_config != CFG_Q8) tile_configure(CFG_Q8);
+        q8_rows(ncols, w, ws, nw, pack, n_tok, y, ldy);
+    } else {
+        kq_rows(type, ncols, w, ws, nw, pack, n_tok, y, ldy);
     }
 }

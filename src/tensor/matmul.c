@@ -17,12 +17,13 @@
  * bit-for-bit the logits plain decoding would, which keeps greedy output
  * identical even at near-ties.
  *
- * Prompt batches of more than BD_MATMUL_EXACT_ROWS rows with Q4_K / Q6_K
- * weights take the AMX tile path where the CPU has it (kernels_amx.c):
+ * Prompt batches of more than BD_MATMUL_EXACT_ROWS rows with Q4_K / Q6_K /
+ * Q8_0 weights take the AMX tile path where the CPU has it (kernels_amx.c):
  * activations packed per 16 tokens after the quantized rows, 16 weight rows
  * per call. Its f32 order is its own (bd_vec_dot_tile_ref), which is fine
  * for a prompt: plain and speculative decoding process it the same way.
- * No weights are repacked; the unpacked weight block lives on the stack.
+ * bd_matmul_fast (the drafter) also sends small Q8_0 batches there.
+ * No weights are repacked; an unpacked weight block lives on the stack.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -33,22 +34,36 @@
 #define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
 #define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
-/* Tile path (AMX table, Q4_K / Q6_K): the packed activations follow the
- * quantized rows in the scratch. */
-static bool use_tiles(const bd_kernels *k, const bd_mat *W) {
-    return k->tile && bd_tile_supports(W->type, W->ncols);
+/* Tile path (AMX table, Q4_K / Q6_K / Q8_0): the packed activations follow
+ * the quantized rows in the scratch. Exact callers take it only for prompt
+ * batches (their small batches must stay batch-invariant); fast callers
+ * also for small Q8_0 batches, where the tiles load the weight blocks as
+ * they are and win from a few rows on. (For the K-quants a small batch does
+ * not amortize the unpacking; VNNI is as fast there.) */
+static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool exact) {
+    if (!k->tile || !bd_tile_supports(W->type, W->ncols)) return false;
+    if (n_tok > BD_MATMUL_EXACT_ROWS) return true;
+    return !exact && W->type == BD_TYPE_Q8_0 && n_tok >= BD_MATMUL_TILE_Q8_ROWS;
 }
 
-size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) {
+static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
     const bd_type_traits *t = bd_type_get(W->type);
     if (!t) return 0;
     uint64_t row = 0;
     if (!bd_row_size(t->vec_dot_type, W->ncols, &row)) return 0;
     row = (row + 63) & ~(uint64_t)63;
     size_t bytes = (size_t)(row * (uint64_t)n_tok);
-    if (n_tok > BD_MATMUL_EXACT_ROWS && use_tiles(bd_kernels_get(), W))
-        bytes += bd_tile_pack_bytes(W->ncols, n_tok);
+    if (use_tiles(bd_kernels_get(), W, n_tok, exact)) bytes += bd_tile_pack_bytes(W->type, W->ncols, n_tok);
     return bytes;
+}
+
+size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok) { return scratch_size(W, n_tok, true); }
+
+size_t bd_matmul_fast_scratch_size(const bd_mat *W, int64_t n_tok) {
+    /* a fast caller may also pass fewer rows than it sized for: take the
+     * larger of both paths' needs */
+    size_t a = scratch_size(W, n_tok, false), b = scratch_size(W, n_tok, true);
+    return a > b ? a : b;
 }
 
 typedef struct {
@@ -145,7 +160,7 @@ static void mm_pack(void *arg, int ith, int nth) {
     int64_t lo, hi;
     bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
     for (int64_t g = lo; g < hi; g++)
-        bd_tile_pack(c->W->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
+        bd_tile_pack(c->W->type, c->W->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
 }
 
 /* Tile path: groups of 16 weight rows split across threads; each group
@@ -165,8 +180,8 @@ static void mm_tile(void *arg, int ith, int nth) {
     }
 }
 
-void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
-               float *Y, int64_t ldy, void *scratch) {
+static void matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
+                   float *Y, int64_t ldy, void *scratch, bool exact) {
     const bd_type_traits *t = bd_type_get(W->type);
     mm_ctx c = {
         .k = bd_kernels_get(), .W = W, .X = X, .ldx = ldx, .n_tok = n_tok, .Y = Y, .ldy = ldy,
@@ -180,7 +195,7 @@ void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int6
     bool small = (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (n_tok > BD_MATMUL_EXACT_ROWS && use_tiles(c.k, W)) {
+    if (use_tiles(c.k, W, n_tok, exact)) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);
@@ -188,6 +203,16 @@ void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int6
         return;
     }
     mm_run(pool, !pool || small, mm_dot, &c);
+}
+
+void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok, float *Y,
+               int64_t ldy, void *scratch) {
+    matmul(pool, W, X, ldx, n_tok, Y, ldy, scratch, true);
+}
+
+void bd_matmul_fast(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok, float *Y,
+                    int64_t ldy, void *scratch) {
+    matmul(pool, W, X, ldx, n_tok, Y, ldy, scratch, false);
 }
 
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {

@@ -359,21 +359,22 @@ static void test_expf_poly(void **state) {
 static void run_isa(bd_isa isa);
 
 static void check_tiles(void) {
-    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0};
     static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 150};
     static const int rows_n[] = {16, 5, 33};
     const int64_t n = 768;
-    for (size_t ti = 0; ti < 2; ti++) {
-        uint32_t type = types[ti];
+    assert_false(bd_tile_supports(BD_TYPE_Q8_0, 96)); /* Q8_0 takes blocks by 4 */
+    for (size_t ti = 0; ti < 3; ti++) {
+        uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
         assert_true(bd_tile_supports(type, n));
-        size_t wb = row_bytes(type, n), xs = (row_bytes(BD_TYPE_Q8_K, n) + 63) & ~(size_t)63;
+        size_t wb = row_bytes(type, n), xs = (row_bytes(xt, n) + 63) & ~(size_t)63;
         uint8_t *w = xalloc(33 * wb), *x = xalloc(150 * xs);
         float *f = xalloc((size_t)n * sizeof(float)), *y = xalloc(150 * 40 * sizeof(float));
         for (int r = 0; r < 33; r++) fill_random_weight(type, w + r * wb, n, r % 3);
         for (int t = 0; t < 150; t++) {
             for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (t == 9 ? 1e-3f : 1.0f);
             if (t == 4) memset(f, 0, (size_t)n * sizeof(float));
-            assert_true(bd_quantize_row(BD_TYPE_Q8_K, f, x + t * xs, n));
+            assert_true(bd_quantize_row(xt, f, x + t * xs, n));
         }
         for (int r = 0; r < 33; r++)
             for (int t = 0; t < 150; t += 7) {
@@ -385,11 +386,11 @@ static void check_tiles(void) {
                     fail();
                 }
             }
-        void *pack = xalloc(bd_tile_pack_bytes(n, 150));
+        void *pack = xalloc(bd_tile_pack_bytes(type, n, 150));
         for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
             for (size_t ri = 0; ri < 3; ri++) {
                 int nt = toks[ki], nr = rows_n[ri];
-                for (int64_t g = 0; g < (nt + 15) / 16; g++) bd_tile_pack(n, x, xs, nt, g, pack);
+                for (int64_t g = 0; g < (nt + 15) / 16; g++) bd_tile_pack(type, n, x, xs, nt, g, pack);
                 for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
                 for (int r0 = 0; r0 < nr; r0 += 16)
                     bd_tile_rows(type, n, w + r0 * wb, wb, nr - r0 < 16 ? nr - r0 : 16, pack, nt,
