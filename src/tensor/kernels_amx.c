@@ -193,6 +193,21 @@ BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
     }
 }
 
+/* Q6_K: each weight is folded with its sub-block scale into
+ * v = sc * (q - 32) (|v| <= 4096, exact in int16) and split as
+ * v = 128 vh + vl with vl in [-64, 63] and vh in [-32, 32], both signed
+ * bytes: two TDPBSSD tiles then hold sum v y = C_lo + 128 C_hi exactly, the
+ * -32 offset and the scales included (the same integer as the twin's
+ * sum_s sc_s (sum q y - 32 bsums_s)). Bytes go in the slot order of the
+ * packed activations (k_slot): chunk c holds the 32-element sub-blocks
+ * k_slot[2c] and k_slot[2c + 1]. */
+BD_INLINE void split_q6(__m256i q8, __m512i sc16, __m256i *lo, __m256i *hi) {
+    const __m512i v = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q8), _mm512_set1_epi16(32)), sc16);
+    const __m512i vh = _mm512_srai_epi16(_mm512_add_epi16(v, _mm512_set1_epi16(64)), 7);
+    *hi = _mm512_cvtepi16_epi8(vh);
+    *lo = _mm512_cvtepi16_epi8(_mm512_sub_epi16(v, _mm512_slli_epi16(vh, 7)));
+}
+
 BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_wblock *u) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int r = 0; r < nw; r++) {
@@ -207,11 +222,22 @@ BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
                                          _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
             __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                          _mm512_and_si512(qh2, m30));
-            _mm512_storeu_si512(u->q[0][r] + 128 * h, w0);
-            _mm512_storeu_si512(u->q[0][r] + 128 * h + 64, w1);
+            /* chunk 2h: elements 128h + 0..31, 128h + 64..95 (32-element
+             * sub-blocks 4h, 4h + 2); chunk 2h + 1: 128h + 32..63, 128h + 96..127 */
+            const __m512i ch[2] = {_mm512_shuffle_i64x2(w0, w1, 0x44), _mm512_shuffle_i64x2(w0, w1, 0xEE)};
+            UNROLL for (int c = 0; c < 2; c++) {
+                UNROLL for (int half = 0; half < 2; half++) {
+                    /* 32-element sub-block sb = 16-element sub-blocks 2 sb, 2 sb + 1 */
+                    const int sb = 4 * h + c + 2 * half;
+                    const __m512i sc16 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(b->scales[2 * sb]),
+                                                                 _mm512_set1_epi16(b->scales[2 * sb + 1]));
+                    __m256i lo, hi;
+                    split_q6(half ? _mm512_extracti64x4_epi64(ch[c], 1) : _mm512_castsi512_si256(ch[c]), sc16, &lo, &hi);
+                    _mm256_storeu_si256((__m256i *)(u->q[0][r] + 64 * (2 * h + c) + 32 * half), lo);
+                    _mm256_storeu_si256((__m256i *)(u->q[1][r] + 64 * (2 * h + c) + 32 * half), hi);
+                }
+            }
         }
-        for (int j = 0; j < 16; j++) u->sc[j][r] = b->scales[j];
-        for (int p = 0; p < 8; p++) u->mp[p][r] = pair16(b->scales[2 * p], b->scales[2 * p + 1]);
         u->d[r] = _cvtsh_ss(b->d);
     }
 }
@@ -252,35 +278,22 @@ BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m
 
 BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
     int32_t cb[2][16][16] __attribute__((aligned(64)));
-    __m512i sumi[16];
-    UNROLL for (int r = 0; r < 16; r++) sumi[r] = _mm512_setzero_si512();
-    UNROLL for (int s = 0; s < 16; s += 2) {
-        /* 16-element sub-blocks s, s+1 = 32-element sub-block s/2: rows 0-3, 4-7 of its slot */
-        const uint8_t *bt = x->b[k_slot[s / 2]][0];
-        _tile_loadd(5, u->q[0][0] + 16 * s, 256);
-        _tile_loadd(7, bt, 64);
-        _tile_zero(0);
-        _tile_dpbusd(0, 5, 7);
-        _tile_loadd(6, u->q[0][0] + 16 * (s + 1), 256);
-        _tile_loadd(7, bt + 4 * 64, 64);
-        _tile_zero(1);
-        _tile_dpbusd(1, 6, 7);
-        _tile_stored(0, cb[0], 64);
-        _tile_stored(1, cb[1], 64);
-        UNROLL for (int r = 0; r < 16; r++) {
-            sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_load_si512(cb[0][r]),
-                                                                   _mm512_set1_epi32(u->sc[s][r])));
-            sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(_mm512_load_si512(cb[1][r]),
-                                                                   _mm512_set1_epi32(u->sc[s + 1][r])));
-        }
+    _tile_zero(0);
+    _tile_zero(1);
+    UNROLL for (int c = 0; c < 4; c++) {
+        _tile_loadd(4, x->b[2 * c], 64);
+        _tile_loadd(2, u->q[0][0] + 64 * c, 256);
+        _tile_loadd(3, u->q[1][0] + 64 * c, 256);
+        _tile_dpbssd(0, 2, 4);
+        _tile_dpbssd(1, 3, 4);
     }
+    _tile_stored(0, cb[0], 64);
+    _tile_stored(1, cb[1], 64);
     const __m512 dy = _mm512_loadu_ps(x->dy);
     for (int r = 0; r < nw; r++) {
-        __m512i sb = _mm512_setzero_si512();
-        UNROLL for (int p = 0; p < 8; p++)
-            sb = _mm512_dpwssd_epi32(sb, _mm512_loadu_si512(x->bs16[p]), _mm512_set1_epi32(u->mp[p][r]));
-        __m512i tot = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(sb, 5));
-        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(u->d[r]), dy), _mm512_cvtepi32_ps(tot), acc[r]);
+        __m512i sumi = _mm512_add_epi32(_mm512_load_si512(cb[0][r]),
+                                        _mm512_slli_epi32(_mm512_load_si512(cb[1][r]), 7));
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(u->d[r]), dy), _mm512_cvtepi32_ps(sumi), acc[r]);
     }
 }
 
@@ -289,7 +302,13 @@ BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m
  * ---------------------------------------------------------------------- */
 
 
-#define TILE_GROUPS 8 /* token groups per pass over a row group: 128 tokens */
+/* Token groups per pass over a row group. Each pass unpacks the weights
+ * once, so more groups per pass means less unpacking; but a pass streams
+ * its groups' packed activations once per block, and those should stay in
+ * L2 (2 MiB per core here): at most TILE_PASS_BYTES of them, between 8 and
+ * TILE_GROUPS groups (128..512 tokens). */
+#define TILE_GROUPS 32
+#define TILE_PASS_BYTES (1536 << 10)
 
 static void kq_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
                     int64_t n_tok, float *y, int64_t ldy) {
@@ -301,8 +320,10 @@ static void kq_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
     tile_wblock ub[2] __attribute__((aligned(64)));
     if (nw < 16) memset(ub, 0, sizeof ub); /* rows >= nw stay zero */
     const int64_t n_groups = (n_tok + 15) / 16;
-    for (int64_t g0 = 0; g0 < n_groups; g0 += TILE_GROUPS) {
-        const int ng = (int)(n_groups - g0 < TILE_GROUPS ? n_groups - g0 : TILE_GROUPS);
+    int64_t per_pass = TILE_PASS_BYTES / ((int64_t)sizeof(tile_xblock) * nb);
+    per_pass = per_pass < 8 ? 8 : per_pass > TILE_GROUPS ? TILE_GROUPS : per_pass;
+    for (int64_t g0 = 0; g0 < n_groups; g0 += per_pass) {
+        const int ng = (int)(n_groups - g0 < per_pass ? n_groups - g0 : per_pass);
         __m512 acc[TILE_GROUPS][16];
         for (int g = 0; g < ng; g++)
             for (int r = 0; r < 16; r++) acc[g][r] = _mm512_setzero_ps();
