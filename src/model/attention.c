@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "attention.h"
 #include "../tensor/kernels.h"
@@ -39,6 +40,20 @@ typedef struct {
  */
 #define KB 32
 
+/*
+ * A block's K (then V) rows of the item's KV head are first copied into a
+ * contiguous buffer on the stack when several queries will read them. In
+ * the cache a head's rows sit one cache row apart, n_kv * hd floats (4 KiB
+ * for 8 heads of 128): the same L1 set for every key, so a block of 32
+ * keys overflows the 12 ways and each query's pass missed L1 on every key.
+ * The copy changes no arithmetic.
+ */
+#define KV_COPY_HD 256
+
+static void kv_copy(float *dst, const float *src, int64_t stride, int32_t hd, int32_t rows) {
+    for (int32_t j = 0; j < rows; j++) memcpy(dst + (int64_t)j * hd, src + (int64_t)j * stride, (size_t)hd * sizeof(float));
+}
+
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
     attn_ctx *ctx = arg;
@@ -52,9 +67,10 @@ static void attn_worker(void *arg, int ith, int nth) {
     const int64_t n_qb = (nq_all + BD_ATTN_QB - 1) / BD_ATTN_QB;
     float *scratch = a->scores + (int64_t)ith * BD_ATTN_QB * a->scores_stride;
     const float *qp[BD_ATTN_QB];
-    float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB];
+    float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB], mx[BD_ATTN_QB];
     int32_t len[BD_ATTN_QB];
     const int64_t n_items = (int64_t)a->n_kv * n_qb;
+    float kbuf[KB * KV_COPY_HD] __attribute__((aligned(64))); /* [KB][hd]: K, then V rows */
     for (;;) {
         const int64_t w = (int64_t)atomic_fetch_add_explicit(&ctx->next, 1, memory_order_relaxed);
         if (w >= n_items) break;
@@ -70,24 +86,40 @@ static void attn_worker(void *arg, int ith, int nth) {
             sc[i] = scratch + (int64_t)i * a->scores_stride;
             len[i] = a->causal ? a->n_past + t + 1 : a->n_past + a->n;
             if (len[i] > maxlen) maxlen = len[i];
+            mx[i] = -INFINITY;
         }
-        for (int32_t j0 = 0; j0 < maxlen; j0 += KB)
+        const bool copy = nq > 1 && hd <= KV_COPY_HD;
+        for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
+            const float *kb = kc + (int64_t)j0 * kvw;
+            int64_t kbs = kvw;
+            if (copy) {
+                kv_copy(kbuf, kb, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB);
+                kb = kbuf;
+                kbs = hd;
+            }
             for (int i = 0; i < nq; i++)
-                if (len[i] > j0)
-                    k->attn_scores(hd, qp[i], kc + (int64_t)j0 * kvw, kvw,
-                                   len[i] - j0 < KB ? len[i] - j0 : KB, scale, sc[i] + j0);
+                if (len[i] > j0) {
+                    float m = k->attn_scores(hd, qp[i], kb, kbs, len[i] - j0 < KB ? len[i] - j0 : KB, scale,
+                                             sc[i] + j0);
+                    if (m > mx[i]) mx[i] = m;
+                }
+        }
         for (int i = 0; i < nq; i++) {
-            float mx = -INFINITY;
-            for (int32_t j = 0; j < len[i]; j++)
-                if (sc[i][j] > mx) mx = sc[i][j];
-            sum[i] = k->attn_softmax(len[i], sc[i], mx);
+            sum[i] = k->attn_softmax(len[i], sc[i], mx[i]);
             for (int32_t e = 0; e < hd; e++) op[i][e] = 0.0f;
         }
-        for (int32_t j0 = 0; j0 < maxlen; j0 += KB)
+        for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
+            const float *vb = vc + (int64_t)j0 * kvw;
+            int64_t vbs = kvw;
+            if (copy) {
+                kv_copy(kbuf, vb, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB);
+                vb = kbuf;
+                vbs = hd;
+            }
             for (int i = 0; i < nq; i++)
                 if (len[i] > j0)
-                    k->attn_accum(hd, sc[i] + j0, vc + (int64_t)j0 * kvw, kvw,
-                                  len[i] - j0 < KB ? len[i] - j0 : KB, op[i]);
+                    k->attn_accum(hd, sc[i] + j0, vb, vbs, len[i] - j0 < KB ? len[i] - j0 : KB, op[i]);
+        }
         for (int i = 0; i < nq; i++) {
             float inv = 1.0f / sum[i];
             for (int32_t e = 0; e < hd; e++) op[i][e] *= inv;

@@ -8,7 +8,7 @@
 
 /* Query rows (row, head pairs of one KV head) that share each pass over
  * the keys: every key block is loaded once for all of them. */
-#define BD_ATTN_QB 16
+#define BD_ATTN_QB 64
 
 typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */

@@ -48,18 +48,16 @@ static void rows_worker(void *arg, int ith, int nth) {
     bd_split(c->count, ith, nth, &lo, &hi);
     switch (c->op) {
     case ROWS_NORM:
-        for (int64_t t = lo; t < hi; t++)
-            bd_rmsnorm(c->dst + t * c->width, c->src + t * c->width, c->w, c->width, hp->rms_eps);
+        bd_rmsnorm_rows(c->dst + lo * c->width, c->src + lo * c->width, c->w, c->width, hp->rms_eps, hi - lo,
+                        c->width);
         break;
     case ROWS_QK: {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
         for (int64_t t = lo; t < hi; t++) {
             float *q = c->s->q + t * Q, *k = c->kc + (c->p0 + t) * KV;
             if (c->L->q_norm) {
-                for (int32_t h = 0; h < hp->n_head; h++)
-                    bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, c->L->q_norm, hp->hd, hp->rms_eps);
-                for (int32_t h = 0; h < hp->n_kv; h++)
-                    bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, c->L->k_norm, hp->hd, hp->rms_eps);
+                bd_rmsnorm_rows(q, q, c->L->q_norm, hp->hd, hp->rms_eps, hp->n_head, hp->hd);
+                bd_rmsnorm_rows(k, k, c->L->k_norm, hp->hd, hp->rms_eps, hp->n_kv, hp->hd);
             }
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);

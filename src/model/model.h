@@ -133,6 +133,10 @@ bool bd_model_get_vec(bd_model *m, const char *name, int64_t n, bool required, c
 
 /* ---- shared per-row ops (ops.c) ---- */
 void bd_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps);
+/* bd_rmsnorm of rows rows of n floats, stride floats apart (out may be x);
+ * every row bit-identical to a bd_rmsnorm call of its own. */
+void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, float eps, int64_t rows,
+                     int64_t stride);
 /* Rotate the first n_rot lanes of each of n_heads heads (hd floats each,
  * back to back) for position pos. Angles follow ggml's rope cache: theta_0 =
  * pos, theta_{i+1} = theta_i * base^(-2/n_rot), in float. hd <= 1024. */

@@ -50,14 +50,17 @@ float bd_expf_poly(float x) {
     return p * s.f;
 }
 
-static void scores_ref(int32_t hd, const float *q, const float *k, int64_t k_stride, int32_t len,
-                       float scale, float *out) {
+static float scores_ref(int32_t hd, const float *q, const float *k, int64_t k_stride, int32_t len,
+                        float scale, float *out) {
+    float mx = -INFINITY;
     for (int32_t j = 0; j < len; j++) {
         const float *kr = k + (int64_t)j * k_stride;
         float acc[16] = {0};
         for (int32_t i = 0; i < hd; i++) acc[i & 15] = fmaf(q[i], kr[i], acc[i & 15]);
         out[j] = bd_lanes16_tree(acc) * scale;
+        if (out[j] > mx) mx = out[j];
     }
+    return mx;
 }
 
 static float softmax_ref(int32_t len, float *x, float mx) {

@@ -31,10 +31,11 @@ typedef void (*bd_from_float_fn)(const float *x, void *y, int64_t n);
 
 /* Attention kernels over f32 rows (scalar twins and canonical order:
  * attn_ref.c; every table gives bit-identical results).
- *   attn_scores:  out[j] = scale * dot(q, k + j*k_stride) for j < len (hd floats each)
+ *   attn_scores:  out[j] = scale * dot(q, k + j*k_stride) for j < len (hd floats each);
+ *                 returns the largest of them (NaNs skipped; -inf if none)
  *   attn_softmax: x[j] = exp(x[j] - mx) for j < len; returns the sum of the new x
  *   attn_accum:   out[i] += sum_j p[j] * v[j*v_stride + i] for i < hd (j in order) */
-typedef void (*bd_attn_scores_fn)(int32_t hd, const float *q, const float *k, int64_t k_stride,
+typedef float (*bd_attn_scores_fn)(int32_t hd, const float *q, const float *k, int64_t k_stride,
                                   int32_t len, float scale, float *out);
 typedef float (*bd_attn_softmax_fn)(int32_t len, float *x, float mx);
 typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int64_t v_stride,

@@ -622,8 +622,9 @@ BD_INLINE __m256 fma_chunk(const float *a, const float *b, int n8, __m256 acc) {
     return _mm256_blendv_ps(acc, r, _mm256_castsi256_ps(m));
 }
 
-static void attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
-                        float scale, float *out) {
+static float attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
+                         float scale, float *out) {
+    float mx = -INFINITY;
     for (int32_t j = 0; j < len; j++) {
         const float *kr = k + (int64_t)j * ks;
         __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
@@ -638,7 +639,9 @@ static void attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, 
             if (n > 8) hi = fma_chunk(q + i + 8, kr + i + 8, n - 8, hi);
         }
         out[j] = tree16x2(lo, hi) * scale;
+        if (out[j] > mx) mx = out[j];
     }
+    return mx;
 }
 
 static float attn_softmax(int32_t len, float *x, float mx) {

@@ -18,6 +18,7 @@
  * sum((y+128) w) - 128 sum(w) = sum(y w) exactly.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -847,7 +848,48 @@ BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t
                              float scale, float *out, const int32_t NC) {
     const int32_t nc = NC ? NC : hd / 16, rem = NC ? 0 : hd % 16;
     const __mmask16 mt = (__mmask16)((1u << rem) - 1);
+    const __m512 vscale = _mm512_set1_ps(scale);
     int32_t j = 0;
+    /* 16 keys at a time: 16 lane accumulators, then the four tree levels
+     * of tree16 done for all 16 keys at once by merging pairs of vectors.
+     * Each lane adds exactly the operands tree16 adds, level by level, so
+     * the scores are bit-identical to the one-key paths below; the merges
+     * just share each shuffle and add among several keys. */
+    for (; j + 16 <= len; j += 16) {
+        const float *k0 = k + (int64_t)j * ks;
+        __m512 a[16];
+        UNROLL for (int u = 0; u < 16; u++) a[u] = _mm512_setzero_ps();
+        for (int32_t c = 0; c < nc; c++) {
+            __m512 qv = _mm512_loadu_ps(q + 16 * c);
+            UNROLL for (int u = 0; u < 16; u++)
+                a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + u * ks + 16 * c), a[u]);
+        }
+        if (rem) {
+            __m512 qv = _mm512_maskz_loadu_ps(mt, q + 16 * nc);
+            UNROLL for (int u = 0; u < 16; u++)
+                a[u] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(mt, k0 + u * ks + 16 * nc),
+                                             a[u], mt);
+        }
+        /* level 1, lane l + lane l+8: b[m] = keys 2m (lanes 0-7), 2m+1 (8-15) */
+        __m512 b[8];
+        UNROLL for (int m = 0; m < 8; m++)
+            b[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0x44),
+                                 _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], 0xEE));
+        /* level 2, l + l+4: c[n] quarter r = key 4n + r */
+        __m512 c4[4];
+        UNROLL for (int n = 0; n < 4; n++)
+            c4[n] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * n], b[2 * n + 1], 0x88),
+                                  _mm512_shuffle_f32x4(b[2 * n], b[2 * n + 1], 0xDD));
+        /* level 3, l + l+2: d[e] quarter r = keys 8e + r (lanes 0-1), 8e + 4 + r (2-3) */
+        __m512 d[2];
+        UNROLL for (int e = 0; e < 2; e++)
+            d[e] = _mm512_add_ps(_mm512_shuffle_ps(c4[2 * e], c4[2 * e + 1], 0x44),
+                                 _mm512_shuffle_ps(c4[2 * e], c4[2 * e + 1], 0xEE));
+        /* level 4, lane 0 + lane 1: quarter r lane i = key r + 4i */
+        __m512 f = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88), _mm512_shuffle_ps(d[0], d[1], 0xDD));
+        const __m512i perm = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_permutexvar_ps(perm, f), vscale));
+    }
     for (; j + 4 <= len; j += 4) {
         const float *k0 = k + (int64_t)j * ks;
         __m512 a[4];
@@ -877,11 +919,19 @@ BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t
     }
 }
 
-static void attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
-                        float scale, float *out) {
+static float attn_scores(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
+                         float scale, float *out) {
     if (hd == 128) scores_kernel(hd, q, k, ks, len, scale, out, 8);
     else if (hd == 64) scores_kernel(hd, q, k, ks, len, scale, out, 4);
     else scores_kernel(hd, q, k, ks, len, scale, out, 0);
+    /* the max over what was just written (still in L1); vmaxps returns its
+     * second operand when the first is NaN, so NaNs are skipped as in the
+     * scalar twin */
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int32_t j = 0;
+    for (; j + 16 <= len; j += 16) m = _mm512_max_ps(_mm512_loadu_ps(out + j), m);
+    if (j < len) m = _mm512_mask_max_ps(m, (__mmask16)((1u << (len - j)) - 1), _mm512_maskz_loadu_ps((__mmask16)((1u << (len - j)) - 1), out + j), m);
+    return _mm512_reduce_max_ps(m);
 }
 
 static float attn_softmax(int32_t len, float *x, float mx) {
