@@ -361,7 +361,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->ffn_norm, E, hp->rms_eps);
         bd_matmul_fast(d->pool, &L->w_gate, d->h, E, b, d->gate, FF, d->mm_scratch);
         bd_matmul_fast(d->pool, &L->w_up, d->h, E, b, d->up, FF, d->mm_scratch);
-        for (int64_t i = 0; i < (int64_t)b * FF; i++) d->gate[i] = bd_silu(d->gate[i]) * d->up[i];
+        bd_kernels_get()->silu_mul((int64_t)b * FF, d->gate, d->up);
         bd_matmul_fast(d->pool, &L->w_down, d->gate, FF, b, d->h, E, d->mm_scratch);
         for (int64_t i = 0; i < (int64_t)b * E; i++) d->x[i] += d->h[i];
     }

@@ -65,7 +65,7 @@ static void rows_worker(void *arg, int ith, int nth) {
         break;
     }
     case ROWS_SILU_MUL:
-        for (int64_t i = lo; i < hi; i++) c->dst[i] = bd_silu(c->dst[i]) * c->src[i];
+        bd_kernels_get()->silu_mul(hi - lo, c->dst + lo, c->src + lo);
         break;
     default:
         for (int64_t i = lo; i < hi; i++) c->dst[i] += c->src[i];

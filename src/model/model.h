@@ -143,6 +143,5 @@ void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, floa
 void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, float base,
              enum bd_rope_type type);
 void bd_softmax(float *x, int64_t n);
-static inline float bd_silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 
 #endif

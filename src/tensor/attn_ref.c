@@ -80,7 +80,30 @@ static void accum_ref(int32_t hd, const float *p, const float *v, int64_t v_stri
     }
 }
 
+float bd_expf_dd(float xf) {
+    if (xf != xf) return xf; /* NaN */
+    double x = xf;
+    if (x < BD_EXPD_LO) x = BD_EXPD_LO;
+    if (x > BD_EXPD_HI) x = BD_EXPD_HI;
+    double n = nearbyint(x * BD_EXPD_LOG2E);
+    double r = fma(n, -BD_EXPD_LN2_HI, x);
+    r = fma(n, -BD_EXPD_LN2_LO, r);
+    static const double c[10] = BD_EXPD_COEFS;
+    double p = c[0];
+    for (int k = 1; k < 10; k++) p = fma(p, r, c[k]);
+    p = fma(p, r, 1.0);
+    p = fma(p, r, 1.0);
+    return (float)ldexp(p, (int)n);
+}
+
+/* SiLU through bd_expf_dd (not libm's expf) so that the SIMD tables can
+ * match it bit for bit; the division is IEEE in both. */
+static void silu_mul_ref(int64_t n, float *g, const float *u) {
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + bd_expf_dd(-g[i])) * u[i];
+}
+
 void bd_attn_kernels_fill_ref(bd_kernels *k) {
+    k->silu_mul = silu_mul_ref;
     k->attn_scores = scores_ref;
     k->attn_softmax = softmax_ref;
     k->attn_accum = accum_ref;

@@ -100,6 +100,7 @@ static void merge(bd_kernels *k, const bd_kernels *top) {
     if (top->attn_scores) k->attn_scores = top->attn_scores;
     if (top->attn_softmax) k->attn_softmax = top->attn_softmax;
     if (top->attn_accum) k->attn_accum = top->attn_accum;
+    if (top->silu_mul) k->silu_mul = top->silu_mul;
 }
 
 static void tables_build(void) {

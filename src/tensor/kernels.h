@@ -41,6 +41,11 @@ typedef float (*bd_attn_softmax_fn)(int32_t len, float *x, float mx);
 typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int64_t v_stride,
                                  int32_t len, float *out);
 
+/* SiLU-gated product of the feed-forward: g[i] = silu(g[i]) * u[i] for
+ * i < n, silu(x) = x / (1 + bd_expf_dd(-x)) (attn_ref.c), the same bits
+ * in every table. */
+typedef void (*bd_silu_mul_fn)(int64_t n, float *g, const float *u);
+
 typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2, BD_ISA_AMX = 3 } bd_isa;
 
 typedef struct bd_kernels {
@@ -51,6 +56,7 @@ typedef struct bd_kernels {
     bd_attn_scores_fn attn_scores;
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
+    bd_silu_mul_fn silu_mul;
     /* AMX tile matmul for the types bd_tile_supports() accepts (table
      * "amx" only): for batches of more than BD_MATMUL_EXACT_ROWS rows
      * bd_matmul packs the activations and calls bd_tile_rows per 16 weight
@@ -104,6 +110,26 @@ void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw
 #define BD_EXP_C6 (1.0f / 720)
 #define BD_EXP_C7 (1.0f / 5040)
 float bd_expf_poly(float x);
+
+/* e^x for the SiLU, evaluated in double and rounded once to float, so it is
+ * the correctly rounded expf except within ~1e-14 of a rounding midpoint:
+ * it agrees with libm's expf (and with llama.cpp's CPU SiLU, as the
+ * oracle's logits tests measure) where bd_expf_poly would drift by an ulp
+ * often enough to move Q4_K_M activations across int8 rounding steps.
+ * x clamped to [BD_EXPD_LO, BD_EXPD_HI] (e^x is 0 resp. inf in float
+ * beyond); n = nearbyint(x log2e), r = x - n ln2 (ln2 split hi + lo),
+ * e^r by its degree-11 Taylor polynomial (Horner, fma, double), times 2^n. */
+#define BD_EXPD_LO (-150.0)
+#define BD_EXPD_HI 90.0
+#define BD_EXPD_LOG2E 1.4426950408889634
+#define BD_EXPD_LN2_HI 6.93147180369123816490e-01
+#define BD_EXPD_LN2_LO 1.90821492927058770002e-10
+/* 1/k! for k = 11 down to 2 (the terms 1 + r come as two fmas with 1) */
+#define BD_EXPD_COEFS                                                                             \
+    {2.505210838544172e-08, 2.755731922398589e-07, 2.7557319223985893e-06, 2.48015873015873e-05, \
+     0.0001984126984126984, 0.001388888888888889, 0.008333333333333333, 0.041666666666666664,   \
+     0.16666666666666666, 0.5}
+float bd_expf_dd(float x);
 /* a[l] + a[l+8], then + [l+4], then + [l+2], then lane 0 + lane 1 */
 float bd_lanes16_tree(const float a[16]);
 

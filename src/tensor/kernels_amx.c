@@ -297,6 +297,35 @@ BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m
     }
 }
 
+/* acc[r] holds weight row r for 16 tokens (lanes); y[t * ldy + r] for
+ * t < nt, r < nw. A 16 x 16 transpose in registers, then one masked store
+ * per token. */
+BD_INLINE void store_rows(const __m512 acc[16], float *y, int64_t ldy, int nt, int nw) {
+    __m512 S[16];
+    UNROLL for (int m = 0; m < 4; m++) {
+        /* S[4m + k] quarter q = acc[4m..4m+3][4q + k] */
+        const __m512 T0 = _mm512_unpacklo_ps(acc[4 * m], acc[4 * m + 1]);
+        const __m512 T1 = _mm512_unpackhi_ps(acc[4 * m], acc[4 * m + 1]);
+        const __m512 T2 = _mm512_unpacklo_ps(acc[4 * m + 2], acc[4 * m + 3]);
+        const __m512 T3 = _mm512_unpackhi_ps(acc[4 * m + 2], acc[4 * m + 3]);
+        S[4 * m + 0] = _mm512_shuffle_ps(T0, T2, 0x44);
+        S[4 * m + 1] = _mm512_shuffle_ps(T0, T2, 0xEE);
+        S[4 * m + 2] = _mm512_shuffle_ps(T1, T3, 0x44);
+        S[4 * m + 3] = _mm512_shuffle_ps(T1, T3, 0xEE);
+    }
+    const __mmask16 mw = (__mmask16)(nw >= 16 ? 0xFFFFu : (1u << nw) - 1);
+    UNROLL for (int k = 0; k < 4; k++) {
+        const __m512 V1 = _mm512_shuffle_f32x4(S[k], S[4 + k], 0x88), V2 = _mm512_shuffle_f32x4(S[k], S[4 + k], 0xDD);
+        const __m512 W1 = _mm512_shuffle_f32x4(S[8 + k], S[12 + k], 0x88),
+                     W2 = _mm512_shuffle_f32x4(S[8 + k], S[12 + k], 0xDD);
+        /* token 4q + k */
+        const __m512 col[4] = {_mm512_shuffle_f32x4(V1, W1, 0x88), _mm512_shuffle_f32x4(V2, W2, 0x88),
+                               _mm512_shuffle_f32x4(V1, W1, 0xDD), _mm512_shuffle_f32x4(V2, W2, 0xDD)};
+        UNROLL for (int q = 0; q < 4; q++)
+            if (4 * q + k < nt) _mm512_mask_storeu_ps(y + (4 * q + k) * ldy, mw, col[q]);
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Rows
  * ---------------------------------------------------------------------- */
@@ -345,12 +374,8 @@ static void kq_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
             }
         }
         for (int g = 0; g < ng; g++) {
-            float out[16][16] __attribute__((aligned(64)));
-            for (int r = 0; r < 16; r++) _mm512_store_ps(out[r], acc[g][r]);
-            int64_t t0 = (g0 + g) * 16;
-            int nt = (int)(n_tok - t0 < 16 ? n_tok - t0 : 16);
-            for (int t = 0; t < nt; t++)
-                for (int r = 0; r < nw; r++) y[(t0 + t) * ldy + r] = out[r][t];
+            const int64_t t0 = (g0 + g) * 16;
+            store_rows(acc[g], y + t0 * ldy, ldy, (int)(n_tok - t0 < 16 ? n_tok - t0 : 16), nw);
         }
     }
 }
@@ -476,12 +501,8 @@ static void q8_rows(int64_t ncols, const void *w, size_t ws, int nw, const void 
         for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
         st.x = (const tile_xblock8 *)pack + g * nb;
         q8_group(&st, nb, acc);
-        float out[16][16] __attribute__((aligned(64)));
-        for (int r = 0; r < 16; r++) _mm512_store_ps(out[r], acc[r]);
         const int64_t t0 = 16 * g;
-        const int nt = (int)(n_tok - t0 < 16 ? n_tok - t0 : 16);
-        for (int t = 0; t < nt; t++)
-            for (int r = 0; r < nw; r++) y[(t0 + t) * ldy + r] = out[r][t];
+        store_rows(acc, y + t0 * ldy, ldy, (int)(n_tok - t0 < 16 ? n_tok - t0 : 16), nw);
     }
 }
 

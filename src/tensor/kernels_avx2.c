@@ -690,6 +690,43 @@ static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, i
     }
 }
 
+/* bd_expf_dd on 4 lanes (double inside); 2^n built in the exponent bits
+ * (n + 1023 stays within 806..1153 after the clamps: a normal double, so
+ * the product is exact, as the twin's ldexp) */
+BD_INLINE __m256d expdd4(__m256d x) {
+    static const double c[10] = BD_EXPD_COEFS;
+    x = _mm256_max_pd(_mm256_set1_pd(BD_EXPD_LO), x);
+    x = _mm256_min_pd(_mm256_set1_pd(BD_EXPD_HI), x);
+    const __m256d n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(BD_EXPD_LOG2E)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fmadd_pd(n, _mm256_set1_pd(-BD_EXPD_LN2_HI), x);
+    r = _mm256_fmadd_pd(n, _mm256_set1_pd(-BD_EXPD_LN2_LO), r);
+    __m256d p = _mm256_set1_pd(c[0]);
+    for (int k = 1; k < 10; k++) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[k]));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+    p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(1.0));
+    const __m256i e = _mm256_slli_epi64(
+        _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(n)), _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+}
+
+BD_INLINE __m256 expdd8(__m256 x) {
+    const __m128 lo = _mm256_cvtpd_ps(expdd4(_mm256_cvtps_pd(_mm256_castps256_ps128(x))));
+    const __m128 hi = _mm256_cvtpd_ps(expdd4(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1))));
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+}
+
+static void silu_mul(int64_t n, float *g, const float *u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 e = expdd8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = g[i] / (1.0f + bd_expf_dd(-g[i])) * u[i];
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
@@ -717,6 +754,7 @@ void bd_kernels_fill_avx2(bd_kernels *k) {
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
+    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
 }

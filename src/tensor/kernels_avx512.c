@@ -980,6 +980,46 @@ static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, i
     }
 }
 
+/* bd_expf_dd on 8 lanes (double inside) */
+BD_INLINE __m512d expdd8(__m512d x) {
+    static const double c[10] = BD_EXPD_COEFS;
+    /* max/min return the second operand on NaN: x first keeps a NaN out of
+     * the clamps, as in the twin */
+    x = _mm512_max_pd(_mm512_set1_pd(BD_EXPD_LO), x);
+    x = _mm512_min_pd(_mm512_set1_pd(BD_EXPD_HI), x);
+    const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(BD_EXPD_LOG2E)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fmadd_pd(n, _mm512_set1_pd(-BD_EXPD_LN2_HI), x);
+    r = _mm512_fmadd_pd(n, _mm512_set1_pd(-BD_EXPD_LN2_LO), r);
+    __m512d p = _mm512_set1_pd(c[0]);
+    UNROLL for (int k = 1; k < 10; k++) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[k]));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+    p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+    return _mm512_scalef_pd(p, n);
+}
+
+BD_INLINE __m512 expdd16(__m512 x) {
+    const __m512d lo = expdd8(_mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+    const __m512d hi = expdd8(_mm512_cvtps_pd(_mm512_extractf32x8_ps(x, 1)));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+}
+
+static void silu_mul(int64_t n, float *g, const float *u) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 e = expdd16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+    }
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 e = expdd16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
@@ -1011,6 +1051,7 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
+    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
 }

@@ -126,7 +126,7 @@ note "stories260K quantized by llama.cpp"
 # Q4_1 and Q5_0 get 3e-3 and 3e-2: every dot product is bit-identical to
 # llama.cpp's (tests/unit/test_quant.c pins them), but on these two files a
 # value that differs in its last bit in a non-dot op (SiLU and softmax use
-# libm expf here, ggml its own SIMD exp) sits exactly on an f16 rounding
+# our own exps here, ggml its SIMD one) sits exactly on an f16 rounding
 # midpoint - the input of the F16 ffn_down (172 wide, so not quantized) at
 # position 0 layer 2 for Q4_1, a Q8_0 block scale at position 25 layer 2
 # for Q5_0 - and the engines round it to neighbouring values. Measured

@@ -283,6 +283,41 @@ static void check_batch_invariance(const bd_kernels *k) {
  * 8 or 16) and accum called in pieces (the blocked attention relies on a
  * split j range giving the same bits as one call).
  */
+/*
+ * SiLU-gated product: every table bit-identical to the scalar twin, for
+ * lengths around the vector widths, and the twin within 4 ulp-ish relative
+ * error (1e-6) of the same formula in double precision with libm's exp.
+ */
+static void check_silu(const bd_kernels *k) {
+    const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
+    static const int64_t ns[] = {1, 7, 8, 15, 16, 17, 33, 100};
+    float g0[100], u[100], a[100], b[100];
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int64_t n = ns[ni];
+        for (int64_t i = 0; i < n; i++) {
+            g0[i] = rng_gauss() * 6.0f;
+            u[i] = rng_gauss();
+        }
+        /* edges: zero, large of both signs, beyond the exp range */
+        g0[0] = 0.0f;
+        if (n > 3) g0[3] = 95.0f;
+        if (n > 5) g0[5] = -95.0f;
+        if (n > 6) g0[6] = -30.0f;
+        memcpy(a, g0, sizeof(float) * (size_t)n);
+        memcpy(b, g0, sizeof(float) * (size_t)n);
+        ref->silu_mul(n, a, u);
+        k->silu_mul(n, b, u);
+        for (int64_t i = 0; i < n; i++) {
+            if (memcmp(&a[i], &b[i], sizeof a[i]) != 0) {
+                print_error("silu_mul %s n=%ld [%ld]: %.9g vs ref %.9g\n", k->name, (long)n, (long)i, b[i], a[i]);
+                fail();
+            }
+            double x = g0[i], want = x / (1.0 + exp(-x)) * u[i];
+            assert_true(fabs(a[i] - want) <= 1e-6 * fabs(want) + 1e-30);
+        }
+    }
+}
+
 static void check_attention(const bd_kernels *k) {
     const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
     static const int32_t hds[] = {8, 24, 64, 100, 128, 256};
@@ -349,6 +384,31 @@ static void test_expf_poly(void **state) {
     assert_true(bd_expf_poly(0.0f) == 1.0f);
     assert_true(bd_expf_poly(-90.0f) == 0.0f);
     assert_true(bd_expf_poly(-INFINITY) == 0.0f);
+}
+
+/*
+ * bd_expf_dd: the float nearest to e^x (double exp as the reference,
+ * rounded once) on 400001 points over the whole float range and beyond,
+ * with at most a handful of misses, each within one ulp; 0 and inf at the
+ * ends. The SIMD lanes are pinned to it bit for bit by check_silu.
+ */
+static void test_expf_dd(void **state) {
+    (void)state;
+    int miss = 0;
+    for (int i = 0; i <= 400000; i++) {
+        float x = -110.0f + 200.0f * (float)i / 400000.0f;
+        float want = (float)exp((double)x), got = bd_expf_dd(x);
+        if (got != want) {
+            miss++;
+            assert_true(fabsf(got - want) <= fabsf(nextafterf(want, INFINITY) - want));
+        }
+    }
+    print_message("  bd_expf_dd: %d of 400001 not the nearest float\n", miss);
+    assert_true(miss <= 4);
+    assert_true(bd_expf_dd(0.0f) == 1.0f);
+    assert_true(bd_expf_dd(-200.0f) == 0.0f);
+    assert_true(isinf(bd_expf_dd(100.0f)));
+    assert_true(isnan(bd_expf_dd(NAN)));
 }
 
 /*
@@ -443,6 +503,7 @@ static void run_isa(bd_isa isa) {
     check_dots(k);
     check_batch_invariance(k);
     check_attention(k);
+    check_silu(k);
 }
 
 static void test_ref_table(void **state) {
@@ -456,6 +517,58 @@ static void test_avx2(void **state) {
 static void test_avx512(void **state) {
     (void)state;
     run_isa(BD_ISA_AVX512);
+}
+
+/*
+ * bd_matmul and bd_matmul_fast through the chosen table: exact batches of
+ * up to BD_MATMUL_EXACT_ROWS rows give each row the bits of a one-row call;
+ * the fast entry agrees with it to f32 rounding, and where the table has
+ * AMX its Q8_0 batches of BD_MATMUL_TILE_Q8_ROWS rows or more give the tile
+ * twin's bits (so the test sees that they took the tile path).
+ */
+static void test_matmul_paths(void **state) {
+    (void)state;
+    static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K};
+    static const int toks[] = {1, 3, 4, 16, 32, 40};
+    const int64_t n = 512, nr = 40;
+    const bd_kernels *k = bd_kernels_get();
+    for (size_t ti = 0; ti < 2; ti++) {
+        const uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
+        const size_t wb = row_bytes(type, n), xs = row_bytes(xt, n);
+        uint8_t *w = xalloc(nr * wb), *xq = xalloc(40 * xs);
+        float *x = xalloc(40 * n * sizeof(float)), *one = xalloc(40 * nr * sizeof(float));
+        float *ya = xalloc(40 * nr * sizeof(float)), *yb = xalloc(40 * nr * sizeof(float));
+        for (int r = 0; r < nr; r++) fill_random_weight(type, w + r * wb, n, 0);
+        for (int64_t i = 0; i < 40 * n; i++) x[i] = rng_gauss();
+        for (int t = 0; t < 40; t++) assert_true(bd_quantize_row(xt, x + t * n, xq + t * xs, n));
+        bd_mat W = {.type = type, .ncols = n, .nrows = nr, .row_bytes = wb, .data = w};
+        void *scratch = xalloc(bd_matmul_fast_scratch_size(&W, 40) + bd_matmul_scratch_size(&W, 40));
+        for (int t = 0; t < 40; t++) bd_matmul(NULL, &W, x + t * n, n, 1, one + t * nr, nr, scratch);
+        for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+            const int nt = toks[ki];
+            bd_matmul(NULL, &W, x, n, nt, ya, nr, scratch);
+            bd_matmul_fast(NULL, &W, x, n, nt, yb, nr, scratch);
+            const bool tiles = k->tile && type == BD_TYPE_Q8_0 && nt >= BD_MATMUL_TILE_Q8_ROWS;
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++) {
+                    const float e = ya[t * nr + r], f = yb[t * nr + r];
+                    if (nt <= BD_MATMUL_EXACT_ROWS) assert_true(memcmp(&e, &one[t * nr + r], sizeof e) == 0);
+                    const double mag = dot_magnitude(type, w + r * wb, xq + t * xs, n);
+                    assert_true(fabs((double)e - f) <= 1e-5 * mag + 1e-30);
+                    if (tiles) {
+                        const float tw = bd_vec_dot_tile_ref(type, n, w + r * wb, xq + t * xs);
+                        assert_true(memcmp(&tw, &f, sizeof f) == 0);
+                    }
+                }
+        }
+        free(scratch);
+        free(w);
+        free(xq);
+        free(x);
+        free(one);
+        free(ya);
+        free(yb);
+    }
 }
 
 static void test_chosen(void **state) {
@@ -477,7 +590,9 @@ int main(void) {
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_chosen),
+        cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_expf_poly),
+        cmocka_unit_test(test_expf_dd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
