@@ -1,37 +1,35 @@
 /*
- * kernels_amx.c - Q4_K / Q6_K matmul on Intel AMX int8 tiles (compiled with
- * the AVX-512 flags plus -mamx-tile -mamx-int8; used only where CPUID and
- * the kernel say the tiles work, see kernels.c).
+ * kernels_amx.c - Q4_K / Q6_K / Q8_0 matmul on Intel AMX int8 tiles
+ * (compiled with the AVX-512 flags plus -mamx-tile -mamx-int8; used only
+ * where CPUID and the kernel say the tiles work, see kernels.c).
  *
  * One call computes up to 16 weight rows against any number of activation
- * rows; bd_matmul uses it for prompt batches of more than
- * BD_MATMUL_EXACT_ROWS rows only (with a single group of 16 tokens the
- * per-block weight unpacking is not amortized and VNNI is as fast).
- * The activations (Q8_K rows) are first packed per group of 16 tokens into
- * the layout a B tile wants (bd_tile_pack). Then, per 256-element block:
- *   - Q4_K: the 6-bit sub-block scale is split as sc = 8 hi + lo (both
- *     0..7) and the 16 weight rows are unpacked twice, as q * lo and q * hi
- *     (<= 105: still unsigned bytes), so that two int32 tiles accumulate
- *     the whole block in 4 x 2 TDPBUSD (K = 64) with the scales already
- *     applied: sum sc q y = C_lo + 8 C_hi, exactly;
- *   - Q6_K: scales are signed 8-bit, so each 16-element sub-block gets its
- *     own TDPBUSD (codes 0..63 x y) and the int32 results are multiplied
- *     by the scales with vector integer multiplies; the -32 offset comes
- *     from the activation sums (bsums);
+ * rows. bd_matmul uses it for prompt batches of more than
+ * BD_MATMUL_EXACT_ROWS rows; bd_matmul_fast (the DFlash drafter) also for
+ * small Q8_0 batches. The activations are first packed per group of 16
+ * tokens into the layout a B tile wants (bd_tile_pack). Then:
+ *   - Q4_K (per 256-element block): the 6-bit sub-block scale is split as
+ *     sc = 8 hi + lo (both 0..7) and the 16 weight rows are unpacked twice,
+ *     as q * lo and q * hi (<= 105: still unsigned bytes), so that two int32
+ *     tiles accumulate the whole block in 4 x 2 TDPBUSD (K = 64) with the
+ *     scales already applied: sum sc q y = C_lo + 8 C_hi, exactly;
+ *   - Q6_K: each weight is folded with its signed scale and offset into
+ *     v = sc (q - 32) = 128 vh + vl (signed bytes), two TDPBSSD tiles the
+ *     same way: sum v y = C_lo + 128 C_hi;
+ *   - Q8_0 (per 32-element block): the weight bytes load as they are, one
+ *     TDPBSSD per block;
  *   - the f32 steps are then one or two fmas per block and output element,
  *     the tile order of bd_vec_dot_tile_ref (dot_ref.c), vectorized over the
  *     16 tokens.
  * Each output element's arithmetic is fixed whatever the batch size
  * (tests/unit/test_kernels.c checks it against the scalar twin for 1..150
- * tokens); it differs from the AVX-512 kernels' order, which is why decode
- * and speculative verify batches never come here.
+ * tokens); it differs from the AVX-512 kernels' order, which is why the
+ * target's decode and speculative verify batches never come here.
  *
- * Tile registers (one configuration, loaded once per thread):
- *   0, 1  C    16 x 16 int32 (Q4_K: lo and hi sums; Q6_K: alternate sub-blocks)
- *   2, 3  A64  16 rows x 64 bytes (Q4_K q*lo, q*hi of one 64-element chunk)
- *   4     B16  16 x 64 bytes (64 elements x 16 tokens)
- *   5, 6  A16  16 rows x 16 bytes (Q6_K sub-block, alternating)
- *   7     B4   4 x 64 bytes (16 elements x 16 tokens)
+ * Tile registers, K-quant configuration (Q8_0: see its section):
+ *   0, 1  C    16 x 16 int32 (low and high parts of the sums)
+ *   2, 3  A    16 rows x 64 bytes (the two unpacked parts of a 64-element chunk)
+ *   4     B    16 x 64 bytes (64 elements x 16 tokens)
  */
 #include <immintrin.h>
 #include <string.h>
@@ -66,11 +64,11 @@ static void tile_configure(int which) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    /* K-quants: see the file comment. Q8_0: 0-3 C 16 x 16 int32 (four
-     * blocks in flight), 4-5 A 16 rows x 32 bytes (one block of 16 weight
-     * rows), 6-7 B 8 x 64 bytes (32 elements x 16 tokens). */
-    static const uint8_t rows[2][8] = {{16, 16, 16, 16, 16, 16, 16, 4}, {16, 16, 16, 16, 16, 16, 8, 8}};
-    static const uint16_t colsb[2][8] = {{64, 64, 64, 64, 64, 16, 16, 64}, {64, 64, 64, 64, 32, 32, 64, 64}};
+    /* K-quants: see the file comment (5-7 unused). Q8_0: 0-3 C 16 x 16
+     * int32 (four blocks in flight), 4-5 A 16 rows x 32 bytes (one block of
+     * 16 weight rows), 6-7 B 8 x 64 bytes (32 elements x 16 tokens). */
+    static const uint8_t rows[2][8] = {{16, 16, 16, 16, 16, 0, 0, 0}, {16, 16, 16, 16, 16, 16, 8, 8}};
+    static const uint16_t colsb[2][8] = {{64, 64, 64, 64, 64, 0, 0, 0}, {64, 64, 64, 64, 32, 32, 64, 64}};
     const int k = which == CFG_Q8;
     for (int i = 0; i < 8; i++) {
         c.rows[i] = rows[k][i];
@@ -95,12 +93,11 @@ static void tile_configure(int which) {
 static const int k_slot[8] = {0, 2, 1, 3, 4, 6, 5, 7};
 
 /* One 256-element block of 16 tokens (token t in column t; absent tokens
- * are zero). 4928 bytes, a multiple of 64. */
+ * are zero). 4416 bytes, a multiple of 64. */
 typedef struct {
     uint8_t b[8][8][64];   /* [slot][k4][4 t + byte]: y[t][32 k_slot[slot] + 4 k4 + byte] */
     float dy[16];          /* the tokens' Q8_K scales */
     int32_t bsp[4][16];    /* Q4_K mins: int16 pair (P_2p, P_2p+1), P_s = bsums 2s + 2s+1 */
-    int32_t bs16[8][16];   /* Q6_K: int16 pair (bsums 2p, bsums 2p+1) */
 } tile_xblock;
 
 static size_t kq_pack_bytes(int64_t ncols, int64_t n_tok) {
@@ -129,7 +126,6 @@ static void kq_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int
             const int16_t *bs = y[i].bsums;
             for (int p = 0; p < 4; p++)
                 xb[i].bsp[p][t] = pair16(bs[4 * p] + bs[4 * p + 1], bs[4 * p + 2] + bs[4 * p + 3]);
-            for (int p = 0; p < 8; p++) xb[i].bs16[p][t] = pair16(bs[2 * p], bs[2 * p + 1]);
         }
     }
 }
@@ -139,10 +135,9 @@ static void kq_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int
  * ---------------------------------------------------------------------- */
 
 typedef struct {
-    uint8_t q[2][16][256]; /* Q4_K: [lo, hi][row][64 c + byte] = code * scale part;
-                              Q6_K: q[0][row][element] = code 0..63 */
-    int32_t sc[16][16];    /* Q6_K: [sub-block][row] scale */
-    int32_t mp[8][16];     /* Q4_K: int16 pair (m_2p, m_2p+1) per row; Q6_K: (sc_2p, sc_2p+1) */
+    uint8_t q[2][16][256]; /* [low, high part][row][64 c + byte], chunk c in slot order:
+                              Q4_K code * scale part (lo, hi), Q6_K vl, vh */
+    int32_t mp[4][16];     /* Q4_K: int16 pair (m_2p, m_2p+1) per row */
     float d[16], dmin[16];
 } tile_wblock;
 
