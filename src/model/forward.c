@@ -108,13 +108,14 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
 
         /* attention block */
         rows_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
-        bd_matmul(s->pool, &L->wq, s->h, E, n, s->q, Q, s->mm_scratch);
-        /* K and V rows go straight into the cache (q/k norm and RoPE then
-         * work on the cached K rows in place) */
+        /* Q, K and V in one run over one converted input; K and V rows go
+         * straight into the cache (q/k norm and RoPE then work on the
+         * cached K rows in place) */
         float *kc = s->k_cache + (int64_t)il * s->n_ctx * KV;
         float *vc = s->v_cache + (int64_t)il * s->n_ctx * KV;
-        bd_matmul(s->pool, &L->wk, s->h, E, n, kc + (int64_t)p0 * KV, KV, s->mm_scratch);
-        bd_matmul(s->pool, &L->wv, s->h, E, n, vc + (int64_t)p0 * KV, KV, s->mm_scratch);
+        const bd_matmul_out qkv[3] = {
+            {&L->wq, s->q, Q}, {&L->wk, kc + (int64_t)p0 * KV, KV}, {&L->wv, vc + (int64_t)p0 * KV, KV}};
+        bd_matmul_multi(s->pool, qkv, 3, s->h, E, n, s->mm_scratch);
         rows_ctx qk = {.op = ROWS_QK, .L = L, .count = n, .kc = kc, .vc = vc, .p0 = p0};
         rows_run(s, &qk, 2);
         bd_attn_args aa = {
@@ -136,8 +137,8 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
             const int32_t r0 = (int32_t)((int64_t)n * c / n_chunks);
             const int32_t rows = (int32_t)((int64_t)n * (c + 1) / n_chunks) - r0;
             float *h = s->h + (int64_t)r0 * E;
-            bd_matmul(s->pool, &L->w_gate, h, E, rows, s->gate, FF, s->mm_scratch);
-            bd_matmul(s->pool, &L->w_up, h, E, rows, s->up, FF, s->mm_scratch);
+            const bd_matmul_out gate_up[2] = {{&L->w_gate, s->gate, FF}, {&L->w_up, s->up, FF}};
+            bd_matmul_multi(s->pool, gate_up, 2, h, E, rows, s->mm_scratch);
             rows_ctx sm = {.op = ROWS_SILU_MUL, .dst = s->gate, .src = s->up, .count = (int64_t)rows * FF};
             rows_run(s, &sm, 4096);
             /* the chunk's normed input is spent: its rows take the output */

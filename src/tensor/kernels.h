@@ -162,6 +162,21 @@ size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);
 void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
                float *Y, int64_t ldy, void *scratch);
 
+/* Several matrices applied to the same input X (the attention's Q, K, V;
+ * the feed-forward's gate and up): X is converted once and all their rows
+ * are shared out in one pool run. Row for row the same bits as separate
+ * bd_matmul calls (which it falls back to when the matrices differ in
+ * width or activation type). At most BD_MATMUL_MULTI outputs; scratch:
+ * the largest bd_matmul_scratch_size among them. */
+#define BD_MATMUL_MULTI 4
+typedef struct bd_matmul_out {
+    const bd_mat *W;
+    float *Y;     /* [n_tok][ldy] */
+    int64_t ldy;
+} bd_matmul_out;
+void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
+                     int64_t n_tok, void *scratch);
+
 /* As bd_matmul, for callers that do not need a row's result to be
  * independent of its batch: the DFlash drafter, whose output only decides
  * which tokens are proposed, never which are emitted. Small batches may

@@ -66,29 +66,41 @@ size_t bd_matmul_fast_scratch_size(const bd_mat *W, int64_t n_tok) {
     return a > b ? a : b;
 }
 
+/* One weight matrix of a run and its output. */
 typedef struct {
-    const bd_kernels *k;
     const bd_mat *W;
-    const float *X;
-    int64_t ldx, n_tok;
     float *Y;
     int64_t ldy;
+    int64_t n_chunks; /* work items of this matrix on the chosen path */
+} mm_target;
+
+typedef struct {
+    const bd_kernels *k;
+    mm_target t[BD_MATMUL_MULTI];
+    int n_t;
+    int64_t n_chunks; /* all targets' */
+    const float *X;
+    int64_t ldx, n_tok, ncols;
     uint8_t *xq;
     size_t xq_stride;
     uint32_t vdt;
-    uint8_t *pack; /* tile path: packed activations (after xq) */
-    atomic_llong next; /* next chunk of rows to take (reset before each run) */
+    uint8_t *pack;     /* tile path: packed activations (after xq) */
+    atomic_llong next; /* next work item to take (reset before each run) */
 } mm_ctx;
 
 /*
- * Threads take rows in chunks from a shared counter instead of one equal
- * share each: on a shared or virtual machine a thread is often descheduled
- * or slowed, and the others then take over its remaining chunks instead of
- * waiting for it. Which thread computes a row never changes its result.
+ * Threads take work items (chunks of rows of one of the targets) from a
+ * shared counter instead of one equal share each: on a shared or virtual
+ * machine a thread is often descheduled or slowed, and the others then take
+ * over its remaining chunks instead of waiting for it. Which thread
+ * computes a row never changes its result.
  */
-static bool mm_take(mm_ctx *c, int64_t n_chunks, int64_t *i) {
+static bool mm_take(mm_ctx *c, int *m, int64_t *i) {
     long long v = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-    if (v >= n_chunks) return false;
+    if (v >= c->n_chunks) return false;
+    int j = 0;
+    while (v >= c->t[j].n_chunks) v -= c->t[j++].n_chunks;
+    *m = j;
     *i = (int64_t)v;
     return true;
 }
@@ -104,52 +116,55 @@ static void mm_quantize(void *arg, int ith, int nth) {
     int64_t lo, hi;
     bd_split(c->n_tok, ith, nth, &lo, &hi);
     bd_from_float_fn ff = c->k->from_float[c->vdt];
-    for (int64_t t = lo; t < hi; t++) ff(c->X + t * c->ldx, c->xq + t * c->xq_stride, c->W->ncols);
+    for (int64_t t = lo; t < hi; t++) ff(c->X + t * c->ldx, c->xq + t * c->xq_stride, c->ncols);
 }
 
 #define MM_CHUNK_ROWS 64 /* decode/verify rows per chunk */
+
+/* Rows per work item on the vec_dot_n paths. */
+static int64_t mm_chunk_rows(const mm_ctx *c, const bd_mat *W) {
+    if (c->n_tok <= MM_NX) return MM_CHUNK_ROWS;
+    /* prefill: tiles of rows small enough to stay in L2 while every
+     * 16-token group of activations streams past them, so weights come
+     * from memory once and activations once per row tile */
+    int64_t tile = (int64_t)(MM_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
+    return tile < 1 ? 1 : tile;
+}
 
 static void mm_dot(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
     mm_ctx *c = arg;
-    const bd_mat *W = c->W;
-    bd_vec_dot_fn dot = c->k->vec_dot[W->type];
-    bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
     float out[MM_NX];
+    int m;
     int64_t ci;
-    if (c->n_tok <= MM_NX) {
-        /* decode and verify: every weight row is read exactly once */
-        const int64_t n_chunks = (W->nrows + MM_CHUNK_ROWS - 1) / MM_CHUNK_ROWS;
-        while (mm_take(c, n_chunks, &ci)) {
-            int64_t lo = ci * MM_CHUNK_ROWS, hi = lo + MM_CHUNK_ROWS < W->nrows ? lo + MM_CHUNK_ROWS : W->nrows;
-            for (int64_t r = lo; r < hi; r++) {
+    while (mm_take(c, &m, &ci)) {
+        const bd_mat *W = c->t[m].W;
+        float *Y = c->t[m].Y;
+        const int64_t ldy = c->t[m].ldy, rows = mm_chunk_rows(c, W);
+        bd_vec_dot_fn dot = c->k->vec_dot[W->type];
+        bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
+        const int64_t r0 = ci * rows, r1 = r0 + rows < W->nrows ? r0 + rows : W->nrows;
+        if (c->n_tok <= MM_NX) {
+            /* decode and verify: every weight row is read exactly once */
+            for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
                 if (c->n_tok == 1 && !dotn) {
-                    c->Y[r] = dot(W->ncols, w, c->xq);
+                    Y[r] = dot(W->ncols, w, c->xq);
                     continue;
                 }
                 dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
-                for (int j = 0; j < c->n_tok; j++) c->Y[j * c->ldy + r] = out[j];
+                for (int j = 0; j < c->n_tok; j++) Y[j * ldy + r] = out[j];
             }
+            continue;
         }
-        return;
-    }
-    /* prefill: tiles of rows small enough to stay in L2 while every
-     * 16-token group of activations streams past them, so weights come from
-     * memory once and activations once per row tile */
-    int64_t tile = (int64_t)(MM_TILE_BYTES / (W->row_bytes ? W->row_bytes : 1));
-    if (tile < 1) tile = 1;
-    const int64_t n_chunks = (W->nrows + tile - 1) / tile;
-    while (mm_take(c, n_chunks, &ci)) {
-        int64_t r0 = ci * tile, r1 = r0 + tile < W->nrows ? r0 + tile : W->nrows;
         for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
             int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
             const uint8_t *xq = c->xq + t0 * c->xq_stride;
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
                 dotn(W->ncols, w, xq, c->xq_stride, nx, out);
-                for (int j = 0; j < nx; j++) c->Y[(t0 + j) * c->ldy + r] = out[j];
+                for (int j = 0; j < nx; j++) Y[(t0 + j) * ldy + r] = out[j];
             }
         }
     }
@@ -160,42 +175,52 @@ static void mm_pack(void *arg, int ith, int nth) {
     int64_t lo, hi;
     bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
     for (int64_t g = lo; g < hi; g++)
-        bd_tile_pack(c->W->type, c->W->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
+        bd_tile_pack(c->t[0].W->type, c->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
 }
 
 /* Tile path: groups of 16 weight rows split across threads; each group
- * meets every token (bd_tile_rows walks the weights once per 128 tokens). */
+ * meets every token. */
 static void mm_tile(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
     mm_ctx *c = arg;
-    const bd_mat *W = c->W;
-    const int64_t n_groups = (W->nrows + 15) / 16;
+    int m;
     int64_t g;
-    while (mm_take(c, n_groups, &g)) {
+    while (mm_take(c, &m, &g)) {
+        const bd_mat *W = c->t[m].W;
         int64_t r0 = 16 * g;
         int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
         bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes,
-                     (size_t)W->row_bytes, nw, c->pack, c->n_tok, c->Y + r0, c->ldy);
+                     (size_t)W->row_bytes, nw, c->pack, c->n_tok, c->t[m].Y + r0, c->t[m].ldy);
     }
 }
 
-static void matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok,
-                   float *Y, int64_t ldy, void *scratch, bool exact) {
-    const bd_type_traits *t = bd_type_get(W->type);
+/* Targets share ncols and the activation type; the caller checked. */
+static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
+                   int64_t n_tok, void *scratch, bool exact) {
+    const bd_mat *W0 = outs[0].W;
     mm_ctx c = {
-        .k = bd_kernels_get(), .W = W, .X = X, .ldx = ldx, .n_tok = n_tok, .Y = Y, .ldy = ldy,
-        .xq = scratch, .vdt = t->vec_dot_type,
+        .k = bd_kernels_get(), .n_t = n_outs, .X = X, .ldx = ldx, .n_tok = n_tok, .ncols = W0->ncols,
+        .xq = scratch, .vdt = bd_type_get(W0->type)->vec_dot_type,
     };
-    uint64_t row = 0;
-    bd_row_size(c.vdt, W->ncols, &row);
+    uint64_t row = 0, work = 0;
+    bd_row_size(c.vdt, W0->ncols, &row);
     c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
+    const bool tiles = use_tiles(c.k, W0, n_tok, exact);
+    for (int j = 0; j < n_outs; j++) {
+        const bd_mat *W = outs[j].W;
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy};
+        const int64_t rows = tiles ? 16 : mm_chunk_rows(&c, W);
+        c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
+        c.n_chunks += c.t[j].n_chunks;
+        work += (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok;
+    }
     /* Tiny products (toy models, small drafter matrices) run on the calling
      * thread: waking the pool costs more than the work. */
-    bool small = (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok < MM_SMALL_BYTES;
+    const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (use_tiles(c.k, W, n_tok, exact)) {
+    if (tiles) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);
@@ -207,12 +232,33 @@ static void matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, 
 
 void bd_matmul(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok, float *Y,
                int64_t ldy, void *scratch) {
-    matmul(pool, W, X, ldx, n_tok, Y, ldy, scratch, true);
+    const bd_matmul_out o = {W, Y, ldy};
+    matmul(pool, &o, 1, X, ldx, n_tok, scratch, true);
 }
 
 void bd_matmul_fast(bd_pool *pool, const bd_mat *W, const float *X, int64_t ldx, int64_t n_tok, float *Y,
                     int64_t ldy, void *scratch) {
-    matmul(pool, W, X, ldx, n_tok, Y, ldy, scratch, false);
+    const bd_matmul_out o = {W, Y, ldy};
+    matmul(pool, &o, 1, X, ldx, n_tok, scratch, false);
+}
+
+void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
+                     int64_t n_tok, void *scratch) {
+    bool shared = n_outs >= 1 && n_outs <= BD_MATMUL_MULTI;
+    for (int j = 1; shared && j < n_outs; j++) {
+        const bd_mat *a = outs[0].W, *b = outs[j].W;
+        const bd_kernels *k = bd_kernels_get();
+        /* one quantization (and tile packing) must serve every matrix */
+        shared = a->ncols == b->ncols &&
+                 bd_type_get(a->type)->vec_dot_type == bd_type_get(b->type)->vec_dot_type &&
+                 use_tiles(k, a, n_tok, true) == use_tiles(k, b, n_tok, true) &&
+                 (!use_tiles(k, a, n_tok, true) || (a->type == BD_TYPE_Q8_0) == (b->type == BD_TYPE_Q8_0));
+    }
+    if (shared) {
+        matmul(pool, outs, n_outs, X, ldx, n_tok, scratch, true);
+        return;
+    }
+    for (int j = 0; j < n_outs; j++) bd_matmul(pool, outs[j].W, X, ldx, n_tok, outs[j].Y, outs[j].ldy, scratch);
 }
 
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {

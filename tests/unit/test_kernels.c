@@ -571,6 +571,70 @@ static void test_matmul_paths(void **state) {
     }
 }
 
+/*
+ * bd_matmul_multi: every output bit-identical to its own bd_matmul call,
+ * for a Q4_K + Q6_K + Q4_K set sharing one input (one conversion, one
+ * pool run: decode, verify and tile-path sizes) and for a Q8_0 + Q4_K pair
+ * (different activation types: the fallback).
+ */
+static void test_matmul_multi(void **state) {
+    (void)state;
+    static const uint32_t sets[2][3] = {{BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q4_K},
+                                        {BD_TYPE_Q8_0, BD_TYPE_Q4_K, 0}};
+    static const int n_in_set[2] = {3, 2};
+    static const int toks[] = {1, 16, 40};
+    static const int64_t nrows[3] = {48, 16, 33};
+    const int64_t n = 512;
+    bd_pool *pool = bd_pool_create(2);
+    assert_non_null(pool);
+    for (int si = 0; si < 2; si++) {
+        bd_mat W[3];
+        uint8_t *w[3];
+        float *ya[3], *yb[3];
+        size_t scr = 0;
+        for (int j = 0; j < n_in_set[si]; j++) {
+            const uint32_t type = sets[si][j];
+            const size_t wb = row_bytes(type, n);
+            w[j] = xalloc(nrows[j] * wb);
+            for (int r = 0; r < nrows[j]; r++) fill_random_weight(type, w[j] + r * wb, n, r % 3);
+            W[j] = (bd_mat){.type = type, .ncols = n, .nrows = nrows[j], .row_bytes = wb, .data = w[j]};
+            ya[j] = xalloc(40 * 64 * sizeof(float));
+            yb[j] = xalloc(40 * 64 * sizeof(float));
+            size_t z = bd_matmul_scratch_size(&W[j], 40);
+            if (z > scr) scr = z;
+        }
+        float *x = xalloc(40 * n * sizeof(float));
+        for (int64_t i = 0; i < 40 * n; i++) x[i] = rng_gauss();
+        void *scratch = aligned_alloc(64, (scr + 63) & ~(size_t)63);
+        assert_non_null(scratch);
+        for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+            const int nt = toks[ki];
+            bd_matmul_out outs[3];
+            for (int j = 0; j < n_in_set[si]; j++) {
+                bd_matmul(pool, &W[j], x, n, nt, ya[j], 64, scratch);
+                outs[j] = (bd_matmul_out){&W[j], yb[j], 64};
+            }
+            bd_matmul_multi(pool, outs, n_in_set[si], x, n, nt, scratch);
+            for (int j = 0; j < n_in_set[si]; j++)
+                for (int t = 0; t < nt; t++)
+                    for (int r = 0; r < nrows[j]; r++)
+                        if (memcmp(&ya[j][t * 64 + r], &yb[j][t * 64 + r], sizeof(float)) != 0) {
+                            print_error("matmul_multi set %d mat %d tokens %d [%d][%d]: %.9g vs %.9g\n", si, j,
+                                        nt, t, r, yb[j][t * 64 + r], ya[j][t * 64 + r]);
+                            fail();
+                        }
+        }
+        free(scratch);
+        free(x);
+        for (int j = 0; j < n_in_set[si]; j++) {
+            free(w[j]);
+            free(ya[j]);
+            free(yb[j]);
+        }
+    }
+    bd_pool_free(pool);
+}
+
 static void test_chosen(void **state) {
     (void)state;
     const bd_kernels *k = bd_kernels_get();
@@ -591,6 +655,7 @@ int main(void) {
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_chosen),
         cmocka_unit_test(test_matmul_paths),
+        cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_expf_poly),
         cmocka_unit_test(test_expf_dd),
     };
