@@ -1,8 +1,9 @@
 /*
  * attention.c - multi-head attention over a KV cache, GQA, multi-threaded.
  *
- * Work items are (row, head) pairs split evenly across the pool. Row t of a
- * batch sits at position n_past + t. Causal: it sees cache rows
+ * Work items are a KV head and up to BD_ATTN_QB of the query rows that read
+ * it, taken by the threads from a shared counter (see attn_worker). Row t
+ * of a batch sits at position n_past + t. Causal: it sees cache rows
  * [0, n_past + t]; non-causal (the DFlash drafter's block): every row sees
  * [0, n_past + n). The new rows' K/V must already be in the cache.
  */
@@ -50,8 +51,19 @@ typedef struct {
  */
 #define KV_COPY_HD 256
 
-static void kv_copy(float *dst, const float *src, int64_t stride, int32_t hd, int32_t rows) {
-    for (int32_t j = 0; j < rows; j++) memcpy(dst + (int64_t)j * hd, src + (int64_t)j * stride, (size_t)hd * sizeof(float));
+/* rows cache rows of one head at src (stride floats apart): copied into
+ * buf as [rows][hd] when copy is set, else read in place; *ld is then the
+ * row stride to use. */
+static const float *kv_block(const float *src, int64_t stride, int32_t hd, int32_t rows, bool copy, float *buf,
+                             int64_t *ld) {
+    if (!copy) {
+        *ld = stride;
+        return src;
+    }
+    for (int32_t j = 0; j < rows; j++)
+        memcpy(buf + (int64_t)j * hd, src + (int64_t)j * stride, (size_t)hd * sizeof(float));
+    *ld = hd;
+    return buf;
 }
 
 static void attn_worker(void *arg, int ith, int nth) {
@@ -90,13 +102,9 @@ static void attn_worker(void *arg, int ith, int nth) {
         }
         const bool copy = nq > 1 && hd <= KV_COPY_HD;
         for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
-            const float *kb = kc + (int64_t)j0 * kvw;
-            int64_t kbs = kvw;
-            if (copy) {
-                kv_copy(kbuf, kb, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB);
-                kb = kbuf;
-                kbs = hd;
-            }
+            int64_t kbs;
+            const float *kb = kv_block(kc + (int64_t)j0 * kvw, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB, copy,
+                                       kbuf, &kbs);
             for (int i = 0; i < nq; i++)
                 if (len[i] > j0) {
                     float m = k->attn_scores(hd, qp[i], kb, kbs, len[i] - j0 < KB ? len[i] - j0 : KB, scale,
@@ -109,13 +117,9 @@ static void attn_worker(void *arg, int ith, int nth) {
             for (int32_t e = 0; e < hd; e++) op[i][e] = 0.0f;
         }
         for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
-            const float *vb = vc + (int64_t)j0 * kvw;
-            int64_t vbs = kvw;
-            if (copy) {
-                kv_copy(kbuf, vb, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB);
-                vb = kbuf;
-                vbs = hd;
-            }
+            int64_t vbs;
+            const float *vb = kv_block(vc + (int64_t)j0 * kvw, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB, copy,
+                                       kbuf, &vbs);
             for (int i = 0; i < nq; i++)
                 if (len[i] > j0)
                     k->attn_accum(hd, sc[i] + j0, vb, vbs, len[i] - j0 < KB ? len[i] - j0 : KB, op[i]);

@@ -242,19 +242,31 @@ BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
  * tokens)
  * ---------------------------------------------------------------------- */
 
-BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
-    int32_t cb[2][16][16] __attribute__((aligned(64)));
+/* The int32 sums of one block, 16 rows x 16 tokens: cb[0] the low part
+ * (Q4_K code * lo, Q6_K vl), cb[1] the high part. Q4_K's parts are
+ * unsigned bytes (TDPBUSD), Q6_K's signed (TDPBSSD). */
+BD_INLINE void block_tiles(const tile_wblock *u, const tile_xblock *x, const int q4, int32_t cb[2][16][16]) {
     _tile_zero(0);
     _tile_zero(1);
     UNROLL for (int c = 0; c < 4; c++) {
         _tile_loadd(4, x->b[2 * c], 64);
         _tile_loadd(2, u->q[0][0] + 64 * c, 256);
         _tile_loadd(3, u->q[1][0] + 64 * c, 256);
-        _tile_dpbusd(0, 2, 4);
-        _tile_dpbusd(1, 3, 4);
+        if (q4) {
+            _tile_dpbusd(0, 2, 4);
+            _tile_dpbusd(1, 3, 4);
+        } else {
+            _tile_dpbssd(0, 2, 4);
+            _tile_dpbssd(1, 3, 4);
+        }
     }
     _tile_stored(0, cb[0], 64);
     _tile_stored(1, cb[1], 64);
+}
+
+BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
+    int32_t cb[2][16][16] __attribute__((aligned(64)));
+    block_tiles(u, x, 1, cb);
     const __m512 dy = _mm512_loadu_ps(x->dy);
     __m512i bsp[4];
     UNROLL for (int p = 0; p < 4; p++) bsp[p] = _mm512_loadu_si512(x->bsp[p]);
@@ -273,17 +285,7 @@ BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m
 
 BD_INLINE void block_q6k(const tile_wblock *u, const tile_xblock *x, int nw, __m512 *acc) {
     int32_t cb[2][16][16] __attribute__((aligned(64)));
-    _tile_zero(0);
-    _tile_zero(1);
-    UNROLL for (int c = 0; c < 4; c++) {
-        _tile_loadd(4, x->b[2 * c], 64);
-        _tile_loadd(2, u->q[0][0] + 64 * c, 256);
-        _tile_loadd(3, u->q[1][0] + 64 * c, 256);
-        _tile_dpbssd(0, 2, 4);
-        _tile_dpbssd(1, 3, 4);
-    }
-    _tile_stored(0, cb[0], 64);
-    _tile_stored(1, cb[1], 64);
+    block_tiles(u, x, 0, cb);
     const __m512 dy = _mm512_loadu_ps(x->dy);
     for (int r = 0; r < nw; r++) {
         __m512i sumi = _mm512_add_epi32(_mm512_load_si512(cb[0][r]),

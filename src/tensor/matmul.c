@@ -10,6 +10,8 @@
  *      row is streamed from memory exactly once. For prefill the rows are
  *      taken in L2-sized tiles and each tile meets every 16-row group of
  *      activations before the next tile is loaded.
+ * bd_matmul_multi runs several matrices of the same input through one
+ * conversion and one pool run (work items are numbered across them).
  *
  * Decode (1 row) and verify (n rows) both go through vec_dot_n, whose result
  * for one activation row does not depend on how many rows are batched with
