@@ -842,12 +842,28 @@ BD_INLINE __m512 exp16(__m512 x) {
     return _mm512_maskz_mul_ps(ok, p, _mm512_castsi512_ps(e));
 }
 
-/* Four keys at a time (four independent fma chains), NC full chunks of 16
- * plus a masked tail of rem elements. */
+/* The 16 lane accumulators of U keys (k0, k0 + ks, ...): U independent fma
+ * chains over nc full chunks of 16 elements plus a masked tail of rem. */
+BD_INLINE void score_lanes(const float *q, const float *k0, int64_t ks, int32_t nc, int32_t rem, __m512 *a,
+                           const int U) {
+    const __mmask16 mt = (__mmask16)((1u << rem) - 1);
+    UNROLL for (int u = 0; u < U; u++) a[u] = _mm512_setzero_ps();
+    for (int32_t c = 0; c < nc; c++) {
+        const __m512 qv = _mm512_loadu_ps(q + 16 * c);
+        UNROLL for (int u = 0; u < U; u++) a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + u * ks + 16 * c), a[u]);
+    }
+    if (rem) {
+        const __m512 qv = _mm512_maskz_loadu_ps(mt, q + 16 * nc);
+        UNROLL for (int u = 0; u < U; u++)
+            a[u] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(mt, k0 + u * ks + 16 * nc), a[u], mt);
+    }
+}
+
+/* Sixteen, then four keys at a time, then one (score_lanes), NC full
+ * chunks of 16 plus a masked tail of rem elements. */
 BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t ks, int32_t len,
                              float scale, float *out, const int32_t NC) {
     const int32_t nc = NC ? NC : hd / 16, rem = NC ? 0 : hd % 16;
-    const __mmask16 mt = (__mmask16)((1u << rem) - 1);
     const __m512 vscale = _mm512_set1_ps(scale);
     int32_t j = 0;
     /* 16 keys at a time: 16 lane accumulators, then the four tree levels
@@ -856,20 +872,8 @@ BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t
      * the scores are bit-identical to the one-key paths below; the merges
      * just share each shuffle and add among several keys. */
     for (; j + 16 <= len; j += 16) {
-        const float *k0 = k + (int64_t)j * ks;
         __m512 a[16];
-        UNROLL for (int u = 0; u < 16; u++) a[u] = _mm512_setzero_ps();
-        for (int32_t c = 0; c < nc; c++) {
-            __m512 qv = _mm512_loadu_ps(q + 16 * c);
-            UNROLL for (int u = 0; u < 16; u++)
-                a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + u * ks + 16 * c), a[u]);
-        }
-        if (rem) {
-            __m512 qv = _mm512_maskz_loadu_ps(mt, q + 16 * nc);
-            UNROLL for (int u = 0; u < 16; u++)
-                a[u] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(mt, k0 + u * ks + 16 * nc),
-                                             a[u], mt);
-        }
+        score_lanes(q, k + (int64_t)j * ks, ks, nc, rem, a, 16);
         /* level 1, lane l + lane l+8: b[m] = keys 2m (lanes 0-7), 2m+1 (8-15) */
         __m512 b[8];
         UNROLL for (int m = 0; m < 8; m++)
@@ -891,30 +895,13 @@ BD_INLINE void scores_kernel(int32_t hd, const float *q, const float *k, int64_t
         _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_permutexvar_ps(perm, f), vscale));
     }
     for (; j + 4 <= len; j += 4) {
-        const float *k0 = k + (int64_t)j * ks;
         __m512 a[4];
-        UNROLL for (int u = 0; u < 4; u++) a[u] = _mm512_setzero_ps();
-        for (int32_t c = 0; c < nc; c++) {
-            __m512 qv = _mm512_loadu_ps(q + 16 * c);
-            UNROLL for (int u = 0; u < 4; u++)
-                a[u] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + u * ks + 16 * c), a[u]);
-        }
-        if (rem) {
-            __m512 qv = _mm512_maskz_loadu_ps(mt, q + 16 * nc);
-            UNROLL for (int u = 0; u < 4; u++)
-                a[u] = _mm512_mask3_fmadd_ps(qv, _mm512_maskz_loadu_ps(mt, k0 + u * ks + 16 * nc),
-                                             a[u], mt);
-        }
+        score_lanes(q, k + (int64_t)j * ks, ks, nc, rem, a, 4);
         UNROLL for (int u = 0; u < 4; u++) out[j + u] = tree16(a[u]) * scale;
     }
     for (; j < len; j++) {
-        const float *kr = k + (int64_t)j * ks;
-        __m512 a = _mm512_setzero_ps();
-        for (int32_t c = 0; c < nc; c++)
-            a = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), _mm512_loadu_ps(kr + 16 * c), a);
-        if (rem)
-            a = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(mt, q + 16 * nc),
-                                      _mm512_maskz_loadu_ps(mt, kr + 16 * nc), a, mt);
+        __m512 a;
+        score_lanes(q, k + (int64_t)j * ks, ks, nc, rem, &a, 1);
         out[j] = tree16(a) * scale;
     }
 }
