@@ -12,8 +12,10 @@
  *   IQ4_NL:     (dw * dx) * isum
  *   Q4_0/Q4_1/Q5_0/Q5_1/Q8_0: fixed f32 order, bit for bit llama.cpp's
  *               (see q32_accum below)
- *   Q6_K/IQ4_XS: (dx * dw) * isum
- *   Q4_K/Q5_K:  fixed f32 order, bit for bit llama.cpp's (see kq_dot below)
+ *   IQ4_XS:     (dx * dw) * isum
+ *   Q5_K:       fixed f32 order, bit for bit llama.cpp's (see q5k_dot below)
+ *   Q4_K/Q6_K:  fixed f32 order, the "tile order" shared with the AMX
+ *               matmul (see kt_dot below)
  */
 #include <math.h>
 #include <string.h>
@@ -137,45 +139,37 @@ static inline void kq_scale_min(const uint8_t *b, int s, int *sc, int *m) {
 }
 
 /*
- * Q4_K / Q5_K: the f32 arithmetic is fixed lane by lane, in the order of
+ * Q5_K: the f32 arithmetic is fixed lane by lane, in the order of
  * llama.cpp's (v0.5.0) x86 vec_dot, so a dot here is bit-identical to
  * llama.cpp's and to our SIMD twins (test_kernels.c, test_quant.c).
  *
- * Why not just "within rounding": these dots subtract two large terms
- * (d * sum sc*q*y and dmin * sum m*bsum), so their last-bit error is large
- * relative to the result, and the next layer's int8 activation quantization
- * turns such a difference, whenever a value sits near a rounding step, into
- * a whole step, which then grows through the layers. Same arithmetic, same
- * rounding: no such divergence from llama.cpp.
+ * Why a fixed order and not just "within rounding": these dots subtract two
+ * large terms (d * sum sc*q*y and dmin * sum m*bsum), so their last-bit
+ * error is large relative to the result, and the next layer's int8
+ * activation quantization turns such a difference, whenever a value sits
+ * near a rounding step, into a whole step, which then grows through the
+ * layers.
  *
  * Per block i, with d = dx * dw and dmin = -dx * dwmin:
  *   lane l (0..7) = sum over sub-blocks s of sc_s * sum_{e=4l}^{4l+3} q[32s+e] y[32s+e]
  *   acc[l] = fmaf(d, (float)lane l, acc[l])
  *   mins: P_s = bsums[2s] + bsums[2s+1], mp[k] = m_2k P_2k + m_2k+1 P_2k+1 (k = 0..3)
- *     Q4_K: accm[k] = fmaf(dmin, (float)mp[k], accm[k])
- *     Q5_K: summ = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summ)
- * result = hsum8(acc) + (Q4_K: (accm0 + accm2) + (accm1 + accm3); Q5_K: summ)
+ *   summ = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summ)
+ * result = hsum8(acc) + summ
  * hsum8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
  */
 static inline float kq_hsum8(const float a[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-/* qh: the Q5_K high-bit plane, or NULL for Q4_K. */
-static float kq_dot(int64_t nb, const void *vw, size_t bbytes, bool q5, const block_q8_K *x) {
-    float acc[8] = {0}, accm[4] = {0}, summ = 0;
+static float q5k_dot(int64_t nb, const block_q5_K *w, const block_q8_K *x) {
+    float acc[8] = {0}, summ = 0;
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bbytes;
-        bd_f16 hd, hdmin;
-        memcpy(&hd, blk, 2);
-        memcpy(&hdmin, blk + 2, 2);
-        const uint8_t *scales = blk + 4;
-        const uint8_t *qh = q5 ? blk + 4 + K_SCALE_SIZE : NULL;
-        const uint8_t *qs = blk + 4 + K_SCALE_SIZE + (q5 ? QK_K / 8 : 0);
-        const float d = x[i].d * f16f(hd);
-        const float dmin = -x[i].d * f16f(hdmin);
+        const uint8_t *qh = w[i].qh, *qs = w[i].qs;
+        const float d = x[i].d * f16f(w[i].d);
+        const float dmin = -x[i].d * f16f(w[i].dmin);
         int sc[8], m[8];
-        for (int s = 0; s < 8; s++) kq_scale_min(scales, s, &sc[s], &m[s]);
+        for (int s = 0; s < 8; s++) kq_scale_min(w[i].scales, s, &sc[s], &m[s]);
         int lane[8] = {0};
         for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles), 2c+1 (high) */
             const uint8_t *q = qs + 32 * c;
@@ -183,11 +177,8 @@ static float kq_dot(int64_t nb, const void *vw, size_t bbytes, bool q5, const bl
             for (int l = 0; l < 8; l++) {
                 int s0 = 0, s1 = 0;
                 for (int e = 4 * l; e < 4 * l + 4; e++) {
-                    int q0 = q[e] & 0xF, q1 = q[e] >> 4;
-                    if (q5) {
-                        q0 |= ((qh[e] >> (2 * c)) & 1) << 4;
-                        q1 |= ((qh[e] >> (2 * c + 1)) & 1) << 4;
-                    }
+                    int q0 = (q[e] & 0xF) | (((qh[e] >> (2 * c)) & 1) << 4);
+                    int q1 = (q[e] >> 4) | (((qh[e] >> (2 * c + 1)) & 1) << 4);
                     s0 += q0 * y[e];
                     s1 += q1 * y[e + 32];
                 }
@@ -195,49 +186,73 @@ static float kq_dot(int64_t nb, const void *vw, size_t bbytes, bool q5, const bl
             }
         }
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
-        int mp[4];
-        for (int k = 0; k < 4; k++)
-            mp[k] = m[2 * k] * (x[i].bsums[4 * k] + x[i].bsums[4 * k + 1]) +
-                    m[2 * k + 1] * (x[i].bsums[4 * k + 2] + x[i].bsums[4 * k + 3]);
-        if (q5) summ = fmaf(dmin, (float)(mp[0] + mp[1] + mp[2] + mp[3]), summ);
-        else
-            for (int k = 0; k < 4; k++) accm[k] = fmaf(dmin, (float)mp[k], accm[k]);
+        int mp = 0;
+        for (int s = 0; s < 8; s++) mp += m[s] * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
+        summ = fmaf(dmin, (float)mp, summ);
     }
-    return kq_hsum8(acc) + (q5 ? summ : (accm[0] + accm[2]) + (accm[1] + accm[3]));
+    return kq_hsum8(acc) + summ;
 }
 
-static float dot_q4_K(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
-    return kq_dot(nb, w, sizeof *w, false, x);
-}
-
-static float dot_q5_K(int64_t nb, const block_q5_K *w, const block_q8_K *x) {
-    return kq_dot(nb, w, sizeof *w, true, x);
-}
-
-static float dot_q6_K(int64_t nb, const block_q6_K *w, const block_q8_K *x) {
-    float sum = 0;
+/*
+ * Q4_K / Q6_K: the "tile order". Each block's whole integer sum is formed
+ * first (exact in int32), so the f32 work is one or two fmas per block,
+ * in block order from +0:
+ *   Q4_K: sumi = sum_s sc_s * sum_{e in s} q_e y_e    (s: 8 sub-blocks of 32)
+ *         summ = sum_s m_s * (bsums 2s + bsums 2s+1)
+ *         acc = fmaf(dx * dw, (float)sumi, acc)
+ *         acc = fmaf(-(dx * dwmin), (float)summ, acc)
+ *   Q6_K: sumi = sum_s sc_s * (sum_{e in s} q_e y_e - 32 * bsums_s)
+ *         (s: 16 sub-blocks of 16, q the 6-bit code 0..63)
+ *         acc = fmaf(dx * dw, (float)sumi, acc)
+ * dx is the Q8_K row's block scale. Every kernel table computes these bits
+ * for every batch size: the AVX2 / AVX-512 multi-row dots (decode and
+ * small verify batches) and the AMX tiles (larger verify batches and
+ * prompts), where the integer sums come straight out of the tile unit and
+ * two fmas per 256 elements are all that is left. Fixing one order for
+ * all of them is what lets a speculative verify batch take the tiles and
+ * still see exactly the logits of one-token decoding. (llama.cpp keeps
+ * eight f32 lanes per block instead; the results agree to rounding,
+ * tests/unit/test_quant.c.)
+ */
+static float q4k_dot(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
+    float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
-        int isum = 0;
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
-            const int8_t *sc = w[i].scales + 8 * h;
-            const int8_t *y = x[i].qs + 128 * h;
-            int g[8] = {0}; /* per 16-group integer sums */
-            for (int l = 0; l < 32; l++) {
-                int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                g[l / 16] += q0 * y[l];
-                g[2 + l / 16] += q1 * y[l + 32];
-                g[4 + l / 16] += q2 * y[l + 64];
-                g[6 + l / 16] += q3 * y[l + 96];
+        int sumi = 0, summ = 0;
+        for (int s = 0; s < 8; s++) {
+            int sc, m, isum = 0;
+            kq_scale_min(w[i].scales, s, &sc, &m);
+            for (int e = 0; e < 32; e++) {
+                const uint8_t byte = w[i].qs[32 * (s / 2) + e];
+                isum += ((s & 1) ? byte >> 4 : byte & 0xF) * x[i].qs[32 * s + e];
             }
-            for (int k = 0; k < 8; k++) isum += sc[k] * g[k];
+            sumi += sc * isum;
+            summ += m * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
         }
-        sum += (x[i].d * f16f(w[i].d)) * (float)isum;
+        acc = fmaf(x[i].d * f16f(w[i].d), (float)sumi, acc);
+        acc = fmaf(-(x[i].d * f16f(w[i].dmin)), (float)summ, acc);
     }
-    return sum;
+    return acc;
+}
+
+static float q6k_dot(int64_t nb, const block_q6_K *w, const block_q8_K *x) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi = 0;
+        for (int s = 0; s < 16; s++) {
+            int isum = 0;
+            for (int e = 16 * s; e < 16 * s + 16; e++) {
+                /* element e: half h, then quarter (32 elements) and index j */
+                const int h = e / 128, l = e % 128, quarter = l / 32, j = l % 32;
+                const uint8_t lo = w[i].ql[64 * h + j + 32 * (quarter & 1)];
+                const int q = ((quarter < 2) ? (lo & 0xF) : (lo >> 4)) |
+                              (((w[i].qh[32 * h + j] >> (2 * quarter)) & 3) << 4);
+                isum += q * x[i].qs[e];
+            }
+            sumi += w[i].scales[s] * (isum - 32 * x[i].bsums[s]);
+        }
+        acc = fmaf(x[i].d * f16f(w[i].d), (float)sumi, acc);
+    }
+    return acc;
 }
 
 static float dot_iq4_xs(int64_t nb, const block_iq4_xs *w, const block_q8_K *x) {
@@ -288,76 +303,31 @@ float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x) {
     case BD_TYPE_Q5_1: return dot_q5_1(nb, w, x);
     case BD_TYPE_Q8_0: return dot_q8_0(nb, w, x);
     case BD_TYPE_IQ4_NL: return dot_iq4_nl(nb, w, x);
-    case BD_TYPE_Q4_K: return dot_q4_K(nb, w, x);
-    case BD_TYPE_Q5_K: return dot_q5_K(nb, w, x);
-    case BD_TYPE_Q6_K: return dot_q6_K(nb, w, x);
+    case BD_TYPE_Q4_K: return q4k_dot(nb, w, x);
+    case BD_TYPE_Q5_K: return q5k_dot(nb, w, x);
+    case BD_TYPE_Q6_K: return q6k_dot(nb, w, x);
     case BD_TYPE_IQ4_XS: return dot_iq4_xs(nb, w, x);
     default: return NAN;
     }
 }
 
 /*
- * The tile order (Q4_K, Q6_K, Q8_0): the f32 steps of the AMX matmul
- * (kernels_amx.c), which computes each block's whole integer sum before
- * touching floats, so its f32 work is one or two fmas per block:
- *   Q4_K: sumi = sum_s sc_s * sum_{e in s} q_e y_e,  summ = sum_s m_s * (bsums 2s + 2s+1)
- *         acc = fmaf(dx * d, (float)sumi, acc); acc = fmaf(-(dx * dmin), (float)summ, acc)
- *   Q6_K: sumi = sum_s sc_s * (sum_{e in s} q_e y_e - 32 * bsums_s)   (q = 6-bit code)
- *         acc = fmaf(dx * d, (float)sumi, acc)
- *   Q8_0: sumi = sum_e q_e y_e (a 32-element block; activations Q8_0)
- *         acc = fmaf((float)sumi, dx * d, acc)
- * blocks in order, acc from +0. The integer sums equal those of the dots
- * above; only the f32 steps differ (so results agree to rounding).
+ * The f32 order of the AMX matmul (kernels_amx.c). Q4_K / Q6_K: the tile
+ * order above, which is also bd_vec_dot_ref's. Q8_0 (per 32-element block,
+ * activations Q8_0): sumi = sum_e q_e y_e, acc = fmaf((float)sumi, dx * dw,
+ * acc), blocks in order from +0; the AVX kernels keep llama.cpp's eight
+ * lanes there, so bd_matmul sends only prompts and the DFlash drafter's
+ * batches (bd_matmul_fast) through Q8_0 tiles.
  */
 float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x) {
-    if (type == BD_TYPE_Q8_0) {
-        if (n < 0 || n % QK8_0) return NAN;
-        const block_q8_0 *b = w, *y = x;
-        float acc = 0.0f;
-        for (int64_t i = 0; i < n / QK8_0; i++) {
-            int sumi = 0;
-            for (int e = 0; e < QK8_0; e++) sumi += b[i].qs[e] * y[i].qs[e];
-            acc = fmaf((float)sumi, f16f(y[i].d) * f16f(b[i].d), acc);
-        }
-        return acc;
-    }
-    if (n < 0 || n % QK_K) return NAN;
-    const block_q8_K *y = x;
+    if (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) return bd_vec_dot_ref(type, n, w, x);
+    if (type != BD_TYPE_Q8_0 || n < 0 || n % QK8_0) return NAN;
+    const block_q8_0 *b = w, *y = x;
     float acc = 0.0f;
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        if (type == BD_TYPE_Q4_K) {
-            const block_q4_K *b = (const block_q4_K *)w + i;
-            int sumi = 0, summ = 0;
-            for (int s = 0; s < 8; s++) {
-                int sc, m, isum = 0;
-                kq_scale_min(b->scales, s, &sc, &m);
-                for (int e = 0; e < 32; e++) {
-                    uint8_t byte = b->qs[32 * (s / 2) + e];
-                    isum += ((s & 1) ? byte >> 4 : byte & 0xF) * y[i].qs[32 * s + e];
-                }
-                sumi += sc * isum;
-                summ += m * (y[i].bsums[2 * s] + y[i].bsums[2 * s + 1]);
-            }
-            acc = fmaf(y[i].d * f16f(b->d), (float)sumi, acc);
-            acc = fmaf(-(y[i].d * f16f(b->dmin)), (float)summ, acc);
-        } else if (type == BD_TYPE_Q6_K) {
-            const block_q6_K *b = (const block_q6_K *)w + i;
-            int sumi = 0;
-            for (int s = 0; s < 16; s++) {
-                int isum = 0;
-                for (int e = 16 * s; e < 16 * s + 16; e++) {
-                    int h = e / 128, l = e % 128, quarter = l / 32, j = l % 32;
-                    uint8_t lo = b->ql[64 * h + j + 32 * (quarter & 1)];
-                    int q = ((quarter < 2) ? (lo & 0xF) : (lo >> 4)) |
-                            (((b->qh[32 * h + j] >> (2 * quarter)) & 3) << 4);
-                    isum += q * y[i].qs[e];
-                }
-                sumi += b->scales[s] * (isum - 32 * y[i].bsums[s]);
-            }
-            acc = fmaf(y[i].d * f16f(b->d), (float)sumi, acc);
-        } else {
-            return NAN;
-        }
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        int sumi = 0;
+        for (int e = 0; e < QK8_0; e++) sumi += b[i].qs[e] * y[i].qs[e];
+        acc = fmaf((float)sumi, f16f(y[i].d) * f16f(b[i].d), acc);
     }
     return acc;
 }

@@ -58,9 +58,9 @@ typedef struct bd_kernels {
     bd_attn_accum_fn attn_accum;
     bd_silu_mul_fn silu_mul;
     /* AMX tile matmul for the types bd_tile_supports() accepts (table
-     * "amx" only): for batches of more than BD_MATMUL_EXACT_ROWS rows
-     * bd_matmul packs the activations and calls bd_tile_rows per 16 weight
-     * rows instead of vec_dot_n. */
+     * "amx" only): for the batches matmul.c sends there it packs the
+     * activations and calls bd_tile_rows per 16 weight rows instead of
+     * vec_dot_n. */
     bool tile;
 } bd_kernels;
 
@@ -147,10 +147,15 @@ typedef struct bd_mat {
 } bd_mat;
 
 /* Batches of up to this many rows give, row for row, bit-identical results
- * to one row at a time (vec_dot_n is batch-invariant); speculative verify
- * batches must stay within it. Larger batches (prompt prefill) may take the
- * tile path, whose f32 order differs (it agrees to rounding). */
+ * to one row at a time (vec_dot_n is batch-invariant, and the Q4_K / Q6_K
+ * tiles share its f32 order); speculative verify batches must stay within
+ * it. Larger batches (prompt prefill) may take the Q8_0 tiles, whose f32
+ * order differs (it agrees to rounding). */
 #define BD_MATMUL_EXACT_ROWS 32
+
+/* Q4_K batches of at least this many rows take the AMX tiles in bd_matmul
+ * too (same bits; faster from here on, kernels_amx.c). */
+#define BD_MATMUL_TILE_Q4K_ROWS 5
 
 /* Bytes of scratch bd_matmul needs for n_tok activation rows. */
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);

@@ -4,27 +4,31 @@
  * where CPUID and the kernel say the tiles work, see kernels.c).
  *
  * One call computes up to 16 weight rows against any number of activation
- * rows. bd_matmul uses it for prompt batches of more than
- * BD_MATMUL_EXACT_ROWS rows; bd_matmul_fast (the DFlash drafter) also for
- * small Q8_0 batches. The activations are first packed per group of 16
- * tokens into the layout a B tile wants (bd_tile_pack). Then:
+ * rows. bd_matmul uses it for prompt batches and, for Q4_K, for speculative
+ * verify batches from BD_MATMUL_TILE_Q4K_ROWS rows; bd_matmul_fast (the
+ * DFlash drafter) also for small Q8_0 batches. The activations are first
+ * packed per group of 16 tokens into the layout a B tile wants
+ * (bd_tile_pack). Then:
  *   - Q4_K (per 256-element block): the 6-bit sub-block scale is split as
  *     sc = 8 hi + lo (both 0..7) and the 16 weight rows are unpacked twice,
- *     as q * lo and q * hi (<= 105: still unsigned bytes), so that two int32
- *     tiles accumulate the whole block in 4 x 2 TDPBUSD (K = 64) with the
- *     scales already applied: sum sc q y = C_lo + 8 C_hi, exactly;
+ *     as q * lo and q * hi (<= 105: still unsigned bytes, one vpmullw per
+ *     64 of them), so that two int32 tiles accumulate the whole block in
+ *     4 x 2 TDPBUSD (K = 64) with the scales already applied:
+ *     sum sc q y = C_lo + 8 C_hi, exactly;
  *   - Q6_K: each weight is folded with its signed scale and offset into
  *     v = sc (q - 32) = 128 vh + vl (signed bytes), two TDPBSSD tiles the
  *     same way: sum v y = C_lo + 128 C_hi;
  *   - Q8_0 (per 32-element block): the weight bytes load as they are, one
  *     TDPBSSD per block;
  *   - the f32 steps are then one or two fmas per block and output element,
- *     the tile order of bd_vec_dot_tile_ref (dot_ref.c), vectorized over the
- *     16 tokens.
+ *     the order of bd_vec_dot_tile_ref (dot_ref.c), vectorized over the 16
+ *     tokens.
  * Each output element's arithmetic is fixed whatever the batch size
  * (tests/unit/test_kernels.c checks it against the scalar twin for 1..150
- * tokens); it differs from the AVX-512 kernels' order, which is why the
- * target's decode and speculative verify batches never come here.
+ * tokens). For Q4_K and Q6_K that order is also the AVX2 / AVX-512
+ * kernels' (dot_ref.c's tile order), so a verify batch here gives the bits
+ * of one-token decoding; Q8_0's differs from theirs, which is why only
+ * prompts and the drafter take the Q8_0 tiles.
  *
  * Tile registers, K-quant configuration (Q8_0: see its section):
  *   0, 1  C    16 x 16 int32 (low and high parts of the sums)
@@ -137,52 +141,55 @@ static void kq_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int
 typedef struct {
     uint8_t q[2][16][256]; /* [low, high part][row][64 c + byte], chunk c in slot order:
                               Q4_K code * scale part (lo, hi), Q6_K vl, vh */
-    int32_t mp[4][16];     /* Q4_K: int16 pair (m_2p, m_2p+1) per row */
+    int32_t mp[16][4];     /* Q4_K: per row, int16 pairs (m_2p, m_2p+1), p = 0..3 */
     float d[16], dmin[16];
 } tile_wblock;
 
-/* k_mul[k][i] = i * k: byte products through vpshufb */
-static const uint8_t k_mul[8][16] __attribute__((aligned(16))) = {
-#define ROW(k) {0 * k, 1 * k, 2 * k, 3 * k, 4 * k, 5 * k, 6 * k, 7 * k, \
-                8 * k, 9 * k, 10 * k, 11 * k, 12 * k, 13 * k, 14 * k, 15 * k}
-    ROW(0), ROW(1), ROW(2), ROW(3), ROW(4), ROW(5), ROW(6), ROW(7)
-#undef ROW
+/* Q4_K: the 6-bit scales are split as sc = 8 hi + lo (both 0..7) and each
+ * code (0..15) multiplied by both parts with vpmullw: a 16-bit lane holds
+ * two codes c0 + 256 c1 of the same sub-block, and (c0 + 256 c1) k =
+ * c0 k + 256 c1 k with c0 k <= 105, so both byte products come out in
+ * place. k_q4_mul[c] picks the scale word of each lane of chunk c (lanes
+ * 0-15: sub-block k_slot[2c], 16-31: k_slot[2c + 1]). */
+static const int16_t k_q4_mul[4][32] __attribute__((aligned(64))) = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
+    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
 };
-
-/* codes (0..15) times ka in bytes 0..31 and kb in bytes 32..63 */
-BD_INLINE __m512i mul_codes(__m512i codes, int ka, int kb) {
-    __m512i t = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)k_mul[ka]))),
-        _mm256_broadcastsi128_si256(_mm_load_si128((const __m128i *)k_mul[kb])), 1);
-    return _mm512_shuffle_epi8(t, codes);
-}
 
 BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_wblock *u) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i sel[4];
+    UNROLL for (int c = 0; c < 4; c++) sel[c] = _mm512_load_si512(k_q4_mul[c]);
     for (int r = 0; r < nw; r++) {
         const block_q4_K *b = (const block_q4_K *)(w + (size_t)r * ws) + i;
         /* 16 interleaved row streams defeat the hardware prefetcher:
          * fetch this row's block four ahead (prefetches never fault) */
         UNROLL for (int l = 0; l < 3; l++) _mm_prefetch((const char *)(b + 4) + 64 * l, _MM_HINT_T0);
-        const uint8_t *s = b->scales;
-        int sc[8], m[8];
-        for (int j = 0; j < 4; j++) {
-            sc[j] = s[j] & 63;
-            m[j] = s[j + 4] & 63;
-            sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
-            m[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-        }
+        /* byte j of sc8 / m8: scale / min of sub-block j */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, b->scales, 4);
+        memcpy(&u1, b->scales + 4, 4);
+        memcpy(&u2, b->scales + 8, 4);
+        const uint64_t sc8 = (u0 & 0x3F3F3F3Fu) | (uint64_t)((u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u)) << 32;
+        const uint64_t m8 = (u1 & 0x3F3F3F3Fu) | (uint64_t)(((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)) << 32;
+        const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+        const __m512i klo = _mm512_and_si512(sc16, _mm512_set1_epi16(7)), khi = _mm512_srli_epi16(sc16, 3);
         UNROLL for (int h = 0; h < 2; h++) {
-            __m512i q = _mm512_loadu_si512(b->qs + 64 * h);
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            /* chunk 2h: sub-blocks 4h, 4h+2 (low nibbles); chunk 2h+1: 4h+1, 4h+3 */
-            const int a0 = 4 * h, a1 = 4 * h + 2, b0 = 4 * h + 1, b1 = 4 * h + 3;
-            _mm512_storeu_si512(u->q[0][r] + 128 * h, mul_codes(lo, sc[a0] & 7, sc[a1] & 7));
-            _mm512_storeu_si512(u->q[1][r] + 128 * h, mul_codes(lo, sc[a0] >> 3, sc[a1] >> 3));
-            _mm512_storeu_si512(u->q[0][r] + 128 * h + 64, mul_codes(hi, sc[b0] & 7, sc[b1] & 7));
-            _mm512_storeu_si512(u->q[1][r] + 128 * h + 64, mul_codes(hi, sc[b0] >> 3, sc[b1] >> 3));
+            const __m512i q = _mm512_loadu_si512(b->qs + 64 * h);
+            /* chunk 2h: low nibbles (sub-blocks 4h, 4h + 2); 2h + 1: high */
+            const __m512i codes[2] = {_mm512_and_si512(q, m4), _mm512_and_si512(_mm512_srli_epi16(q, 4), m4)};
+            UNROLL for (int k = 0; k < 2; k++) {
+                const int c = 2 * h + k;
+                _mm512_store_si512(u->q[0][r] + 64 * c,
+                                   _mm512_mullo_epi16(codes[k], _mm512_permutexvar_epi16(sel[c], klo)));
+                _mm512_store_si512(u->q[1][r] + 64 * c,
+                                   _mm512_mullo_epi16(codes[k], _mm512_permutexvar_epi16(sel[c], khi)));
+            }
         }
-        for (int p = 0; p < 4; p++) u->mp[p][r] = pair16(m[2 * p], m[2 * p + 1]);
+        /* int32 lane p: m_2p in the low half, m_2p+1 in the high one */
+        _mm_store_si128((__m128i *)u->mp[r], _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)m8)));
         u->d[r] = _cvtsh_ss(b->d);
         u->dmin[r] = _cvtsh_ss(b->dmin);
     }
@@ -275,7 +282,7 @@ BD_INLINE void block_q4k(const tile_wblock *u, const tile_xblock *x, int nw, __m
                                         _mm512_slli_epi32(_mm512_load_si512(cb[1][r]), 3));
         __m512i summ = _mm512_setzero_si512();
         UNROLL for (int p = 0; p < 4; p++)
-            summ = _mm512_dpwssd_epi32(summ, bsp[p], _mm512_set1_epi32(u->mp[p][r]));
+            summ = _mm512_dpwssd_epi32(summ, bsp[p], _mm512_set1_epi32(u->mp[r][p]));
         __m512 a = _mm512_mul_ps(_mm512_set1_ps(u->d[r]), dy);
         __m512 b = _mm512_mul_ps(_mm512_set1_ps(u->dmin[r]), dy);
         acc[r] = _mm512_fmadd_ps(a, _mm512_cvtepi32_ps(sumi), acc[r]);

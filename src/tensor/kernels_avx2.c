@@ -178,22 +178,22 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint8_t sc[8], uint8_t m[8]) {
     memcpy(m, v + 2, 8);
 }
 
-/* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel. The f32 steps are
- * exactly those of dot_ref.c's kq_dot (llama.cpp's order): lane l of the
- * int32 vector s is that comment's "lane l", acc gets fma(d, lane), the
- * mins go to accm (Q4_K: 4 lanes) or summ (Q5_K: one float). */
+/* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel's integer part. The
+ * f32 steps: Q5_K exactly those of dot_ref.c's q5k_dot (llama.cpp's order:
+ * lane l of the int32 vector s is that comment's "lane l", acc gets
+ * fma(d, lane), the mins go to summ); Q4_K those of q4k_dot (the tile
+ * order: s and the mins reduced to one integer each per block, then two
+ * scalar fmas into acc1). */
 BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                            const int NX, const int q5) {
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[4];
-    __m128 accm[4];
-    float summ[4];
+    float summ[4], acc1[4];
     UNROLL for (int r = 0; r < NX; r++) {
         acc[r] = _mm256_setzero_ps();
-        accm[r] = _mm_setzero_ps();
-        summ[r] = 0.0f;
+        summ[r] = acc1[r] = 0.0f;
     }
     const size_t bbytes = q5 ? sizeof(block_q5_K) : sizeof(block_q4_K);
     for (int64_t i = 0; i < n / QK_K; i++) {
@@ -236,30 +236,18 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
                                                  _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)));
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
             }
-            /* mi lane s = m_s * (bsums 2s + 2s+1); mp lane k = mi 2k + mi 2k+1 */
-            __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins);
-            __m128i mp = _mm_hadd_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
-            const float dr = y->d * d, dminr = -y->d * dmin;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dr), _mm256_cvtepi32_ps(s), acc[r]);
+            /* mi lane s = m_s * (bsums 2s + 2s+1) */
+            const int mi = hsum8i(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mins));
             if (q5) {
-                __m128i t = _mm_hadd_epi32(mp, mp);
-                t = _mm_hadd_epi32(t, t);
-                summ[r] = fmaf(dminr, (float)_mm_cvtsi128_si32(t), summ[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * d), _mm256_cvtepi32_ps(s), acc[r]);
+                summ[r] = fmaf(-y->d * dmin, (float)mi, summ[r]);
             } else {
-                accm[r] = _mm_fmadd_ps(_mm_set1_ps(dminr), _mm_cvtepi32_ps(mp), accm[r]);
+                acc1[r] = fmaf(y->d * d, (float)hsum8i(s), acc1[r]);
+                acc1[r] = fmaf(-(y->d * dmin), (float)mi, acc1[r]);
             }
         }
     }
-    UNROLL for (int r = 0; r < NX; r++) {
-        float m;
-        if (q5) {
-            m = summ[r];
-        } else {
-            __m128 v = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r])); /* (0+2, 1+3) */
-            m = _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-        }
-        out[r] = hsum8(acc[r]) + m;
-    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = q5 ? hsum8(acc[r]) + summ[r] : acc1[r];
 }
 
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
@@ -273,15 +261,16 @@ BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
 BD_SINGLE(dot_q4_K, dot_n_q4_K)
 BD_SINGLE(dot_q5_K, dot_n_q5_K)
 
-/* Q6_K: codes 0..63 in element order; the -32 offset goes through bsums. */
+/* Q6_K: codes 0..63 in element order; the -32 offset goes through bsums.
+ * f32 steps: dot_ref.c's q6k_dot (tile order, one scalar fma per block). */
 BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q6_K *w = vw;
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    __m256 acc[4];
-    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    float acc[4];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         UNROLL for (int l = 0; l < 4; l++)
             _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
@@ -317,10 +306,10 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
                                                  _mm256_loadu_si256((const __m256i *)(y->qs + 32 * k)));
                 s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_load_si256((const __m256i *)sc16[k])));
             }
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(y->d * d), acc[r]);
+            acc[r] = fmaf(y->d * d, (float)hsum8i(s), acc[r]);
         }
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+    UNROLL for (int r = 0; r < NX; r++) out[r] = acc[r];
 }
 BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
 BD_SINGLE(dot_q6_K, dot_n_q6_K)

@@ -8,8 +8,10 @@
  * count as a constant, and instantiated for 1..16 rows, so the row loops
  * unroll and the accumulators become registers.
  *
- * Integer parts are exact (same int32 block sums as dot_ref.c); only the
- * order of the f32 additions differs from the scalar twins.
+ * Integer parts are exact (same int32 block sums as dot_ref.c). The f32
+ * steps of Q4_K / Q6_K (tile order) and Q5_K (llama.cpp's) are exactly the
+ * scalar twins', so those match them bit for bit; for the other types only
+ * the order of the f32 additions differs.
  *
  * Activation byte trick for signed x signed int8 (Q8_0 family):
  * vpdpbusd multiplies unsigned by signed bytes, so the activation is fed as
@@ -172,25 +174,23 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
 }
 
 /* ------------------------------------------------------------------------
- * Q4_K x Q8_K
+ * K-quants x Q8_K
  *
- * Per block: W[c] (c = 0..3) holds the codes 0..15 of elements
- * 64c..64c+63 (low nibbles of qs[32c..], then the high nibbles in the upper
- * 32 bytes), which is exactly the layout of the activation bytes
- * y.qs[64c..64c+63].
+ * Per block: W[c] (c = 0..3) holds the codes of elements 64c..64c+63 (low
+ * nibbles of qs[32c..], then the high nibbles in the upper half), so chunk
+ * c covers sub-blocks 2c and 2c+1 and lines up with y.qs[64c..64c+63].
+ * vpmaddubsw of chunk c gives 2-element sums as int16 (|.| <= 2*31*127: no
+ * saturation), vpdpwssd multiplies them by the sub-block scale and adds
+ * pairs, so int32 lane k of the sum over chunks holds offset 4k of the even
+ * sub-blocks (k < 8) or 4(k-8) of the odd ones.
  *
- * The f32 steps are exactly those of dot_ref.c's kq_dot (llama.cpp's
- * order, bit for bit; see there why): eight int32 "lanes" per block, lane l
- * = sum over sub-blocks s of sc_s * (4-element sum at offset 4l of s), each
- * added as fma(d, lane) into its own f32 lane; the mins go into four more
- * f32 lanes (Q4_K) or one (Q5_K). All of it lives in one zmm accumulator per
- * row: lanes 0-7 the block lanes, lanes 8-11 the mins, 12-15 unused.
- *
- * Integer part: vpmaddubsw of chunk c gives 2-element sums as int16 (|.|
- * <= 2*31*127: no saturation), vpdpwssd multiplies them by the sub-block
- * scale and adds pairs, so int32 lane k of the sum over chunks holds offset
- * 4k of the even sub-blocks (k < 8) or 4(k-8) of the odd ones; the two
- * halves added give the eight lanes.
+ * Q4_K and Q6_K use dot_ref.c's tile order: each block's integer sum is
+ * reduced to one number per activation row before any f32 step. With
+ * several rows that is a transposing reduction (rows_reduce): the rows'
+ * vectors of partial sums are added pairwise across rows, level by level,
+ * until one vector holds one lane per row, and the f32 steps then run for
+ * all rows at once (acc lane r = activation row r). Q5_K keeps llama.cpp's
+ * eight f32 lanes per row (dot_ref.c's q5k_dot).
  * ---------------------------------------------------------------------- */
 
 BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
@@ -205,135 +205,234 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
     *m8 = m_lo | ((uint64_t)m_hi << 32);
 }
 
-/* Per-block constants. SC[c]: int16 scale of each vpmaddubsw lane of chunk
- * c (lanes 0-15: sub-block 2c, 16-31: 2c+1); MN: int16 min of each bsums
- * lane (lane k: sub-block k/2); DV: lanes 0-7 the weight d, the mins lanes
- * -dmin (Q4_K: 8-11, Q5_K: 8), zero above. */
-BD_INLINE void kq_block_consts(const uint8_t *scales, bd_f16 d, bd_f16 dmin, const int q5,
-                               __m512i SC[4], __m256i *MN, __m512 *DV) {
+/* Per-block scale vectors. SC[c]: int16 scale of each vpmaddubsw lane of
+ * chunk c (lanes 0-15: sub-block 2c, 16-31: 2c+1); MN: int16 min of each
+ * bsums lane (lane k: sub-block k/2), so vpmaddwd(bsums, MN) has lane s =
+ * m_s * (bsums 2s + 2s+1). */
+BD_INLINE void kq_block_scales(const uint8_t *scales, __m512i SC[4], __m256i *MN) {
     uint64_t sc8, m8;
     kq_unpack_scales(scales, &sc8, &m8);
+    /* int16 lane s of sc16: scale of sub-block s; chunk c's vector takes
+     * lanes 2c (x16) and 2c+1 (x16) of it */
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
     UNROLL for (int c = 0; c < 4; c++)
-        SC[c] = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)((sc8 >> (16 * c)) & 0xFF)),
-                                        _mm512_set1_epi16((short)((sc8 >> (16 * c + 8)) & 0xFF)));
+        SC[c] = _mm512_permutexvar_epi16(
+            _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)(2 * c)), _mm512_set1_epi16((short)(2 * c + 1))),
+            sc16);
     __m128i m = _mm_cvtsi64_si128((long long)m8);
     *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
-    *DV = _mm512_mask_blend_ps(q5 ? 0x0100 : 0x0F00,
-                               _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16f(d))),
-                               _mm512_set1_ps(-f16f(dmin)));
 }
 
-/* One block of one activation row into that row's accumulator. */
-BD_INLINE __m512 kq_row_block(const __m512i W[4], const __m512i SC[4], __m256i MN, __m512 DV,
-                              const block_q8_K *y, const int q5, __m512 acc) {
+/* Codes of one Q4_K / Q5_K block (qh: Q5_K's fifth-bit plane or NULL). */
+BD_INLINE void kq_block_codes(const uint8_t *qs, const uint8_t *qh, __m512i W[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    __m512i h2 = _mm512_setzero_si512();
+    if (qh) {
+        h2 = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+        /* upper half one bit further on: sub-block 2c+1 uses bit 2c+1 */
+        h2 = _mm512_mask_srli_epi16(h2, 0xFFFF0000u, h2, 1);
+    }
+    UNROLL for (int c = 0; c < 4; c++) {
+        __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+        q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
+        W[c] = _mm512_and_si512(q, m4);
+        if (qh) {
+            /* bit 2c of each qh byte -> bit 4: shift left by 4 - 2c (or right) */
+            __m512i h;
+            switch (c) {
+            case 0: h = _mm512_slli_epi16(h2, 4); break;
+            case 1: h = _mm512_slli_epi16(h2, 2); break;
+            case 2: h = h2; break;
+            default: h = _mm512_srli_epi16(h2, 2); break;
+            }
+            W[c] = _mm512_or_si512(W[c], _mm512_and_si512(h, bit4));
+        }
+    }
+}
+
+/* sum over chunks of vpdpwssd(vpmaddubsw(W[c], y chunk c), SC[c]) */
+BD_INLINE __m512i kq_block_sums(const __m512i W[4], const __m512i SC[4], const block_q8_K *y) {
     __m512i t = _mm512_setzero_si512();
     UNROLL for (int c = 0; c < 4; c++)
-        t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c)),
-                                SC[c]);
-    __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-    /* mins: mi lane s = m_s * (bsums 2s + 2s+1); mp lane k = mi 2k + mi 2k+1 */
-    __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
-    __m128i mp;
-    if (q5) { /* only the total counts: in every lane (DV is zero in lanes 9-11) */
-        mp = _mm_add_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
-        mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4E));
-        mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0xB1));
-    } else {
-        mp = _mm_hadd_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
-    }
-    __m512i v = _mm512_inserti32x4(_mm512_zextsi256_si512(lanes), mp, 2);
-    return _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y->d), DV), _mm512_cvtepi32_ps(v), acc);
+        t = _mm512_dpwssd_epi32(t, _mm512_maddubs_epi16(W[c], _mm512_loadu_si512(y->qs + 64 * c)), SC[c]);
+    return t;
 }
 
-/* The row's result from its accumulator (the order of kq_dot). */
-BD_INLINE float kq_finish(__m512 acc, const int q5) {
-    __m256 a8 = _mm512_castps512_ps256(acc);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    __m128 m = _mm512_extractf32x4_ps(acc, 2);
-    if (!q5) {
-        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    }
-    return _mm_cvtss_f32(h) + _mm_cvtss_f32(m);
+/* Lanes 0-7: pairwise sums of a's lanes (2j + 2j+1); lanes 8-15: b's. */
+BD_INLINE __m512i pair_sums(__m512i a, __m512i b) {
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, ie, b), _mm512_permutex2var_epi32(a, io, b));
 }
 
+/* Transposing reduction of Z[0..NX-1] (one vector of 16 int32 partial sums
+ * per row; absent rows count as zero). Each level pairs neighbouring
+ * vectors with pair_sums, halving both the vector count and the lanes per
+ * row: after L levels, vector k holds rows 2^L k .. 2^L k + 2^L - 1 one
+ * after another, 16 >> L lanes each (lane j of row r's part adds lanes
+ * 2^L j .. 2^L j + 2^L - 1 of Z[r]). Integer adds: exact in any order. */
+BD_INLINE void rows_reduce(__m512i Z[NX_MAX], const int NX, const int levels) {
+    int n = NX;
+    UNROLL for (int l = 0; l < levels; l++) {
+        UNROLL for (int k = 0; k < (n + 1) / 2; k++)
+            Z[k] = pair_sums(Z[2 * k], 2 * k + 1 < n ? Z[2 * k + 1] : _mm512_setzero_si512());
+        n = (n + 1) / 2;
+    }
+}
+
+/* The activation rows' block scales dx of block i, lane r = row r < NX. */
+BD_INLINE __m512 kq_row_scales(const void *x, size_t xs, int64_t i, const int NX) {
+    const block_q8_K *y0 = (const block_q8_K *)x + i;
+    if (NX == 1) return _mm512_set1_ps(y0->d);
+    /* row offsets fit int32: a Q8_K row is 292 bytes per 256 columns */
+    const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)xs));
+    const __mmask16 rows = (__mmask16)(NX >= 16 ? 0xFFFFu : (1u << NX) - 1);
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), rows, off, &y0->d, 1);
+}
+
+BD_INLINE void store_lanes(float *out, __m512 acc, const int NX) {
+    _mm512_mask_storeu_ps(out, (__mmask16)(NX >= 16 ? 0xFFFFu : (1u << NX) - 1), acc);
+}
+
+/* One activation row (decode): the same reduction with blocks in place of
+ * rows. Z[b] of up to 16 consecutive blocks is kept (as for rows), the
+ * reduction gives one lane per block, and the f32 steps, which must follow
+ * the blocks in order, run as a scalar chain over those lanes. */
+typedef struct {
+    __m512i z[16];
+} kq_blocks;
+
+/* Q4_K block sums of one row: Z lanes as in q4k_kernel. */
+BD_INLINE __m512i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+    __m512i W[4], SC[4];
+    __m256i MN;
+    kq_block_codes(w->qs, NULL, W);
+    kq_block_scales(w->scales, SC, &MN);
+    const __m512i t = kq_block_sums(W, SC, y);
+    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
+}
+
+#define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
+
+static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const int64_t nb = n / QK_K;
+    float acc = 0.0f;
+    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
+        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
+        kq_blocks zb;
+        for (int b = 0; b < nbg; b++) {
+            UNROLL for (int l = 0; l < 3; l++)
+                _mm_prefetch((const char *)(w + i0 + b) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+            zb.z[b] = q4k_block_z(w + i0 + b, y + i0 + b);
+        }
+        for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
+        rows_reduce(zb.z, 16, 3);
+        int32_t si[16], sm[16];
+        _mm512_storeu_si512(si, _mm512_permutex2var_epi32(zb.z[0], ie, zb.z[1]));
+        _mm512_storeu_si512(sm, _mm512_permutex2var_epi32(zb.z[0], io, zb.z[1]));
+        for (int b = 0; b < nbg; b++) {
+            const block_q4_K *wb = w + i0 + b;
+            const float dx = y[i0 + b].d;
+            acc = fmaf(dx * f16f(wb->d), (float)si[b], acc);
+            acc = fmaf(-(dx * f16f(wb->dmin)), (float)sm[b], acc);
+        }
+    }
+    return acc;
+}
+
+/* Q4_K x Q8_K, tile order. Z[r]: lanes 0-7 the row's sumi parts (the two
+ * halves of the chunk sums added), lanes 8-15 its summ parts (vpmaddwd of
+ * bsums and mins); three levels of rows_reduce leave each row's (sumi,
+ * summ) in two neighbouring lanes, eight rows per vector. */
 BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q4_K *w = vw;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[NX_MAX];
-    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
+    if (NX == 1) {
+        out[0] = q4k_one_row(n, w, x);
+        return;
+    }
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[4];
         /* software prefetch ~1 KiB ahead: on the loaded test machine this
          * helped the memory-bound single-row case (prefetches never fault,
          * so running past the row end is harmless) */
         UNROLL for (int l = 0; l < 3; l++)
             _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
-        UNROLL for (int c = 0; c < 4; c++) {
-            __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
-            q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
-            W[c] = _mm512_and_si512(q, m4);
-        }
+        __m512i W[4], SC[4], Z[NX_MAX];
         __m256i MN;
-        __m512 DV;
-        kq_block_consts(w[i].scales, w[i].d, w[i].dmin, 0, SC, &MN, &DV);
-        UNROLL for (int r = 0; r < NX; r++)
-            acc[r] = kq_row_block(W, SC, MN, DV, (const block_q8_K *)row_at(x, xs, r) + i, 0,
-                                  acc[r]);
+        kq_block_codes(w[i].qs, NULL, W);
+        kq_block_scales(w[i].scales, SC, &MN);
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            const __m512i t = kq_block_sums(W, SC, y);
+            const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+            const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+            Z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
+        }
+        rows_reduce(Z, NX, 3);
+        const __m512i hi = NX > 8 ? Z[1] : _mm512_setzero_si512();
+        const __m512 sumi = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(Z[0], ie, hi));
+        const __m512 summ = _mm512_cvtepi32_ps(_mm512_permutex2var_epi32(Z[0], io, hi));
+        const __m512 dx = kq_row_scales(x, xs, i, NX);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(f16f(w[i].d))), sumi, acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(f16f(w[i].dmin))), summ, acc);
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = kq_finish(acc[r], 0);
+    store_lanes(out, acc, NX);
 }
 BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
 BD_SINGLE(dot_q4_K, dot_n_q4_K)
 
-/* ------------------------------------------------------------------------
- * Q5_K x Q8_K: as Q4_K with the 5th bit from qh (bit s of qh[l] for
- * element l of sub-block s); 4-element sums stay below 4*31*128.
- * ---------------------------------------------------------------------- */
-
+/* Q5_K x Q8_K in llama.cpp's order (dot_ref.c's q5k_dot): each row's
+ * accumulator has the eight block lanes in f32 lanes 0-7 and the mins in
+ * lane 8 (the sum over sub-blocks, also copied to 9-11 where DV is 0). */
 BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q5_K *w = vw;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
     __m512 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[4];
         UNROLL for (int l = 0; l < 3; l++)
             _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[i].qh));
-        /* upper half one bit further on: sub-block 2c+1 uses bit 2c+1 */
-        qh = _mm512_mask_srli_epi16(qh, 0xFFFF0000u, qh, 1);
-        UNROLL for (int c = 0; c < 4; c++) {
-            __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
-            q = _mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4);
-            /* bit 2c of each qh byte -> bit 4: shift left by 4 - 2c (or right) */
-            __m512i h;
-            switch (c) {
-            case 0: h = _mm512_slli_epi16(qh, 4); break;
-            case 1: h = _mm512_slli_epi16(qh, 2); break;
-            case 2: h = qh; break;
-            default: h = _mm512_srli_epi16(qh, 2); break;
-            }
-            W[c] = _mm512_or_si512(_mm512_and_si512(q, m4), _mm512_and_si512(h, bit4));
-        }
+        __m512i W[4], SC[4];
         __m256i MN;
-        __m512 DV;
-        kq_block_consts(w[i].scales, w[i].d, w[i].dmin, 1, SC, &MN, &DV);
-        UNROLL for (int r = 0; r < NX; r++)
-            acc[r] = kq_row_block(W, SC, MN, DV, (const block_q8_K *)row_at(x, xs, r) + i, 1,
-                                  acc[r]);
+        kq_block_codes(w[i].qs, w[i].qh, W);
+        kq_block_scales(w[i].scales, SC, &MN);
+        /* lanes 0-7 the weight d, lane 8 -dmin, zero above */
+        const __m512 DV = _mm512_mask_blend_ps(0x0100, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(f16f(w[i].d))),
+                                               _mm512_set1_ps(-f16f(w[i].dmin)));
+        UNROLL for (int r = 0; r < NX; r++) {
+            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+            const __m512i t = kq_block_sums(W, SC, y);
+            const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+            const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+            __m128i mp = _mm_add_epi32(_mm256_castsi256_si128(mi), _mm256_extracti128_si256(mi, 1));
+            mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0x4E));
+            mp = _mm_add_epi32(mp, _mm_shuffle_epi32(mp, 0xB1));
+            const __m512i v = _mm512_inserti32x4(_mm512_zextsi256_si512(lanes), mp, 2);
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y->d), DV), _mm512_cvtepi32_ps(v), acc[r]);
+        }
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = kq_finish(acc[r], 1);
+    UNROLL for (int r = 0; r < NX; r++) {
+        /* hsum8 of lanes 0-7 in kq_hsum8's order, then the mins lane */
+        const __m256 a8 = _mm512_castps512_ps256(acc[r]);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        out[r] = _mm_cvtss_f32(h) + _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[r], 2));
+    }
 }
 BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
 BD_SINGLE(dot_q5_K, dot_n_q5_K)
 
 /* ------------------------------------------------------------------------
- * Q6_K x Q8_K
+ * Q6_K x Q8_K, tile order
  *
  * W[j] (j = 0..3) holds the unsigned 6-bit codes q (0..63) of elements
  * 64j..64j+63. The -32 offset is applied through bsums:
@@ -341,7 +440,8 @@ BD_SINGLE(dot_q5_K, dot_n_q5_K)
  * accumulated by vpdpwssd into one exact int32 vector. The q.y part is
  * vpdpbusd per chunk (lane m of chunk j: group 4j + m/4, |.| <= 4*63*128
  * fits int16), packed pairwise as for Q4_K; k_q6_packidx gives the group
- * of each packed int16 lane for the chunk pairs (0,1) and (2,3).
+ * of each packed int16 lane for the chunk pairs (0,1) and (2,3). Four
+ * levels of rows_reduce leave one lane per row.
  * ---------------------------------------------------------------------- */
 
 static const int16_t k_q6_packidx[2][32] = {
@@ -349,51 +449,81 @@ static const int16_t k_q6_packidx[2][32] = {
     {8,  8,  8,  8,  12, 12, 12, 12, 9,  9,  9,  9,  13, 13, 13, 13,
      10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15}};
 
+/* One Q6_K block: codes W[0..3], packed scales SC[0..1], and SCB = -32 sc_g
+ * in int16 lanes 0-15 (zero above, so the bsums' upper garbage lanes
+ * contribute nothing). */
+BD_INLINE void q6k_block(const block_q6_K *w, __m512i W[4], __m512i SC[2], __m512i *SCB) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* software prefetch ~1 KiB ahead (see q4k_kernel) */
+    UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)w + 1024 + 64 * l, _MM_HINT_T0);
+    UNROLL for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(w->ql + 64 * h);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+        W[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
+        W[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh2, m30));
+    }
+    __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    __m512i s16z = _mm512_castsi256_si512(s16);
+    SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[0]), s16z);
+    SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[1]), s16z);
+    *SCB = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5)));
+}
+
+/* The block's sums for one activation row: 16 int32 lanes adding up to sumi. */
+BD_INLINE __m512i q6k_block_sums(const __m512i W[4], const __m512i SC[2], __m512i SCB, const block_q8_K *y) {
+    __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                    _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y->bsums)), SCB);
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
+    const __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
+    const __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
+    const __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
+    s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s0, s1), SC[0]);
+    return _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
+}
+
+/* One activation row: blocks in place of rows, as q4k_one_row. */
+static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
+    const int64_t nb = n / QK_K;
+    float acc = 0.0f;
+    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
+        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
+        kq_blocks zb;
+        for (int b = 0; b < nbg; b++) {
+            __m512i W[4], SC[2], SCB;
+            UNROLL for (int l = 0; l < 4; l++)
+                _mm_prefetch((const char *)(w + i0 + b) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+            q6k_block(w + i0 + b, W, SC, &SCB);
+            zb.z[b] = q6k_block_sums(W, SC, SCB, y + i0 + b);
+        }
+        for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
+        rows_reduce(zb.z, 16, 4);
+        int32_t si[16];
+        _mm512_storeu_si512(si, zb.z[0]);
+        for (int b = 0; b < nbg; b++) acc = fmaf(y[i0 + b].d * f16f(w[i0 + b].d), (float)si[b], acc);
+    }
+    return acc;
+}
+
 BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q6_K *w = vw;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    __m512 acc[NX_MAX];
-    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        __m512i W[4], SC[2];
-        /* software prefetch ~1 KiB ahead (see q4k_kernel) */
-        UNROLL for (int l = 0; l < 4; l++)
-            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
-        UNROLL for (int h = 0; h < 2; h++) {
-            __m512i ql = _mm512_loadu_si512(w[i].ql + 64 * h);
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
-            __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
-            W[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                       _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
-            W[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                           _mm512_and_si512(qh2, m30));
-        }
-        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
-        __m512i s16z = _mm512_castsi256_si512(s16);
-        SC[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[0]), s16z);
-        SC[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q6_packidx[1]), s16z);
-        /* -32 * sc_g in lanes 0-15, zero above (so the bsums' upper garbage
-         * lanes contribute nothing) */
-        const __m512i SCB = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(),
-                                                                    _mm256_slli_epi16(s16, 5)));
-        const float d = f16f(w[i].d);
-        UNROLL for (int r = 0; r < NX; r++) {
-            const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            __m512i s = _mm512_dpwssd_epi32(
-                _mm512_setzero_si512(),
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y->bsums)), SCB);
-            __m512i z = _mm512_setzero_si512();
-            __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
-            __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
-            __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
-            __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
-            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s0, s1), SC[0]);
-            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(y->d * d), acc[r]);
-        }
+    if (NX == 1) {
+        out[0] = q6k_one_row(n, w, x);
+        return;
     }
-    UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m512i W[4], SC[2], SCB, Z[NX_MAX];
+        q6k_block(w + i, W, SC, &SCB);
+        UNROLL for (int r = 0; r < NX; r++)
+            Z[r] = q6k_block_sums(W, SC, SCB, (const block_q8_K *)row_at(x, xs, r) + i);
+        rows_reduce(Z, NX, 4);
+        const __m512 dx = kq_row_scales(x, xs, i, NX);
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(f16f(w[i].d))), _mm512_cvtepi32_ps(Z[0]), acc);
+    }
+    store_lanes(out, acc, NX);
 }
 BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
 BD_SINGLE(dot_q6_K, dot_n_q6_K)

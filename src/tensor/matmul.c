@@ -19,12 +19,17 @@
  * bit-for-bit the logits plain decoding would, which keeps greedy output
  * identical even at near-ties.
  *
- * Prompt batches of more than BD_MATMUL_EXACT_ROWS rows with Q4_K / Q6_K /
- * Q8_0 weights take the AMX tile path where the CPU has it (kernels_amx.c):
- * activations packed per 16 tokens after the quantized rows, 16 weight rows
- * per call. Its f32 order is its own (bd_vec_dot_tile_ref), which is fine
- * for a prompt: plain and speculative decoding process it the same way.
- * bd_matmul_fast (the drafter) also sends small Q8_0 batches there.
+ * Where the CPU has AMX, Q4_K / Q6_K / Q8_0 weights can take the tile path
+ * (kernels_amx.c): activations packed per 16 tokens after the quantized
+ * rows, 16 weight rows per call. For Q4_K and Q6_K the tiles compute the
+ * same bits as vec_dot_n (both follow dot_ref.c's tile order), so any batch
+ * may go there: Q4_K verify batches from BD_MATMUL_TILE_Q4K_ROWS rows, where
+ * unpacking a weight block once for the whole batch beats the VNNI
+ * products, and prompts. Q6_K's unpacking costs more, so only batches of
+ * more than 16 rows take it. Q8_0 tiles have their own f32 order
+ * (bd_vec_dot_tile_ref), so exact callers send only prompts (more than
+ * BD_MATMUL_EXACT_ROWS rows) there, which plain and speculative decoding
+ * process alike; bd_matmul_fast (the drafter) also its small batches.
  * No weights are repacked; an unpacked weight block lives on the stack.
  */
 #include <stdatomic.h>
@@ -37,14 +42,15 @@
 #define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
 /* Tile path (AMX table, Q4_K / Q6_K / Q8_0): the packed activations follow
- * the quantized rows in the scratch. Exact callers take it only for prompt
- * batches (their small batches must stay batch-invariant); fast callers
- * also for small Q8_0 batches, where the tiles load the weight blocks as
- * they are and win from a few rows on. (For the K-quants a small batch does
- * not amortize the unpacking; VNNI is as fast there.) */
+ * the quantized rows in the scratch. See the file comment for which
+ * batches go there; the row counts are where the tiles measured faster.
+ * (Q8_0: the tiles load the weight blocks as they are and win from a few
+ * rows on.) */
 static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool exact) {
     if (!k->tile || !bd_tile_supports(W->type, W->ncols)) return false;
     if (n_tok > BD_MATMUL_EXACT_ROWS) return true;
+    if (W->type == BD_TYPE_Q4_K) return n_tok >= BD_MATMUL_TILE_Q4K_ROWS;
+    if (W->type == BD_TYPE_Q6_K) return n_tok > 16;
     return !exact && W->type == BD_TYPE_Q8_0 && n_tok >= BD_MATMUL_TILE_Q8_ROWS;
 }
 
@@ -74,6 +80,7 @@ typedef struct {
     float *Y;
     int64_t ldy;
     int64_t n_chunks; /* work items of this matrix on the chosen path */
+    bool tiles;       /* tile path (else vec_dot_n) */
 } mm_target;
 
 typedef struct {
@@ -86,7 +93,7 @@ typedef struct {
     uint8_t *xq;
     size_t xq_stride;
     uint32_t vdt;
-    uint8_t *pack;     /* tile path: packed activations (after xq) */
+    uint8_t *pack;     /* tile path: packed activations (after xq), if any target takes it */
     atomic_llong next; /* next work item to take (reset before each run) */
 } mm_ctx;
 
@@ -133,6 +140,16 @@ static int64_t mm_chunk_rows(const mm_ctx *c, const bd_mat *W) {
     return tile < 1 ? 1 : tile;
 }
 
+/* One work item on the tile path: weight rows 16 g .. 16 g + 15 against
+ * every token. */
+static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
+    const bd_mat *W = t->W;
+    const int64_t r0 = 16 * g;
+    const int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
+    bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
+                 nw, c->pack, c->n_tok, t->Y + r0, t->ldy);
+}
+
 static void mm_dot(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -141,6 +158,10 @@ static void mm_dot(void *arg, int ith, int nth) {
     int m;
     int64_t ci;
     while (mm_take(c, &m, &ci)) {
+        if (c->t[m].tiles) {
+            mm_tile_item(c, &c->t[m], ci);
+            continue;
+        }
         const bd_mat *W = c->t[m].W;
         float *Y = c->t[m].Y;
         const int64_t ldy = c->t[m].ldy, rows = mm_chunk_rows(c, W);
@@ -172,32 +193,20 @@ static void mm_dot(void *arg, int ith, int nth) {
     }
 }
 
+/* The packing is the same for every type with this activation type (Q8_K:
+ * Q4_K / Q6_K; Q8_0), so any tile target's type names it. */
 static void mm_pack(void *arg, int ith, int nth) {
     mm_ctx *c = arg;
+    int j = 0;
+    while (!c->t[j].tiles) j++;
     int64_t lo, hi;
     bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
     for (int64_t g = lo; g < hi; g++)
-        bd_tile_pack(c->t[0].W->type, c->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
+        bd_tile_pack(c->t[j].W->type, c->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
 }
 
-/* Tile path: groups of 16 weight rows split across threads; each group
- * meets every token. */
-static void mm_tile(void *arg, int ith, int nth) {
-    (void)ith;
-    (void)nth;
-    mm_ctx *c = arg;
-    int m;
-    int64_t g;
-    while (mm_take(c, &m, &g)) {
-        const bd_mat *W = c->t[m].W;
-        int64_t r0 = 16 * g;
-        int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
-        bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes,
-                     (size_t)W->row_bytes, nw, c->pack, c->n_tok, c->t[m].Y + r0, c->t[m].ldy);
-    }
-}
-
-/* Targets share ncols and the activation type; the caller checked. */
+/* Targets share ncols and the activation type; the caller checked. Each
+ * target takes its own path (tiles: work items of 16 rows). */
 static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
                    int64_t n_tok, void *scratch, bool exact) {
     const bd_mat *W0 = outs[0].W;
@@ -208,10 +217,12 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     uint64_t row = 0, work = 0;
     bd_row_size(c.vdt, W0->ncols, &row);
     c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
-    const bool tiles = use_tiles(c.k, W0, n_tok, exact);
+    bool any_tiles = false;
     for (int j = 0; j < n_outs; j++) {
         const bd_mat *W = outs[j].W;
-        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy};
+        const bool tiles = use_tiles(c.k, W, n_tok, exact);
+        any_tiles |= tiles;
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .tiles = tiles};
         const int64_t rows = tiles ? 16 : mm_chunk_rows(&c, W);
         c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
         c.n_chunks += c.t[j].n_chunks;
@@ -222,12 +233,10 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (tiles) {
+    if (any_tiles) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);
-        mm_run(pool, !pool || small, mm_tile, &c);
-        return;
     }
     mm_run(pool, !pool || small, mm_dot, &c);
 }
@@ -249,12 +258,10 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
     bool shared = n_outs >= 1 && n_outs <= BD_MATMUL_MULTI;
     for (int j = 1; shared && j < n_outs; j++) {
         const bd_mat *a = outs[0].W, *b = outs[j].W;
-        const bd_kernels *k = bd_kernels_get();
-        /* one quantization (and tile packing) must serve every matrix */
+        /* one quantization (and tile packing, which depends only on the
+         * activation type) must serve every matrix */
         shared = a->ncols == b->ncols &&
-                 bd_type_get(a->type)->vec_dot_type == bd_type_get(b->type)->vec_dot_type &&
-                 use_tiles(k, a, n_tok, true) == use_tiles(k, b, n_tok, true) &&
-                 (!use_tiles(k, a, n_tok, true) || (a->type == BD_TYPE_Q8_0) == (b->type == BD_TYPE_Q8_0));
+                 bd_type_get(a->type)->vec_dot_type == bd_type_get(b->type)->vec_dot_type;
     }
     if (shared) {
         matmul(pool, outs, n_outs, X, ldx, n_tok, scratch, true);

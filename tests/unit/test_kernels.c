@@ -7,8 +7,9 @@
  *   - vec_dot and vec_dot_n (nx = 1..16, padded row stride) must equal the
  *     reference dot to f32 summation-order rounding: |simd - ref| <=
  *     1e-5 * sum|w_i x_i| (the integer block sums are exact in both; the
- *     f32 block additions are reordered), and bit for bit for Q4_K / Q5_K
- *     (same f32 steps everywhere, those of llama.cpp);
+ *     f32 block additions are reordered), and bit for bit for Q4_K / Q6_K
+ *     (same f32 steps everywhere: dot_ref.c's tile order, which the AMX
+ *     matmul shares) and Q5_K (llama.cpp's);
  *   - batch invariance (also for the reference table): the result for one
  *     activation row is bit-identical whatever nx is and wherever the row
  *     sits in the batch, and equals vec_dot (quantized types). Decode
@@ -149,9 +150,9 @@ static void check_dots(const bd_kernels *k) {
     for (size_t t = 0; t < N_WTYPES; t++) {
         uint32_t type = k_wtypes[t];
         uint32_t atype = bd_type_get(type)->vec_dot_type;
-        /* Q4_K / Q5_K: every table does the f32 steps of dot_ref.c's kq_dot
-         * (llama.cpp's order), so the results are bit-identical */
-        const bool exact = type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K;
+        /* Q4_K / Q6_K (tile order) and Q5_K (llama.cpp's order): every
+         * table does dot_ref.c's f32 steps, so the results are bit-identical */
+        const bool exact = type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K;
         for (size_t si = 0; si < 3; si++) {
             int64_t n = sizes[si];
             /* odd element counts for the float types: masked tails */
@@ -415,9 +416,10 @@ static void test_expf_dd(void **state) {
  * AMX tile matmul: every output element bit-identical to
  * bd_vec_dot_tile_ref (the scalar twin of the tile order), for 1..16, 17,
  * 40 and 150 tokens and 16, 5 and 33 weight rows (partial row groups) --
- * which is also batch invariance, since the twin sees one row at a time;
- * and the twin itself within f32 rounding of the reference dot (whose
- * integer sums it shares).
+ * which is also batch invariance, since the twin sees one row at a time.
+ * For Q4_K / Q6_K the twin is the reference dot itself (so the tiles give
+ * the bits of one-row decoding); the Q8_0 twin has its own f32 order and
+ * must agree with the reference dot within f32 rounding.
  */
 static void run_isa(bd_isa isa);
 
@@ -443,7 +445,7 @@ static void check_tiles(void) {
             for (int t = 0; t < 150; t += 7) {
                 float a = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
                 float b = bd_vec_dot_ref(type, n, w + r * wb, x + t * xs);
-                double tol = 1e-5 * dot_magnitude(type, w + r * wb, x + t * xs, n) + 1e-30;
+                double tol = type == BD_TYPE_Q8_0 ? 1e-5 * dot_magnitude(type, w + r * wb, x + t * xs, n) + 1e-30 : 0;
                 if (!(fabs((double)a - b) <= tol)) {
                     print_error("tile ref %s row %d tok %d: %.9g vs ref %.9g\n", bd_type_name(type), r, t, a, b);
                     fail();
@@ -521,19 +523,22 @@ static void test_avx512(void **state) {
 
 /*
  * bd_matmul and bd_matmul_fast through the chosen table: exact batches of
- * up to BD_MATMUL_EXACT_ROWS rows give each row the bits of a one-row call;
+ * up to BD_MATMUL_EXACT_ROWS rows give each row the bits of a one-row call
+ * (Q4_K / Q6_K: every batch, the prompt-sized ones through the tiles too);
  * the fast entry agrees with it to f32 rounding, and where the table has
  * AMX its Q8_0 batches of BD_MATMUL_TILE_Q8_ROWS rows or more give the tile
- * twin's bits (so the test sees that they took the tile path).
+ * twin's bits (so the test sees that they took the tile path). The batch
+ * sizes straddle BD_MATMUL_TILE_Q4K_ROWS and the Q6_K switch at 16.
  */
 static void test_matmul_paths(void **state) {
     (void)state;
-    static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K};
-    static const int toks[] = {1, 3, 4, 16, 32, 40};
+    static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const int toks[] = {1, 3, 4, 5, 16, 17, 32, 40};
     const int64_t n = 512, nr = 40;
     const bd_kernels *k = bd_kernels_get();
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < 3; ti++) {
         const uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
+        const bool kq = type != BD_TYPE_Q8_0;
         const size_t wb = row_bytes(type, n), xs = row_bytes(xt, n);
         uint8_t *w = xalloc(nr * wb), *xq = xalloc(40 * xs);
         float *x = xalloc(40 * n * sizeof(float)), *one = xalloc(40 * nr * sizeof(float));
@@ -552,7 +557,7 @@ static void test_matmul_paths(void **state) {
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
                     const float e = ya[t * nr + r], f = yb[t * nr + r];
-                    if (nt <= BD_MATMUL_EXACT_ROWS) assert_true(memcmp(&e, &one[t * nr + r], sizeof e) == 0);
+                    if (nt <= BD_MATMUL_EXACT_ROWS || kq) assert_true(memcmp(&e, &one[t * nr + r], sizeof e) == 0);
                     const double mag = dot_magnitude(type, w + r * wb, xq + t * xs, n);
                     assert_true(fabs((double)e - f) <= 1e-5 * mag + 1e-30);
                     if (tiles) {
