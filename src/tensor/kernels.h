@@ -154,8 +154,10 @@ typedef struct bd_mat {
 #define BD_MATMUL_EXACT_ROWS 32
 
 /* Q4_K batches of at least this many rows take the AMX tiles in bd_matmul
- * too (same bits; faster from here on, kernels_amx.c). */
-#define BD_MATMUL_TILE_Q4K_ROWS 5
+ * too (same bits). A 16-token group of tiles costs about the same for 1 or
+ * 16 rows (unpacking the weights dominates); on the 4B-shaped benchmark
+ * file it measured even with VNNI at 5-6 rows and ahead from 7-8 on. */
+#define BD_MATMUL_TILE_Q4K_ROWS 7
 
 /* Bytes of scratch bd_matmul needs for n_tok activation rows. */
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);

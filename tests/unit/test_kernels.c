@@ -533,7 +533,7 @@ static void test_avx512(void **state) {
 static void test_matmul_paths(void **state) {
     (void)state;
     static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K, BD_TYPE_Q6_K};
-    static const int toks[] = {1, 3, 4, 5, 16, 17, 32, 40};
+    static const int toks[] = {1, 3, 4, 6, 7, 16, 17, 32, 40};
     const int64_t n = 512, nr = 40;
     const bd_kernels *k = bd_kernels_get();
     for (size_t ti = 0; ti < 3; ti++) {
