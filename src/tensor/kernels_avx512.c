@@ -454,8 +454,6 @@ static const int16_t k_q6_packidx[2][32] = {
  * contribute nothing). */
 BD_INLINE void q6k_block(const block_q6_K *w, __m512i W[4], __m512i SC[2], __m512i *SCB) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    /* software prefetch ~1 KiB ahead (see q4k_kernel) */
-    UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)w + 1024 + 64 * l, _MM_HINT_T0);
     UNROLL for (int h = 0; h < 2; h++) {
         __m512i ql = _mm512_loadu_si512(w->ql + 64 * h);
         __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
@@ -516,6 +514,9 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m512i W[4], SC[2], SCB, Z[NX_MAX];
+        /* software prefetch ~1 KiB ahead (see q4k_kernel) */
+        UNROLL for (int l = 0; l < 4; l++)
+            _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
         q6k_block(w + i, W, SC, &SCB);
         UNROLL for (int r = 0; r < NX; r++)
             Z[r] = q6k_block_sums(W, SC, SCB, (const block_q8_K *)row_at(x, xs, r) + i);
