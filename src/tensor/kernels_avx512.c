@@ -317,24 +317,41 @@ BD_INLINE __m512i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
 
 #define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
 
+/* Defined with the Q6_K kernel below. */
+BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y);
+
+/* Blocks i0 .. i0 + nbg - 1 (nbg <= 16) of one row, reduced to one lane
+ * per block: si[b] the block's sumi, and for Q4_K sm[b] its summ. */
+BD_INLINE void one_row_sums(const int q4, const void *w, const block_q8_K *y, int64_t i0, int nbg, int32_t si[16],
+                            int32_t sm[16]) {
+    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
+    kq_blocks zb;
+    for (int b = 0; b < nbg; b++) {
+        const uint8_t *wb = (const uint8_t *)w + (size_t)(i0 + b) * bb;
+        for (int l = 0; l < (q4 ? 3 : 4); l++) _mm_prefetch((const char *)wb + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        zb.z[b] = q4 ? q4k_block_z((const block_q4_K *)wb, y + i0 + b) : q6k_block_z((const block_q6_K *)wb, y + i0 + b);
+    }
+    for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
+    if (q4) {
+        /* three levels: (sumi, summ) in neighbouring lanes, 8 blocks per vector */
+        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        rows_reduce(zb.z, 16, 3);
+        _mm512_storeu_si512(si, _mm512_permutex2var_epi32(zb.z[0], ie, zb.z[1]));
+        _mm512_storeu_si512(sm, _mm512_permutex2var_epi32(zb.z[0], io, zb.z[1]));
+    } else {
+        rows_reduce(zb.z, 16, 4);
+        _mm512_storeu_si512(si, zb.z[0]);
+    }
+}
+
 static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
-    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const int64_t nb = n / QK_K;
     float acc = 0.0f;
     for (int64_t i0 = 0; i0 < nb; i0 += 16) {
         const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        kq_blocks zb;
-        for (int b = 0; b < nbg; b++) {
-            UNROLL for (int l = 0; l < 3; l++)
-                _mm_prefetch((const char *)(w + i0 + b) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-            zb.z[b] = q4k_block_z(w + i0 + b, y + i0 + b);
-        }
-        for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
-        rows_reduce(zb.z, 16, 3);
         int32_t si[16], sm[16];
-        _mm512_storeu_si512(si, _mm512_permutex2var_epi32(zb.z[0], ie, zb.z[1]));
-        _mm512_storeu_si512(sm, _mm512_permutex2var_epi32(zb.z[0], io, zb.z[1]));
+        one_row_sums(1, w, y, i0, nbg, si, sm);
         for (int b = 0; b < nbg; b++) {
             const block_q4_K *wb = w + i0 + b;
             const float dx = y[i0 + b].d;
@@ -481,24 +498,21 @@ BD_INLINE __m512i q6k_block_sums(const __m512i W[4], const __m512i SC[2], __m512
     return _mm512_dpwssd_epi32(s, _mm512_packs_epi32(s2, s3), SC[1]);
 }
 
+/* One block's sums for one row, unpacking included (the one-row path). */
+BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
+    __m512i W[4], SC[2], SCB;
+    q6k_block(w, W, SC, &SCB);
+    return q6k_block_sums(W, SC, SCB, y);
+}
+
 /* One activation row: blocks in place of rows, as q4k_one_row. */
 static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
     const int64_t nb = n / QK_K;
     float acc = 0.0f;
     for (int64_t i0 = 0; i0 < nb; i0 += 16) {
         const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        kq_blocks zb;
-        for (int b = 0; b < nbg; b++) {
-            __m512i W[4], SC[2], SCB;
-            UNROLL for (int l = 0; l < 4; l++)
-                _mm_prefetch((const char *)(w + i0 + b) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-            q6k_block(w + i0 + b, W, SC, &SCB);
-            zb.z[b] = q6k_block_sums(W, SC, SCB, y + i0 + b);
-        }
-        for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
-        rows_reduce(zb.z, 16, 4);
         int32_t si[16];
-        _mm512_storeu_si512(si, zb.z[0]);
+        one_row_sums(0, w, y, i0, nbg, si, NULL);
         for (int b = 0; b < nbg; b++) acc = fmaf(y[i0 + b].d * f16f(w[i0 + b].d), (float)si[b], acc);
     }
     return acc;
