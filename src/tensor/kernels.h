@@ -59,8 +59,8 @@ typedef struct bd_kernels {
     bd_silu_mul_fn silu_mul;
     /* AMX tile matmul for the types bd_tile_supports() accepts (table
      * "amx" only): for the batches matmul.c sends there it packs the
-     * activations and calls bd_tile_rows per 16 weight rows instead of
-     * vec_dot_n. */
+     * activations and calls bd_tile_rows per work item of weight rows
+     * instead of vec_dot_n. */
     bool tile;
 } bd_kernels;
 
@@ -80,9 +80,10 @@ void bd_attn_kernels_fill_ref(bd_kernels *k);
  * (arch_prctl); the others may be used only after it returned true.
  * Types: Q4_K, Q6_K (activations Q8_K) and Q8_0 (activations Q8_0).
  * Activation rows (xq, row stride xs) are packed per group g of 16 tokens
- * into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw (<= 16)
- * weight rows at w (row stride ws) against all n_tok packed tokens,
- * y[t*ldy + r]; f32 order of bd_vec_dot_tile_ref, whatever n_tok is. */
+ * into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw weight
+ * rows at w (row stride ws; taken 16 at a time) against all n_tok packed
+ * tokens, y[t*ldy + r]; f32 order of bd_vec_dot_tile_ref, whatever n_tok
+ * and nw are. */
 bool bd_tile_enable(void);
 bool bd_tile_supports(uint32_t type, int64_t ncols);
 size_t bd_tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok);

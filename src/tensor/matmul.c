@@ -80,6 +80,7 @@ typedef struct {
     float *Y;
     int64_t ldy;
     int64_t n_chunks; /* work items of this matrix on the chosen path */
+    int64_t rows;     /* weight rows per work item */
     bool tiles;       /* tile path (else vec_dot_n) */
 } mm_target;
 
@@ -140,12 +141,25 @@ static int64_t mm_chunk_rows(const mm_ctx *c, const bd_mat *W) {
     return tile < 1 ? 1 : tile;
 }
 
-/* One work item on the tile path: weight rows 16 g .. 16 g + 15 against
- * every token. */
+#define MM_TILE_GROUPS 4 /* at most this many 16-row groups per tile work item */
+
+/* Rows per work item on the tile path. bd_tile_rows prefetches the start
+ * of each 16-row group while it finishes the one before (see kq_warm in
+ * kernels_amx.c), which works only inside one call: so an item holds up to
+ * MM_TILE_GROUPS groups, fewer where that would leave under four items per
+ * thread to balance the load with. */
+static int64_t mm_tile_rows(const bd_mat *W, int nth) {
+    int64_t g = (W->nrows + 15) / 16 / (4 * (int64_t)nth);
+    g = g < 1 ? 1 : g > MM_TILE_GROUPS ? MM_TILE_GROUPS : g;
+    return 16 * g;
+}
+
+/* One work item on the tile path: weight rows t->rows g .. t->rows (g + 1)
+ * - 1 against every token. */
 static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
     const bd_mat *W = t->W;
-    const int64_t r0 = 16 * g;
-    const int nw = (int)(W->nrows - r0 < 16 ? W->nrows - r0 : 16);
+    const int64_t r0 = t->rows * g;
+    const int nw = (int)(W->nrows - r0 < t->rows ? W->nrows - r0 : t->rows);
     bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
                  nw, c->pack, c->n_tok, t->Y + r0, t->ldy);
 }
@@ -164,7 +178,7 @@ static void mm_dot(void *arg, int ith, int nth) {
         }
         const bd_mat *W = c->t[m].W;
         float *Y = c->t[m].Y;
-        const int64_t ldy = c->t[m].ldy, rows = mm_chunk_rows(c, W);
+        const int64_t ldy = c->t[m].ldy, rows = c->t[m].rows;
         bd_vec_dot_fn dot = c->k->vec_dot[W->type];
         bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
         const int64_t r0 = ci * rows, r1 = r0 + rows < W->nrows ? r0 + rows : W->nrows;
@@ -206,7 +220,7 @@ static void mm_pack(void *arg, int ith, int nth) {
 }
 
 /* Targets share ncols and the activation type; the caller checked. Each
- * target takes its own path (tiles: work items of 16 rows). */
+ * target takes its own path (tiles: work items of mm_tile_rows rows). */
 static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
                    int64_t n_tok, void *scratch, bool exact) {
     const bd_mat *W0 = outs[0].W;
@@ -222,8 +236,8 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
         const bd_mat *W = outs[j].W;
         const bool tiles = use_tiles(c.k, W, n_tok, exact);
         any_tiles |= tiles;
-        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .tiles = tiles};
-        const int64_t rows = tiles ? 16 : mm_chunk_rows(&c, W);
+        const int64_t rows = tiles ? mm_tile_rows(W, pool ? bd_pool_size(pool) : 1) : mm_chunk_rows(&c, W);
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles};
         c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
         c.n_chunks += c.t[j].n_chunks;
         work += (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok;

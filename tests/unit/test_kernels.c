@@ -457,9 +457,12 @@ static void check_tiles(void) {
                 int nt = toks[ki], nr = rows_n[ri];
                 for (int64_t g = 0; g < (nt + 15) / 16; g++) bd_tile_pack(type, n, x, xs, nt, g, pack);
                 for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
-                for (int r0 = 0; r0 < nr; r0 += 16)
-                    bd_tile_rows(type, n, w + r0 * wb, wb, nr - r0 < 16 ? nr - r0 : 16, pack, nt,
-                                 y + r0, 40);
+                /* 16 rows per call, or all rows in one call (the groups
+                 * after the first then come prefetched: same bits) */
+                const bool one_call = (ki + ri) % 2 == 1;
+                for (int r0 = 0; r0 < nr; r0 += one_call ? nr : 16)
+                    bd_tile_rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, pack,
+                                 nt, y + r0, 40);
                 for (int t = 0; t < nt; t++)
                     for (int r = 0; r < 40; r++) {
                         float got = y[t * 40 + r];
@@ -469,8 +472,9 @@ static void check_tiles(void) {
                         }
                         float want = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
                         if (memcmp(&got, &want, sizeof got) != 0) {
-                            print_error("amx %s tokens=%d rows=%d: [t %d][r %d] %.9g, twin %.9g\n",
-                                        bd_type_name(type), nt, nr, t, r, got, want);
+                            print_error("amx %s tokens=%d rows=%d%s: [t %d][r %d] %.9g, twin %.9g\n",
+                                        bd_type_name(type), nt, nr, one_call ? " (one call)" : "", t, r, got,
+                                        want);
                             fail();
                         }
                     }
@@ -528,13 +532,15 @@ static void test_avx512(void **state) {
  * the fast entry agrees with it to f32 rounding, and where the table has
  * AMX its Q8_0 batches of BD_MATMUL_TILE_Q8_ROWS rows or more give the tile
  * twin's bits (so the test sees that they took the tile path). The batch
- * sizes straddle BD_MATMUL_TILE_Q4K_ROWS and the Q6_K switch at 16.
+ * sizes straddle BD_MATMUL_TILE_Q4K_ROWS and the Q6_K switch at 16; the
+ * 200 weight rows make tile work items of several 16-row groups and a
+ * partial one at the end.
  */
 static void test_matmul_paths(void **state) {
     (void)state;
     static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K, BD_TYPE_Q6_K};
     static const int toks[] = {1, 3, 4, 6, 7, 16, 17, 32, 40};
-    const int64_t n = 512, nr = 40;
+    const int64_t n = 512, nr = 200;
     const bd_kernels *k = bd_kernels_get();
     for (size_t ti = 0; ti < 3; ti++) {
         const uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
