@@ -258,6 +258,41 @@ BD_INLINE __m512i kq_block_sums(const __m512i W[4], const __m512i SC[4], const b
     return t;
 }
 
+/* Q4_K only (its codes are at most 15): the same block sum with one
+ * vpdpbusd per chunk in place of vpmaddubsw + vpdpwssd, the scales applied
+ * to packed pairs of chunks (as for Q6_K below): |lane| <= 4 * 15 * 128
+ * fits int16. vpackssdw of chunks 2p and 2p+1 holds, in 128-bit lane k,
+ * int32 lanes 4k..4k+3 of chunk 2p, then of 2p+1; int32 lane l of chunk c
+ * belongs to sub-block 2c + l/8. k_q4_packidx[p] names the sub-block of
+ * each int16 lane. The integer is the same as kq_block_sums' (integer adds
+ * in another grouping), with fewer multiplies on the one port that does
+ * 512-bit integer products. */
+static const int16_t k_q4_packidx[2][32] = {
+    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
+    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+
+/* SCP[p]: int16 scale of each lane of the packed chunk pair p; MN as in
+ * kq_block_scales. */
+BD_INLINE void q4k_block_scales(const uint8_t *scales, __m512i SCP[2], __m256i *MN) {
+    uint64_t sc8, m8;
+    kq_unpack_scales(scales, &sc8, &m8);
+    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
+    SCP[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[0]), sc16);
+    SCP[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[1]), sc16);
+    __m128i m = _mm_cvtsi64_si128((long long)m8);
+    *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+}
+
+BD_INLINE __m512i q4k_block_sums(const __m512i W[4], const __m512i SCP[2], const block_q8_K *y) {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i s0 = _mm512_dpbusd_epi32(z, W[0], _mm512_loadu_si512(y->qs));
+    const __m512i s1 = _mm512_dpbusd_epi32(z, W[1], _mm512_loadu_si512(y->qs + 64));
+    const __m512i s2 = _mm512_dpbusd_epi32(z, W[2], _mm512_loadu_si512(y->qs + 128));
+    const __m512i s3 = _mm512_dpbusd_epi32(z, W[3], _mm512_loadu_si512(y->qs + 192));
+    const __m512i t = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(s0, s1), SCP[0]);
+    return _mm512_dpwssd_epi32(t, _mm512_packs_epi32(s2, s3), SCP[1]);
+}
+
 /* Lanes 0-7: pairwise sums of a's lanes (2j + 2j+1); lanes 8-15: b's. */
 BD_INLINE __m512i pair_sums(__m512i a, __m512i b) {
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -305,11 +340,11 @@ typedef struct {
 
 /* Q4_K block sums of one row: Z lanes as in q4k_kernel. */
 BD_INLINE __m512i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
-    __m512i W[4], SC[4];
+    __m512i W[4], SCP[2];
     __m256i MN;
     kq_block_codes(w->qs, NULL, W);
-    kq_block_scales(w->scales, SC, &MN);
-    const __m512i t = kq_block_sums(W, SC, y);
+    q4k_block_scales(w->scales, SCP, &MN);
+    const __m512i t = q4k_block_sums(W, SCP, y);
     const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
     const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
@@ -382,13 +417,13 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
          * so running past the row end is harmless) */
         UNROLL for (int l = 0; l < 3; l++)
             _mm_prefetch((const char *)(w + i) + 1024 + 64 * l, _MM_HINT_T0);
-        __m512i W[4], SC[4], Z[NX_MAX];
+        __m512i W[4], SCP[2], Z[NX_MAX];
         __m256i MN;
         kq_block_codes(w[i].qs, NULL, W);
-        kq_block_scales(w[i].scales, SC, &MN);
+        q4k_block_scales(w[i].scales, SCP, &MN);
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
-            const __m512i t = kq_block_sums(W, SC, y);
+            const __m512i t = q4k_block_sums(W, SCP, y);
             const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
             const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
             Z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
@@ -1187,3 +1222,4 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
 }
+
