@@ -1222,4 +1222,3 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
 }
-
