@@ -179,10 +179,12 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * Per block: W[c] (c = 0..3) holds the codes of elements 64c..64c+63 (low
  * nibbles of qs[32c..], then the high nibbles in the upper half), so chunk
  * c covers sub-blocks 2c and 2c+1 and lines up with y.qs[64c..64c+63].
- * vpmaddubsw of chunk c gives 2-element sums as int16 (|.| <= 2*31*127: no
- * saturation), vpdpwssd multiplies them by the sub-block scale and adds
- * pairs, so int32 lane k of the sum over chunks holds offset 4k of the even
- * sub-blocks (k < 8) or 4(k-8) of the odd ones.
+ * Q5_K (kq_block_sums): vpmaddubsw of chunk c gives 2-element sums as int16
+ * (|.| <= 2*31*127: no saturation), vpdpwssd multiplies them by the
+ * sub-block scale and adds pairs, so int32 lane k of the sum over chunks
+ * holds offset 4k of the even sub-blocks (k < 8) or 4(k-8) of the odd
+ * ones. Q4_K (q4k_block_sums) takes one vpdpbusd per chunk and scales
+ * packed chunk pairs instead; its lanes only ever get added up.
  *
  * Q4_K and Q6_K use dot_ref.c's tile order: each block's integer sum is
  * reduced to one number per activation row before any f32 step. With
