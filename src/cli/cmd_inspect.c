@@ -111,9 +111,9 @@ static void put_real(FILE *out, double v, bool is_f32, bool json) {
  * ---------------------------------------------------------------------- */
 
 /* Print one fixed-size scalar of type t at p. */
-static void put_scalar(FILE *out, enum gguf_vtype t, const uint8_t *p, bool json) {
+static void put_scalar(FILE *out, enum bd_gguf_vtype t, const uint8_t *p, bool json) {
     uint64_t u = 0;
-    for (size_t i = 0; i < gguf_vtype_size(t); i++) u |= (uint64_t)p[i] << (8 * i);
+    for (size_t i = 0; i < bd_gguf_vtype_size(t); i++) u |= (uint64_t)p[i] << (8 * i);
     switch (t) {
     case GGUF_VTYPE_UINT8:
     case GGUF_VTYPE_UINT16:
@@ -154,34 +154,34 @@ static void put_str_value(FILE *out, const char *s, uint64_t len, bool json) {
     fprintf(out, "... (%" PRIu64 " bytes)", len);
 }
 
-static void put_array(FILE *out, const gguf_kv *kv, bool json, int indent);
+static void put_array(FILE *out, const bd_gguf_kv *kv, bool json, int indent);
 
 /* Element i of array kv. */
-static void put_elem(FILE *out, const gguf_kv *kv, uint64_t i, bool json, int indent) {
+static void put_elem(FILE *out, const bd_gguf_kv *kv, uint64_t i, bool json, int indent) {
     if (kv->arr_type == GGUF_VTYPE_STRING) {
         const char *s;
         uint64_t len;
-        if (gguf_arr_str(kv, i, &s, &len)) put_str_value(out, s, len, json);
+        if (bd_gguf_arr_str(kv, i, &s, &len)) put_str_value(out, s, len, json);
         else fputs("null", out);
     } else if (kv->arr_type == GGUF_VTYPE_ARRAY) {
-        gguf_kv sub;
-        if (gguf_arr_arr(kv, i, &sub)) put_array(out, &sub, json, indent);
+        bd_gguf_kv sub;
+        if (bd_gguf_arr_arr(kv, i, &sub)) put_array(out, &sub, json, indent);
         else fputs("null", out);
     } else {
-        size_t es = gguf_vtype_size(kv->arr_type);
+        size_t es = bd_gguf_vtype_size(kv->arr_type);
         put_scalar(out, kv->arr_type, kv->data + i * es, json);
     }
 }
 
-static const char *plural_name(enum gguf_vtype t) {
-    return t == GGUF_VTYPE_STRING ? "strings" : t == GGUF_VTYPE_ARRAY ? "arrays" : gguf_vtype_name(t);
+static const char *plural_name(enum bd_gguf_vtype t) {
+    return t == GGUF_VTYPE_STRING ? "strings" : t == GGUF_VTYPE_ARRAY ? "arrays" : bd_gguf_vtype_name(t);
 }
 
-static void put_array(FILE *out, const gguf_kv *kv, bool json, int indent) {
+static void put_array(FILE *out, const bd_gguf_kv *kv, bool json, int indent) {
     uint64_t max = json ? INSPECT_JSON_MAX_ELEMS : INSPECT_TEXT_MAX_ELEMS;
     uint64_t shown = kv->arr_count < max ? kv->arr_count : max;
     if (json) {
-        fprintf(out, "{\"type\": \"%s\", \"count\": %" PRIu64 ", \"values\": [", gguf_vtype_name(kv->arr_type),
+        fprintf(out, "{\"type\": \"%s\", \"count\": %" PRIu64 ", \"values\": [", bd_gguf_vtype_name(kv->arr_type),
                 kv->arr_count);
         for (uint64_t i = 0; i < shown; i++) {
             if (i) fputs(", ", out);
@@ -201,7 +201,7 @@ static void put_array(FILE *out, const gguf_kv *kv, bool json, int indent) {
     fputs("]", out);
 }
 
-static void put_value(FILE *out, const gguf_kv *kv, bool json) {
+static void put_value(FILE *out, const bd_gguf_kv *kv, bool json) {
     if (kv->type == GGUF_VTYPE_STRING) put_str_value(out, kv->str, kv->str_len, json);
     else if (kv->type == GGUF_VTYPE_ARRAY) put_array(out, kv, json, 1);
     else put_scalar(out, kv->type, kv->data, json);
@@ -211,21 +211,21 @@ static void put_value(FILE *out, const gguf_kv *kv, bool json) {
  * Output forms
  * ---------------------------------------------------------------------- */
 
-static void put_ne(FILE *out, const gguf_tensor *t, const char *open, const char *close) {
+static void put_ne(FILE *out, const bd_gguf_tensor *t, const char *open, const char *close) {
     fputs(open, out);
     for (uint32_t d = 0; d < t->n_dims; d++) fprintf(out, "%s%" PRIu64, d ? ", " : "", t->ne[d]);
     fputs(close, out);
 }
 
-static void print_text(FILE *out, const char *path, const gguf_file *f) {
+static void print_text(FILE *out, const char *path, const bd_gguf_file *f) {
     fprintf(out, "file:        %s\n", path);
-    fprintf(out, "version:     %" PRIu32 "\n", gguf_version(f));
-    fprintf(out, "alignment:   %" PRIu32 "\n", gguf_alignment(f));
-    fprintf(out, "data offset: %" PRIu64 "\n", gguf_data_offset(f));
-    fprintf(out, "file size:   %" PRIu64 "\n", gguf_file_size(f));
-    fprintf(out, "\nmetadata (%" PRId64 " keys):\n", gguf_kv_count(f));
-    for (int64_t i = 0; i < gguf_kv_count(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    fprintf(out, "version:     %" PRIu32 "\n", bd_gguf_version(f));
+    fprintf(out, "alignment:   %" PRIu32 "\n", bd_gguf_alignment(f));
+    fprintf(out, "data offset: %" PRIu64 "\n", bd_gguf_data_offset(f));
+    fprintf(out, "file size:   %" PRIu64 "\n", bd_gguf_file_size(f));
+    fprintf(out, "\nmetadata (%" PRId64 " keys):\n", bd_gguf_kv_count(f));
+    for (int64_t i = 0; i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
         fputs("  ", out);
         /* keys are untrusted bytes too; print them quoted only if odd */
         bool plain = true;
@@ -233,16 +233,16 @@ static void print_text(FILE *out, const char *path, const gguf_file *f) {
             if ((unsigned char)*k <= 0x20 || (unsigned char)*k >= 0x7f || *k == '"') plain = false;
         if (plain && kv->key[0]) fputs(kv->key, out);
         else put_json_str(out, kv->key, strlen(kv->key));
-        fprintf(out, " (%s) = ", gguf_vtype_name(kv->type));
+        fprintf(out, " (%s) = ", bd_gguf_vtype_name(kv->type));
         put_value(out, kv, false);
         fputc('\n', out);
     }
-    fprintf(out, "\ntensors (%" PRId64 "):\n", gguf_tensor_count(f));
-    if (gguf_tensor_count(f) > 0)
+    fprintf(out, "\ntensors (%" PRId64 "):\n", bd_gguf_tensor_count(f));
+    if (bd_gguf_tensor_count(f) > 0)
         fprintf(out, "  %-36s %-8s %-24s %12s %12s\n", "name", "type", "ne", "offset", "bytes");
     uint64_t total = 0;
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
         char ne[128];
         int o = snprintf(ne, sizeof ne, "{");
         for (uint32_t d = 0; d < t->n_dims && o < (int)sizeof ne; d++)
@@ -258,35 +258,35 @@ static void print_text(FILE *out, const char *path, const gguf_file *f) {
                 t->nbytes);
         total += t->nbytes;
     }
-    if (gguf_tensor_count(f) > 0) fprintf(out, "  total tensor bytes: %" PRIu64 "\n", total);
+    if (bd_gguf_tensor_count(f) > 0) fprintf(out, "  total tensor bytes: %" PRIu64 "\n", total);
 }
 
-static void print_json(FILE *out, const char *path, const gguf_file *f) {
+static void print_json(FILE *out, const char *path, const bd_gguf_file *f) {
     fputs("{\n  \"file\": ", out);
     put_json_str(out, path, strlen(path));
-    fprintf(out, ",\n  \"version\": %" PRIu32 ",\n  \"alignment\": %" PRIu32 ",\n", gguf_version(f),
-            gguf_alignment(f));
-    fprintf(out, "  \"data_offset\": %" PRIu64 ",\n  \"file_size\": %" PRIu64 ",\n", gguf_data_offset(f),
-            gguf_file_size(f));
+    fprintf(out, ",\n  \"version\": %" PRIu32 ",\n  \"alignment\": %" PRIu32 ",\n", bd_gguf_version(f),
+            bd_gguf_alignment(f));
+    fprintf(out, "  \"data_offset\": %" PRIu64 ",\n  \"file_size\": %" PRIu64 ",\n", bd_gguf_data_offset(f),
+            bd_gguf_file_size(f));
     fputs("  \"metadata\": {", out);
-    for (int64_t i = 0; i < gguf_kv_count(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    for (int64_t i = 0; i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
         fputs(i ? ",\n    " : "\n    ", out);
         put_json_str(out, kv->key, strlen(kv->key));
         fputs(": ", out);
         put_value(out, kv, true);
     }
-    fputs(gguf_kv_count(f) ? "\n  },\n" : "},\n", out);
+    fputs(bd_gguf_kv_count(f) ? "\n  },\n" : "},\n", out);
     fputs("  \"tensors\": [", out);
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", out);
         put_json_str(out, t->name, strlen(t->name));
         fprintf(out, ", \"type\": \"%s\", \"type_id\": %" PRIu32 ", \"ne\": ", bd_type_name(t->type), t->type);
         put_ne(out, t, "[", "]");
         fprintf(out, ", \"offset\": %" PRIu64 ", \"nbytes\": %" PRIu64 "}", t->offset, t->nbytes);
     }
-    fputs(gguf_tensor_count(f) ? "\n  ]\n}\n" : "]\n}\n", out);
+    fputs(bd_gguf_tensor_count(f) ? "\n  ]\n}\n" : "]\n}\n", out);
 }
 
 static void usage(FILE *out) {
@@ -322,14 +322,14 @@ int cmd_inspect(int argc, char **argv) {
         return 2;
     }
     char err[1024];
-    gguf_file *f = gguf_open(path, err, sizeof err);
+    bd_gguf_file *f = bd_gguf_open(path, err, sizeof err);
     if (!f) {
         fprintf(stderr, "blockdraft inspect: %s\n", err);
         return 1;
     }
     if (json) print_json(stdout, path, f);
     else print_text(stdout, path, f);
-    gguf_close(f);
+    bd_gguf_close(f);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "blockdraft inspect: error writing output\n");
         return 1;

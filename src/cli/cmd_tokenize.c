@@ -122,14 +122,14 @@ int cmd_tokenize(int argc, char **argv) {
     }
 
     char err[512];
-    gguf_file *g = gguf_open(model_path, err, sizeof err);
+    bd_gguf_file *g = bd_gguf_open(model_path, err, sizeof err);
     if (!g) {
         fprintf(stderr, "blockdraft tokenize: %s\n", err);
         free(owned);
         return 1;
     }
     bd_tokenizer *t = bd_tokenizer_load(g, err, sizeof err);
-    gguf_close(g);
+    bd_gguf_close(g);
     if (!t) {
         fprintf(stderr, "blockdraft tokenize: %s: %s\n", model_path, err);
         free(owned);

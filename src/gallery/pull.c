@@ -143,21 +143,21 @@ static bool validate_files(const pull_file *files, int n, gallery_pull_result *r
         if (!strcmp(files[i].role, "drafter")) df = &files[i];
     }
     char e1[512];
-    gguf_file *t = gguf_open(current_path(tf), e1, sizeof e1);
+    bd_gguf_file *t = bd_gguf_open(current_path(tf), e1, sizeof e1);
     if (!t) return bd_err(err, errlen, "target %s is not a valid GGUF file: %s", tf->ref->filename, e1);
-    gguf_file *d = NULL;
+    bd_gguf_file *d = NULL;
     if (df) {
-        d = gguf_open(current_path(df), e1, sizeof e1);
+        d = bd_gguf_open(current_path(df), e1, sizeof e1);
         if (!d) {
-            gguf_close(t);
+            bd_gguf_close(t);
             return bd_err(err, errlen, "drafter %s is not a valid GGUF file: %s",
                           df->ref->filename, e1);
         }
     }
     pairing_report_init(&res->report);
     bool ok = pairing_run(t, d, &res->report, NULL, e1, sizeof e1);
-    gguf_close(t);
-    if (d) gguf_close(d);
+    bd_gguf_close(t);
+    if (d) bd_gguf_close(d);
     if (!ok) {
         const pairing_check *c = pairing_report_first(&res->report, PAIRING_FAIL);
         if (c && !strncmp(c->name, "drafter.", 8))

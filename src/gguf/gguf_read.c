@@ -36,7 +36,7 @@
 #define MAX_KV_COUNT (1u << 20)
 #define MAX_TENSOR_COUNT (1u << 20)
 
-struct gguf_file {
+struct bd_gguf_file {
     bd_fmap map;         /* set when opened from a path; else data == NULL */
     const uint8_t *base; /* [size] bytes: the mapping or the caller's buffer */
     uint64_t size;
@@ -44,12 +44,12 @@ struct gguf_file {
     uint32_t alignment;
     uint64_t data_offset;
     int64_t n_kv;
-    gguf_kv *kv; /* [n_kv] */
+    bd_gguf_kv *kv; /* [n_kv] */
     int64_t n_tensors;
-    gguf_tensor *tensors; /* [n_tensors] */
+    bd_gguf_tensor *tensors; /* [n_tensors] */
     /* Open-addressing hash tables of indices (-1 = empty slot), power-of-
      * two capacity >= 2x the entries: duplicate detection at open and O(1)
-     * gguf_find / gguf_find_tensor. */
+     * bd_gguf_find / bd_gguf_find_tensor. */
     int64_t *kv_hash;
     uint64_t kv_mask;
     int64_t *t_hash;
@@ -74,7 +74,7 @@ static uint32_t cur_u32(cursor *c) {
         c->bad = true;
         return 0;
     }
-    uint32_t v = gguf_le32(c->p + c->pos);
+    uint32_t v = bd_gguf_le32(c->p + c->pos);
     c->pos += 4;
     return v;
 }
@@ -84,7 +84,7 @@ static uint64_t cur_u64(cursor *c) {
         c->bad = true;
         return 0;
     }
-    uint64_t v = gguf_le64(c->p + c->pos);
+    uint64_t v = bd_gguf_le64(c->p + c->pos);
     c->pos += 8;
     return v;
 }
@@ -114,7 +114,7 @@ static const char *esc(const char *src, uint64_t n, namebuf *b) {
     return b->s;
 }
 
-size_t gguf_vtype_size(enum gguf_vtype t) {
+size_t bd_gguf_vtype_size(enum bd_gguf_vtype t) {
     switch (t) {
     case GGUF_VTYPE_UINT8:
     case GGUF_VTYPE_INT8:
@@ -131,7 +131,7 @@ size_t gguf_vtype_size(enum gguf_vtype t) {
     }
 }
 
-const char *gguf_vtype_name(enum gguf_vtype t) {
+const char *bd_gguf_vtype_name(enum bd_gguf_vtype t) {
     static const char *const names[GGUF_VTYPE_COUNT] = {
         "uint8", "int8", "uint16", "int16", "uint32", "int32",  "float32",
         "bool",  "string", "array", "uint64", "int64", "float64",
@@ -158,8 +158,8 @@ static bool hash_create(int64_t **tab, uint64_t *mask, int64_t n) {
 
 /* Look name up; `name_at(f, j)` gives entry j's name. Returns the index
  * found, or -1 after inserting idx (when idx >= 0). */
-static int64_t hash_probe(const gguf_file *f, int64_t *tab, uint64_t mask, const char *name,
-                          int64_t idx, const char *(*name_at)(const gguf_file *, int64_t)) {
+static int64_t hash_probe(const bd_gguf_file *f, int64_t *tab, uint64_t mask, const char *name,
+                          int64_t idx, const char *(*name_at)(const bd_gguf_file *, int64_t)) {
     uint64_t h = fnv1a(name) & mask;
     for (;;) {
         int64_t j = tab[h];
@@ -172,23 +172,23 @@ static int64_t hash_probe(const gguf_file *f, int64_t *tab, uint64_t mask, const
     }
 }
 
-static const char *kv_name_at(const gguf_file *f, int64_t j) { return f->kv[j].key; }
-static const char *t_name_at(const gguf_file *f, int64_t j) { return f->tensors[j].name; }
+static const char *kv_name_at(const bd_gguf_file *f, int64_t j) { return f->kv[j].key; }
+static const char *t_name_at(const bd_gguf_file *f, int64_t j) { return f->tensors[j].name; }
 
 /* ------------------------------------------------------------------------
  * Value validation (shared with the writer through gguf_internal.h)
  * ---------------------------------------------------------------------- */
 
-bool gguf_value_walk(const uint8_t *p, uint64_t avail, uint32_t type, int depth,
+bool bd_gguf_value_walk(const uint8_t *p, uint64_t avail, uint32_t type, int depth,
                      uint64_t base_off, uint64_t *size, char *why, size_t whylen) {
     if (type >= GGUF_VTYPE_COUNT)
         return bd_err(why, whylen, "unknown value type %" PRIu32, type);
-    size_t fixed = gguf_vtype_size((enum gguf_vtype)type);
+    size_t fixed = bd_gguf_vtype_size((enum bd_gguf_vtype)type);
     if (fixed) {
         if (avail < fixed)
             return bd_err(why, whylen,
                           "%s value at byte %" PRIu64 " needs %zu bytes, %" PRIu64 " left",
-                          gguf_vtype_name((enum gguf_vtype)type), base_off, fixed, avail);
+                          bd_gguf_vtype_name((enum bd_gguf_vtype)type), base_off, fixed, avail);
         *size = fixed;
         return true;
     }
@@ -196,7 +196,7 @@ bool gguf_value_walk(const uint8_t *p, uint64_t avail, uint32_t type, int depth,
         if (avail < 8)
             return bd_err(why, whylen, "string length at byte %" PRIu64 " is truncated",
                           base_off);
-        uint64_t len = gguf_le64(p);
+        uint64_t len = bd_gguf_le64(p);
         if (len > avail - 8)
             return bd_err(why, whylen,
                           "string at byte %" PRIu64 ": length %" PRIu64
@@ -211,20 +211,20 @@ bool gguf_value_walk(const uint8_t *p, uint64_t avail, uint32_t type, int depth,
                       base_off, GGUF_MAX_ARRAY_DEPTH);
     if (avail < 12)
         return bd_err(why, whylen, "array header at byte %" PRIu64 " is truncated", base_off);
-    uint32_t et = gguf_le32(p);
-    uint64_t count = gguf_le64(p + 4);
+    uint32_t et = bd_gguf_le32(p);
+    uint64_t count = bd_gguf_le64(p + 4);
     uint64_t rest = avail - 12;
     if (et >= GGUF_VTYPE_COUNT)
         return bd_err(why, whylen, "array at byte %" PRIu64 ": unknown element type %" PRIu32,
                       base_off, et);
-    size_t es = gguf_vtype_size((enum gguf_vtype)et);
+    size_t es = bd_gguf_vtype_size((enum bd_gguf_vtype)et);
     if (es) {
         uint64_t bytes;
         if (!bd_mul_ok(count, es, &bytes) || bytes > rest)
             return bd_err(why, whylen,
                           "array at byte %" PRIu64 ": %" PRIu64 " %s elements do not fit in the %" PRIu64
                           " bytes left in the file",
-                          base_off, count, gguf_vtype_name((enum gguf_vtype)et), rest);
+                          base_off, count, bd_gguf_vtype_name((enum bd_gguf_vtype)et), rest);
         *size = 12 + bytes;
         return true;
     }
@@ -233,11 +233,11 @@ bool gguf_value_walk(const uint8_t *p, uint64_t avail, uint32_t type, int depth,
         return bd_err(why, whylen,
                       "array at byte %" PRIu64 ": %" PRIu64 " %s elements do not fit in the %" PRIu64
                       " bytes left in the file",
-                      base_off, count, gguf_vtype_name((enum gguf_vtype)et), rest);
+                      base_off, count, bd_gguf_vtype_name((enum bd_gguf_vtype)et), rest);
     uint64_t pos = 12;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t sz;
-        if (!gguf_value_walk(p + pos, avail - pos, et, depth + 1, base_off + pos, &sz, why, whylen))
+        if (!bd_gguf_value_walk(p + pos, avail - pos, et, depth + 1, base_off + pos, &sz, why, whylen))
             return false;
         pos += sz; /* sz <= avail - pos, so no overflow */
     }
@@ -287,7 +287,7 @@ static char *read_name(cursor *c, const char *what, int64_t index, char *err, si
 
 /* A top-level ARRAY value at c: validate it and, for arrays of strings or
  * arrays, build the element offset table. */
-static bool parse_array(cursor *c, gguf_kv *kv, namebuf *nb, char *err, size_t errlen) {
+static bool parse_array(cursor *c, bd_gguf_kv *kv, namebuf *nb, char *err, size_t errlen) {
     uint64_t at = c->pos;
     uint64_t left = cur_left(c);
     char why[200];
@@ -295,17 +295,17 @@ static bool parse_array(cursor *c, gguf_kv *kv, namebuf *nb, char *err, size_t e
         return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": file truncated in the array header",
                       nb->s, at);
     const uint8_t *p = c->p + at;
-    uint32_t et = gguf_le32(p);
-    uint64_t count = gguf_le64(p + 4);
+    uint32_t et = bd_gguf_le32(p);
+    uint64_t count = bd_gguf_le64(p + 4);
     if (et >= GGUF_VTYPE_COUNT)
         return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": unknown array element type %" PRIu32,
                       nb->s, at, et);
-    kv->arr_type = (enum gguf_vtype)et;
+    kv->arr_type = (enum bd_gguf_vtype)et;
     kv->arr_count = count;
     kv->data = p + 12;
-    if (gguf_vtype_size((enum gguf_vtype)et)) {
+    if (bd_gguf_vtype_size((enum bd_gguf_vtype)et)) {
         uint64_t sz;
-        if (!gguf_value_walk(p, left, GGUF_VTYPE_ARRAY, 0, at, &sz, why, sizeof why))
+        if (!bd_gguf_value_walk(p, left, GGUF_VTYPE_ARRAY, 0, at, &sz, why, sizeof why))
             return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": %s", nb->s, at, why);
         kv->data_size = sz;
         c->pos += sz;
@@ -317,7 +317,7 @@ static bool parse_array(cursor *c, gguf_kv *kv, namebuf *nb, char *err, size_t e
         return bd_err(err, errlen,
                       "gguf: key '%s' at byte %" PRIu64 ": array count %" PRIu64
                       " of %s does not fit in the %" PRIu64 " bytes left in the file",
-                      nb->s, at, count, gguf_vtype_name((enum gguf_vtype)et), rest);
+                      nb->s, at, count, bd_gguf_vtype_name((enum bd_gguf_vtype)et), rest);
     /* count <= rest/8, so the table is at most the file's size. */
     uint64_t *offs = malloc(count ? count * sizeof *offs : 1);
     if (!offs)
@@ -328,7 +328,7 @@ static bool parse_array(cursor *c, gguf_kv *kv, namebuf *nb, char *err, size_t e
     for (uint64_t i = 0; i < count; i++) {
         uint64_t sz;
         offs[i] = pos - 12;
-        if (!gguf_value_walk(p + pos, left - pos, et, 1, at + pos, &sz, why, sizeof why))
+        if (!bd_gguf_value_walk(p + pos, left - pos, et, 1, at + pos, &sz, why, sizeof why))
             return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": element %" PRIu64 ": %s",
                           nb->s, at, i, why);
         pos += sz;
@@ -338,8 +338,8 @@ static bool parse_array(cursor *c, gguf_kv *kv, namebuf *nb, char *err, size_t e
     return true;
 }
 
-static bool parse_kv(gguf_file *f, cursor *c, int64_t i, char *err, size_t errlen) {
-    gguf_kv *kv = &f->kv[i];
+static bool parse_kv(bd_gguf_file *f, cursor *c, int64_t i, char *err, size_t errlen) {
+    bd_gguf_kv *kv = &f->kv[i];
     uint64_t at = c->pos;
     char *key = read_name(c, "key", i, err, errlen);
     if (!key) return false;
@@ -359,12 +359,12 @@ static bool parse_kv(gguf_file *f, cursor *c, int64_t i, char *err, size_t errle
     if (type >= GGUF_VTYPE_COUNT)
         return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": unknown value type %" PRIu32,
                       nb.s, tpos, type);
-    kv->type = (enum gguf_vtype)type;
+    kv->type = (enum bd_gguf_vtype)type;
     kv->offset = c->pos;
     if (type == GGUF_VTYPE_ARRAY) return parse_array(c, kv, &nb, err, errlen);
     char why[200];
     uint64_t sz;
-    if (!gguf_value_walk(c->p + c->pos, cur_left(c), type, 0, c->pos, &sz, why, sizeof why))
+    if (!bd_gguf_value_walk(c->p + c->pos, cur_left(c), type, 0, c->pos, &sz, why, sizeof why))
         return bd_err(err, errlen, "gguf: key '%s' at byte %" PRIu64 ": %s", nb.s, kv->offset, why);
     const uint8_t *v = c->p + c->pos;
     kv->data_size = sz;
@@ -379,8 +379,8 @@ static bool parse_kv(gguf_file *f, cursor *c, int64_t i, char *err, size_t errle
     return true;
 }
 
-static bool parse_tensor_info(gguf_file *f, cursor *c, int64_t i, char *err, size_t errlen) {
-    gguf_tensor *t = &f->tensors[i];
+static bool parse_tensor_info(bd_gguf_file *f, cursor *c, int64_t i, char *err, size_t errlen) {
+    bd_gguf_tensor *t = &f->tensors[i];
     uint64_t at = c->pos;
     char *name = read_name(c, "tensor", i, err, errlen);
     if (!name) return false;
@@ -437,14 +437,14 @@ static bool parse_tensor_info(gguf_file *f, cursor *c, int64_t i, char *err, siz
     return true;
 }
 
-static bool parse_alignment(gguf_file *f, char *err, size_t errlen) {
+static bool parse_alignment(bd_gguf_file *f, char *err, size_t errlen) {
     f->alignment = GGUF_DEFAULT_ALIGNMENT;
-    const gguf_kv *kv = gguf_find(f, "general.alignment");
+    const bd_gguf_kv *kv = bd_gguf_find(f, "general.alignment");
     if (!kv) return true;
     if (kv->type != GGUF_VTYPE_UINT32)
         return bd_err(err, errlen, "gguf: key 'general.alignment' at byte %" PRIu64 ": must be uint32, not %s",
-                      kv->offset, gguf_vtype_name(kv->type));
-    uint32_t a = gguf_le32(kv->data);
+                      kv->offset, bd_gguf_vtype_name(kv->type));
+    uint32_t a = bd_gguf_le32(kv->data);
     if (a == 0 || (a & (a - 1)) != 0)
         return bd_err(err, errlen,
                       "gguf: key 'general.alignment' at byte %" PRIu64 ": %" PRIu32 " is not a power of two",
@@ -466,7 +466,7 @@ static int extent_cmp(const void *a, const void *b) {
 
 /* Locate the data section and check every tensor's bytes lie inside the
  * file and overlap no other tensor. */
-static bool place_tensors(gguf_file *f, uint64_t table_end, char *err, size_t errlen) {
+static bool place_tensors(bd_gguf_file *f, uint64_t table_end, char *err, size_t errlen) {
     uint64_t a = f->alignment, padded;
     if (!bd_add_ok(table_end, a - 1, &padded))
         return bd_err(err, errlen, "gguf: data section start overflows");
@@ -477,7 +477,7 @@ static bool place_tensors(gguf_file *f, uint64_t table_end, char *err, size_t er
     bool ok = true;
     int64_t n_ex = 0;
     for (int64_t i = 0; i < f->n_tensors && ok; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        bd_gguf_tensor *t = &f->tensors[i];
         namebuf nb;
         uint64_t start = 0, end = 0;
         if (!bd_add_ok(f->data_offset, t->offset, &start) || !bd_add_ok(start, t->nbytes, &end)) {
@@ -502,7 +502,7 @@ static bool place_tensors(gguf_file *f, uint64_t table_end, char *err, size_t er
         int64_t far = 0; /* extent reaching furthest so far */
         for (int64_t k = 1; k < n_ex; k++) {
             if (ex[k].start < ex[far].end) {
-                const gguf_tensor *t = &f->tensors[ex[k].idx], *u = &f->tensors[ex[far].idx];
+                const bd_gguf_tensor *t = &f->tensors[ex[k].idx], *u = &f->tensors[ex[far].idx];
                 namebuf n1, n2;
                 ok = bd_err(err, errlen,
                             "gguf: tensor '%s' at byte %" PRIu64 ": data [%" PRIu64 ", %" PRIu64
@@ -518,7 +518,7 @@ static bool place_tensors(gguf_file *f, uint64_t table_end, char *err, size_t er
     return ok;
 }
 
-static bool parse_file(gguf_file *f, char *err, size_t errlen) {
+static bool parse_file(bd_gguf_file *f, char *err, size_t errlen) {
     cursor c = {f->base, f->size, 0, false};
     if (f->size < 4 || memcmp(f->base, "GGUF", 4) != 0) {
         if (f->size < 4)
@@ -581,12 +581,12 @@ static bool parse_file(gguf_file *f, char *err, size_t errlen) {
  * Open / close
  * ---------------------------------------------------------------------- */
 
-gguf_file *gguf_open_memory(const void *buf, uint64_t size, char *err, size_t errlen) {
+bd_gguf_file *bd_gguf_open_memory(const void *buf, uint64_t size, char *err, size_t errlen) {
     if (!buf && size) {
         bd_err(err, errlen, "gguf: NULL buffer");
         return NULL;
     }
-    gguf_file *f = calloc(1, sizeof *f);
+    bd_gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         bd_err(err, errlen, "gguf: out of memory");
         return NULL;
@@ -595,17 +595,17 @@ gguf_file *gguf_open_memory(const void *buf, uint64_t size, char *err, size_t er
     f->base = buf ? buf : empty;
     f->size = size;
     if (!parse_file(f, err, errlen)) {
-        gguf_close(f);
+        bd_gguf_close(f);
         return NULL;
     }
     return f;
 }
 
-gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
+bd_gguf_file *bd_gguf_open(const char *path, char *err, size_t errlen) {
     bd_fmap m;
     if (!bd_fmap_open(&m, path, err, errlen)) return NULL;
     char msg[512];
-    gguf_file *f = gguf_open_memory(m.data, m.size, msg, sizeof msg);
+    bd_gguf_file *f = bd_gguf_open_memory(m.data, m.size, msg, sizeof msg);
     if (!f) {
         bd_err(err, errlen, "%s: %s", path, msg);
         bd_fmap_close(&m);
@@ -615,7 +615,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-void gguf_close(gguf_file *f) {
+void bd_gguf_close(bd_gguf_file *f) {
     if (!f) return;
     if (f->kv)
         for (int64_t i = 0; i < f->n_kv; i++) {
@@ -636,28 +636,28 @@ void gguf_close(gguf_file *f) {
  * Accessors
  * ---------------------------------------------------------------------- */
 
-uint32_t gguf_version(const gguf_file *f) { return f->version; }
-uint32_t gguf_alignment(const gguf_file *f) { return f->alignment; }
-uint64_t gguf_data_offset(const gguf_file *f) { return f->data_offset; }
-uint64_t gguf_file_size(const gguf_file *f) { return f->size; }
-int64_t gguf_kv_count(const gguf_file *f) { return f->n_kv; }
-int64_t gguf_tensor_count(const gguf_file *f) { return f->n_tensors; }
+uint32_t bd_gguf_version(const bd_gguf_file *f) { return f->version; }
+uint32_t bd_gguf_alignment(const bd_gguf_file *f) { return f->alignment; }
+uint64_t bd_gguf_data_offset(const bd_gguf_file *f) { return f->data_offset; }
+uint64_t bd_gguf_file_size(const bd_gguf_file *f) { return f->size; }
+int64_t bd_gguf_kv_count(const bd_gguf_file *f) { return f->n_kv; }
+int64_t bd_gguf_tensor_count(const bd_gguf_file *f) { return f->n_tensors; }
 
-const gguf_kv *gguf_kv_at(const gguf_file *f, int64_t i) {
+const bd_gguf_kv *bd_gguf_kv_at(const bd_gguf_file *f, int64_t i) {
     return i >= 0 && i < f->n_kv ? &f->kv[i] : NULL;
 }
 
-const gguf_tensor *gguf_tensor_at(const gguf_file *f, int64_t i) {
+const bd_gguf_tensor *bd_gguf_tensor_at(const bd_gguf_file *f, int64_t i) {
     return i >= 0 && i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
-const gguf_kv *gguf_find(const gguf_file *f, const char *key) {
+const bd_gguf_kv *bd_gguf_find(const bd_gguf_file *f, const char *key) {
     if (!key || !f->kv_hash) return NULL;
     int64_t j = hash_probe(f, f->kv_hash, f->kv_mask, key, -1, kv_name_at);
     return j >= 0 ? &f->kv[j] : NULL;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
+const bd_gguf_tensor *bd_gguf_find_tensor(const bd_gguf_file *f, const char *name) {
     if (!name || !f->t_hash) return NULL;
     int64_t j = hash_probe(f, f->t_hash, f->t_mask, name, -1, t_name_at);
     return j >= 0 ? &f->tensors[j] : NULL;
@@ -665,23 +665,23 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
 
 /* Integer value of a scalar at p. *is_neg for negative signed values;
  * magnitude in *u. False for non-integer types. */
-static bool load_int(enum gguf_vtype t, const uint8_t *p, uint64_t *u, int64_t *s, bool *is_signed) {
+static bool load_int(enum bd_gguf_vtype t, const uint8_t *p, uint64_t *u, int64_t *s, bool *is_signed) {
     *is_signed = false;
     switch (t) {
     case GGUF_VTYPE_UINT8: *u = p[0]; break;
-    case GGUF_VTYPE_UINT16: *u = gguf_le16(p); break;
-    case GGUF_VTYPE_UINT32: *u = gguf_le32(p); break;
-    case GGUF_VTYPE_UINT64: *u = gguf_le64(p); break;
+    case GGUF_VTYPE_UINT16: *u = bd_gguf_le16(p); break;
+    case GGUF_VTYPE_UINT32: *u = bd_gguf_le32(p); break;
+    case GGUF_VTYPE_UINT64: *u = bd_gguf_le64(p); break;
     case GGUF_VTYPE_INT8: *s = (int8_t)p[0]; *is_signed = true; break;
-    case GGUF_VTYPE_INT16: *s = (int16_t)gguf_le16(p); *is_signed = true; break;
-    case GGUF_VTYPE_INT32: *s = (int32_t)gguf_le32(p); *is_signed = true; break;
-    case GGUF_VTYPE_INT64: *s = (int64_t)gguf_le64(p); *is_signed = true; break;
+    case GGUF_VTYPE_INT16: *s = (int16_t)bd_gguf_le16(p); *is_signed = true; break;
+    case GGUF_VTYPE_INT32: *s = (int32_t)bd_gguf_le32(p); *is_signed = true; break;
+    case GGUF_VTYPE_INT64: *s = (int64_t)bd_gguf_le64(p); *is_signed = true; break;
     default: return false;
     }
     return true;
 }
 
-static bool load_i64(enum gguf_vtype t, const uint8_t *p, int64_t *out) {
+static bool load_i64(enum bd_gguf_vtype t, const uint8_t *p, int64_t *out) {
     uint64_t u = 0;
     int64_t s = 0;
     bool sg;
@@ -695,7 +695,7 @@ static bool load_i64(enum gguf_vtype t, const uint8_t *p, int64_t *out) {
     return true;
 }
 
-static bool load_u64(enum gguf_vtype t, const uint8_t *p, uint64_t *out) {
+static bool load_u64(enum bd_gguf_vtype t, const uint8_t *p, uint64_t *out) {
     uint64_t u = 0;
     int64_t s = 0;
     bool sg;
@@ -708,79 +708,79 @@ static bool load_u64(enum gguf_vtype t, const uint8_t *p, uint64_t *out) {
     return true;
 }
 
-static bool load_f64(enum gguf_vtype t, const uint8_t *p, double *out) {
+static bool load_f64(enum bd_gguf_vtype t, const uint8_t *p, double *out) {
     if (t == GGUF_VTYPE_FLOAT32) {
-        uint32_t b = gguf_le32(p);
+        uint32_t b = bd_gguf_le32(p);
         float v;
         memcpy(&v, &b, 4);
         *out = v;
         return true;
     }
     if (t == GGUF_VTYPE_FLOAT64) {
-        uint64_t b = gguf_le64(p);
+        uint64_t b = bd_gguf_le64(p);
         memcpy(out, &b, 8);
         return true;
     }
     return false;
 }
 
-bool gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out) {
-    const gguf_kv *kv = gguf_find(f, key);
+bool bd_gguf_get_u64(const bd_gguf_file *f, const char *key, uint64_t *out) {
+    const bd_gguf_kv *kv = bd_gguf_find(f, key);
     uint64_t v;
     if (!kv || !load_u64(kv->type, kv->data, &v)) return false;
     *out = v;
     return true;
 }
 
-bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out) {
+bool bd_gguf_get_u32(const bd_gguf_file *f, const char *key, uint32_t *out) {
     uint64_t v;
-    if (!gguf_get_u64(f, key, &v) || v > UINT32_MAX) return false;
+    if (!bd_gguf_get_u64(f, key, &v) || v > UINT32_MAX) return false;
     *out = (uint32_t)v;
     return true;
 }
 
-bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out) {
-    const gguf_kv *kv = gguf_find(f, key);
+bool bd_gguf_get_i64(const bd_gguf_file *f, const char *key, int64_t *out) {
+    const bd_gguf_kv *kv = bd_gguf_find(f, key);
     int64_t v;
     if (!kv || !load_i64(kv->type, kv->data, &v)) return false;
     *out = v;
     return true;
 }
 
-bool gguf_get_f64(const gguf_file *f, const char *key, double *out) {
-    const gguf_kv *kv = gguf_find(f, key);
+bool bd_gguf_get_f64(const bd_gguf_file *f, const char *key, double *out) {
+    const bd_gguf_kv *kv = bd_gguf_find(f, key);
     double v;
     if (!kv || !load_f64(kv->type, kv->data, &v)) return false;
     *out = v;
     return true;
 }
 
-bool gguf_get_f32(const gguf_file *f, const char *key, float *out) {
+bool bd_gguf_get_f32(const bd_gguf_file *f, const char *key, float *out) {
     double v;
-    if (!gguf_get_f64(f, key, &v)) return false;
+    if (!bd_gguf_get_f64(f, key, &v)) return false;
     *out = (float)v;
     return true;
 }
 
-bool gguf_get_bool(const gguf_file *f, const char *key, bool *out) {
-    const gguf_kv *kv = gguf_find(f, key);
+bool bd_gguf_get_bool(const bd_gguf_file *f, const char *key, bool *out) {
+    const bd_gguf_kv *kv = bd_gguf_find(f, key);
     if (!kv || kv->type != GGUF_VTYPE_BOOL) return false;
     *out = kv->data[0] != 0;
     return true;
 }
 
-bool gguf_get_str(const gguf_file *f, const char *key, const char **s, uint64_t *len) {
-    const gguf_kv *kv = gguf_find(f, key);
+bool bd_gguf_get_str(const bd_gguf_file *f, const char *key, const char **s, uint64_t *len) {
+    const bd_gguf_kv *kv = bd_gguf_find(f, key);
     if (!kv || kv->type != GGUF_VTYPE_STRING) return false;
     *s = kv->str;
     *len = kv->str_len;
     return true;
 }
 
-bool gguf_get_strz(const gguf_file *f, const char *key, char *buf, size_t bufsize) {
+bool bd_gguf_get_strz(const bd_gguf_file *f, const char *key, char *buf, size_t bufsize) {
     const char *s;
     uint64_t len;
-    if (!buf || bufsize == 0 || !gguf_get_str(f, key, &s, &len)) return false;
+    if (!buf || bufsize == 0 || !bd_gguf_get_str(f, key, &s, &len)) return false;
     size_t n = len < bufsize - 1 ? (size_t)len : bufsize - 1;
     memcpy(buf, s, n);
     buf[n] = '\0';
@@ -789,8 +789,8 @@ bool gguf_get_strz(const gguf_file *f, const char *key, char *buf, size_t bufsiz
 
 /* Byte offset (from kv->data) of element i of an array of STRING/ARRAY, and
  * the element's encoded size. Uses the open-time table when there is one,
- * else walks (bounded by data_size: safe even for a hand-made gguf_kv). */
-static bool arr_elem(const gguf_kv *kv, uint64_t i, uint64_t *off, uint64_t *size) {
+ * else walks (bounded by data_size: safe even for a hand-made bd_gguf_kv). */
+static bool arr_elem(const bd_gguf_kv *kv, uint64_t i, uint64_t *off, uint64_t *size) {
     if (kv->type != GGUF_VTYPE_ARRAY || i >= kv->arr_count || kv->data_size < 12) return false;
     if (kv->arr_type != GGUF_VTYPE_STRING && kv->arr_type != GGUF_VTYPE_ARRAY) return false;
     uint64_t avail = kv->data_size - 12; /* element bytes */
@@ -801,18 +801,18 @@ static bool arr_elem(const gguf_kv *kv, uint64_t i, uint64_t *off, uint64_t *siz
         if (pos > avail) return false;
     } else {
         for (uint64_t k = 0; k < i; k++) {
-            if (!gguf_value_walk(kv->data + pos, avail - pos, kv->arr_type, 1, 0, &sz, why, sizeof why))
+            if (!bd_gguf_value_walk(kv->data + pos, avail - pos, kv->arr_type, 1, 0, &sz, why, sizeof why))
                 return false;
             pos += sz;
         }
     }
-    if (!gguf_value_walk(kv->data + pos, avail - pos, kv->arr_type, 1, 0, &sz, why, sizeof why)) return false;
+    if (!bd_gguf_value_walk(kv->data + pos, avail - pos, kv->arr_type, 1, 0, &sz, why, sizeof why)) return false;
     *off = pos;
     *size = sz;
     return true;
 }
 
-bool gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s, uint64_t *len) {
+bool bd_gguf_arr_str(const bd_gguf_kv *kv, uint64_t i, const char **s, uint64_t *len) {
     uint64_t off, sz;
     if (!kv || kv->arr_type != GGUF_VTYPE_STRING || !arr_elem(kv, i, &off, &sz)) return false;
     *s = (const char *)kv->data + off + 8;
@@ -820,7 +820,7 @@ bool gguf_arr_str(const gguf_kv *kv, uint64_t i, const char **s, uint64_t *len) 
     return true;
 }
 
-bool gguf_arr_arr(const gguf_kv *kv, uint64_t i, gguf_kv *out) {
+bool bd_gguf_arr_arr(const bd_gguf_kv *kv, uint64_t i, bd_gguf_kv *out) {
     uint64_t off, sz;
     if (!kv || kv->arr_type != GGUF_VTYPE_ARRAY || !arr_elem(kv, i, &off, &sz)) return false;
     const uint8_t *p = kv->data + off;
@@ -829,17 +829,17 @@ bool gguf_arr_arr(const gguf_kv *kv, uint64_t i, gguf_kv *out) {
     out->key_offset = kv->key_offset;
     out->type = GGUF_VTYPE_ARRAY;
     out->offset = kv->offset + 12 + off;
-    out->arr_type = (enum gguf_vtype)gguf_le32(p);
-    out->arr_count = gguf_le64(p + 4);
+    out->arr_type = (enum bd_gguf_vtype)bd_gguf_le32(p);
+    out->arr_count = bd_gguf_le64(p + 4);
     out->data = p + 12;
     out->data_size = sz;
     return true;
 }
 
 /* Element i of a fixed-size numeric array, or NULL. */
-static const uint8_t *arr_scalar(const gguf_kv *kv, uint64_t i) {
+static const uint8_t *arr_scalar(const bd_gguf_kv *kv, uint64_t i) {
     if (!kv || kv->type != GGUF_VTYPE_ARRAY || i >= kv->arr_count) return NULL;
-    size_t es = gguf_vtype_size(kv->arr_type);
+    size_t es = bd_gguf_vtype_size(kv->arr_type);
     if (!es) return NULL;
     /* i < arr_count and the array was validated, so i*es fits. Still
      * guard against hand-made descriptors. */
@@ -848,7 +848,7 @@ static const uint8_t *arr_scalar(const gguf_kv *kv, uint64_t i) {
     return kv->data + off;
 }
 
-bool gguf_arr_f64(const gguf_kv *kv, uint64_t i, double *out) {
+bool bd_gguf_arr_f64(const bd_gguf_kv *kv, uint64_t i, double *out) {
     const uint8_t *p = arr_scalar(kv, i);
     if (!p) return false;
     if (load_f64(kv->arr_type, p, out)) return true;
@@ -864,7 +864,7 @@ bool gguf_arr_f64(const gguf_kv *kv, uint64_t i, double *out) {
     return true;
 }
 
-bool gguf_arr_i64(const gguf_kv *kv, uint64_t i, int64_t *out) {
+bool bd_gguf_arr_i64(const bd_gguf_kv *kv, uint64_t i, int64_t *out) {
     const uint8_t *p = arr_scalar(kv, i);
     if (!p) return false;
     if (kv->arr_type == GGUF_VTYPE_BOOL) {

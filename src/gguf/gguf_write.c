@@ -2,9 +2,9 @@
  * gguf_write.c - GGUF v3 writer.
  *
  * Every key/value is kept as (key, type, encoded value bytes), the same
- * encoding the file uses, so copying a value out of a gguf_file (strings,
+ * encoding the file uses, so copying a value out of a bd_gguf_file (strings,
  * string arrays, nested arrays) is one memcpy of its bytes. Tensors keep
- * their data (copied or borrowed) until gguf_writer_write_file lays them
+ * their data (copied or borrowed) until bd_gguf_writer_write_file lays them
  * out in insertion order, each at a multiple of the alignment.
  *
  * The output goes to PATH.tmp.XXXXXX in the same directory, is fsync'ed,
@@ -27,7 +27,7 @@
 
 typedef struct wkv {
     char *key;
-    enum gguf_vtype type;
+    enum bd_gguf_vtype type;
     uint8_t *enc; /* [len] encoded value */
     uint64_t len;
 } wkv;
@@ -40,20 +40,20 @@ typedef struct wtensor {
     const void *data; /* [nbytes]; == owned when copied */
     void *owned;
     uint64_t nbytes;
-    gguf_tensor_producer produce; /* streaming tensor: data produced at write time */
+    bd_gguf_tensor_producer produce; /* streaming tensor: data produced at write time */
     void *produce_ctx;
 } wtensor;
 
-struct gguf_writer {
+struct bd_gguf_writer {
     wkv *kv;
     size_t n_kv, cap_kv;
     wtensor *t;
     size_t n_t, cap_t;
 };
 
-gguf_writer *gguf_writer_create(void) { return calloc(1, sizeof(gguf_writer)); }
+bd_gguf_writer *bd_gguf_writer_create(void) { return calloc(1, sizeof(bd_gguf_writer)); }
 
-void gguf_writer_free(gguf_writer *w) {
+void bd_gguf_writer_free(bd_gguf_writer *w) {
     if (!w) return;
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
@@ -68,18 +68,18 @@ void gguf_writer_free(gguf_writer *w) {
     free(w);
 }
 
-static wkv *find_kv(const gguf_writer *w, const char *key) {
+static wkv *find_kv(const bd_gguf_writer *w, const char *key) {
     for (size_t i = 0; i < w->n_kv; i++)
         if (!strcmp(w->kv[i].key, key)) return &w->kv[i];
     return NULL;
 }
 
-bool gguf_writer_has_key(const gguf_writer *w, const char *key) {
+bool bd_gguf_writer_has_key(const bd_gguf_writer *w, const char *key) {
     return w && key && find_kv(w, key) != NULL;
 }
 
 /* Append key with an encoded value (copied). False on duplicate/OOM. */
-static bool add_kv(gguf_writer *w, const char *key, enum gguf_vtype type, const void *enc,
+static bool add_kv(bd_gguf_writer *w, const char *key, enum bd_gguf_vtype type, const void *enc,
                    uint64_t len) {
     if (!w || !key || find_kv(w, key)) return false;
     if (len > SIZE_MAX) return false;
@@ -106,52 +106,52 @@ static void put_le(uint8_t *p, uint64_t v, int n) {
     for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static bool set_scalar(gguf_writer *w, const char *key, enum gguf_vtype t, uint64_t bits) {
+static bool set_scalar(bd_gguf_writer *w, const char *key, enum bd_gguf_vtype t, uint64_t bits) {
     uint8_t b[8];
-    int n = (int)gguf_vtype_size(t);
+    int n = (int)bd_gguf_vtype_size(t);
     put_le(b, bits, n);
     return add_kv(w, key, t, b, (uint64_t)n);
 }
 
-bool gguf_writer_set_u8(gguf_writer *w, const char *key, uint8_t v) {
+bool bd_gguf_writer_set_u8(bd_gguf_writer *w, const char *key, uint8_t v) {
     return set_scalar(w, key, GGUF_VTYPE_UINT8, v);
 }
-bool gguf_writer_set_i8(gguf_writer *w, const char *key, int8_t v) {
+bool bd_gguf_writer_set_i8(bd_gguf_writer *w, const char *key, int8_t v) {
     return set_scalar(w, key, GGUF_VTYPE_INT8, (uint8_t)v);
 }
-bool gguf_writer_set_u16(gguf_writer *w, const char *key, uint16_t v) {
+bool bd_gguf_writer_set_u16(bd_gguf_writer *w, const char *key, uint16_t v) {
     return set_scalar(w, key, GGUF_VTYPE_UINT16, v);
 }
-bool gguf_writer_set_i16(gguf_writer *w, const char *key, int16_t v) {
+bool bd_gguf_writer_set_i16(bd_gguf_writer *w, const char *key, int16_t v) {
     return set_scalar(w, key, GGUF_VTYPE_INT16, (uint16_t)v);
 }
-bool gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v) {
+bool bd_gguf_writer_set_u32(bd_gguf_writer *w, const char *key, uint32_t v) {
     return set_scalar(w, key, GGUF_VTYPE_UINT32, v);
 }
-bool gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v) {
+bool bd_gguf_writer_set_i32(bd_gguf_writer *w, const char *key, int32_t v) {
     return set_scalar(w, key, GGUF_VTYPE_INT32, (uint32_t)v);
 }
-bool gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v) {
+bool bd_gguf_writer_set_u64(bd_gguf_writer *w, const char *key, uint64_t v) {
     return set_scalar(w, key, GGUF_VTYPE_UINT64, v);
 }
-bool gguf_writer_set_i64(gguf_writer *w, const char *key, int64_t v) {
+bool bd_gguf_writer_set_i64(bd_gguf_writer *w, const char *key, int64_t v) {
     return set_scalar(w, key, GGUF_VTYPE_INT64, (uint64_t)v);
 }
-bool gguf_writer_set_f32(gguf_writer *w, const char *key, float v) {
+bool bd_gguf_writer_set_f32(bd_gguf_writer *w, const char *key, float v) {
     uint32_t b;
     memcpy(&b, &v, 4);
     return set_scalar(w, key, GGUF_VTYPE_FLOAT32, b);
 }
-bool gguf_writer_set_f64(gguf_writer *w, const char *key, double v) {
+bool bd_gguf_writer_set_f64(bd_gguf_writer *w, const char *key, double v) {
     uint64_t b;
     memcpy(&b, &v, 8);
     return set_scalar(w, key, GGUF_VTYPE_FLOAT64, b);
 }
-bool gguf_writer_set_bool(gguf_writer *w, const char *key, bool v) {
+bool bd_gguf_writer_set_bool(bd_gguf_writer *w, const char *key, bool v) {
     return set_scalar(w, key, GGUF_VTYPE_BOOL, v ? 1 : 0);
 }
 
-bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
+bool bd_gguf_writer_set_str(bd_gguf_writer *w, const char *key, const char *v) {
     if (!v) return false;
     size_t n = strlen(v);
     uint8_t *e = malloc(8 + n);
@@ -163,9 +163,9 @@ bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
     return ok;
 }
 
-bool gguf_writer_set_arr(gguf_writer *w, const char *key, enum gguf_vtype elem_type,
+bool bd_gguf_writer_set_arr(bd_gguf_writer *w, const char *key, enum bd_gguf_vtype elem_type,
                          const void *data, uint64_t count) {
-    size_t es = gguf_vtype_size(elem_type);
+    size_t es = bd_gguf_vtype_size(elem_type);
     uint64_t bytes, total;
     if (!es || !bd_mul_ok(count, es, &bytes) || !bd_add_ok(bytes, 12, &total) || total > SIZE_MAX ||
         (count && !data))
@@ -180,7 +180,7 @@ bool gguf_writer_set_arr(gguf_writer *w, const char *key, enum gguf_vtype elem_t
     return ok;
 }
 
-bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *strs,
+bool bd_gguf_writer_set_arr_str(bd_gguf_writer *w, const char *key, const char *const *strs,
                              uint64_t count) {
     if (count && !strs) return false;
     uint64_t total = 12;
@@ -204,23 +204,23 @@ bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const 
     return ok;
 }
 
-bool gguf_writer_set_raw(gguf_writer *w, const char *key, enum gguf_vtype type, const void *enc,
+bool bd_gguf_writer_set_raw(bd_gguf_writer *w, const char *key, enum bd_gguf_vtype type, const void *enc,
                          uint64_t size) {
     uint64_t used;
     char why[200];
     if ((unsigned)type >= GGUF_VTYPE_COUNT || (size && !enc)) return false;
-    if (!gguf_value_walk(enc, size, type, 0, 0, &used, why, sizeof why) || used != size) return false;
+    if (!bd_gguf_value_walk(enc, size, type, 0, 0, &used, why, sizeof why) || used != size) return false;
     return add_kv(w, key, type, enc, size);
 }
 
-bool gguf_writer_copy_kv(gguf_writer *w, const gguf_kv *kv) {
+bool bd_gguf_writer_copy_kv(bd_gguf_writer *w, const bd_gguf_kv *kv) {
     if (!kv || !kv->key || !kv->data) return false;
     /* The encoding starts before `data` for strings and arrays. */
     size_t head = kv->type == GGUF_VTYPE_STRING ? 8 : kv->type == GGUF_VTYPE_ARRAY ? 12 : 0;
-    return gguf_writer_set_raw(w, kv->key, kv->type, kv->data - head, kv->data_size);
+    return bd_gguf_writer_set_raw(w, kv->key, kv->type, kv->data - head, kv->data_size);
 }
 
-bool gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment) {
+bool bd_gguf_writer_set_alignment(bd_gguf_writer *w, uint32_t alignment) {
     if (!w || alignment == 0 || (alignment & (alignment - 1)) != 0) return false;
     wkv *kv = find_kv(w, "general.alignment");
     if (kv) {
@@ -233,10 +233,10 @@ bool gguf_writer_set_alignment(gguf_writer *w, uint32_t alignment) {
         kv->type = GGUF_VTYPE_UINT32;
         return true;
     }
-    return gguf_writer_set_u32(w, "general.alignment", alignment);
+    return bd_gguf_writer_set_u32(w, "general.alignment", alignment);
 }
 
-static bool add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+static bool add_tensor(bd_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                        const uint64_t *ne, const void *data, uint64_t nbytes, bool copy) {
     if (!w || !name || !ne || n_dims < 1 || n_dims > GGUF_MAX_DIMS || (nbytes && !data)) return false;
     for (size_t i = 0; i < w->n_t; i++)
@@ -278,19 +278,19 @@ static bool add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t
     return true;
 }
 
-bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+bool bd_gguf_writer_add_tensor(bd_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                             const uint64_t *ne, const void *data, uint64_t nbytes) {
     return add_tensor(w, name, type, n_dims, ne, data, nbytes, true);
 }
 
-bool gguf_writer_add_tensor_ref(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+bool bd_gguf_writer_add_tensor_ref(bd_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                                 const uint64_t *ne, const void *data, uint64_t nbytes) {
     return add_tensor(w, name, type, n_dims, ne, data, nbytes, false);
 }
 
-bool gguf_writer_add_tensor_stream(gguf_writer *w, const char *name, uint32_t type,
+bool bd_gguf_writer_add_tensor_stream(bd_gguf_writer *w, const char *name, uint32_t type,
                                    uint32_t n_dims, const uint64_t *ne, uint64_t nbytes,
-                                   gguf_tensor_producer produce, void *ctx) {
+                                   bd_gguf_tensor_producer produce, void *ctx) {
     /* Checked as a borrowed tensor with a dummy non-NULL data pointer. */
     static const uint8_t none;
     if (!produce || !add_tensor(w, name, type, n_dims, ne, &none, nbytes, false)) return false;
@@ -335,14 +335,14 @@ static void out_pad(out *o, uint64_t align) {
     }
 }
 
-/* gguf_emit_fn for streaming tensors. */
+/* bd_gguf_emit_fn for streaming tensors. */
 static bool out_emit(void *sink, const void *buf, uint64_t len) {
     out *o = sink;
     out_bytes(o, buf, len);
     return !o->bad;
 }
 
-static bool write_all(const gguf_writer *w, out *o, uint32_t align) {
+static bool write_all(const bd_gguf_writer *w, out *o, uint32_t align) {
     out_bytes(o, "GGUF", 4);
     out_le(o, 3, 4);
     out_le(o, w->n_t, 8);
@@ -389,14 +389,14 @@ static bool write_all(const gguf_writer *w, out *o, uint32_t align) {
     return !o->bad;
 }
 
-bool gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t errlen) {
+bool bd_gguf_writer_write_file(bd_gguf_writer *w, const char *path, char *err, size_t errlen) {
     if (!w || !path) return bd_err(err, errlen, "gguf: write: no writer or path");
     uint32_t align = GGUF_DEFAULT_ALIGNMENT;
     const wkv *a = find_kv(w, "general.alignment");
     if (a) {
         if (a->type != GGUF_VTYPE_UINT32 || a->len != 4)
             return bd_err(err, errlen, "gguf: write %s: general.alignment must be uint32", path);
-        align = gguf_le32(a->enc);
+        align = bd_gguf_le32(a->enc);
         if (align == 0 || (align & (align - 1)) != 0)
             return bd_err(err, errlen, "gguf: write %s: general.alignment %" PRIu32 " is not a power of two",
                           path, align);

@@ -58,26 +58,26 @@ static bool tensor_expected(const char *name, int32_t n_layer) {
 }
 
 bool bd_dflash_load(bd_model *m, char *err, size_t errlen) {
-    gguf_file *f = m->gguf;
-    if (gguf_find(f, "dflash.target_layer_ids") && !gguf_find(f, "dflash.target_layers"))
+    bd_gguf_file *f = m->gguf;
+    if (bd_gguf_find(f, "dflash.target_layer_ids") && !bd_gguf_find(f, "dflash.target_layers"))
         return bd_err(err, errlen,
                       "%s: drafter carries the pre-merge key 'dflash.target_layer_ids' instead of "
                       "'dflash.target_layers'; it was converted with a pre-merge llama.cpp branch and "
                       "must be re-converted with upstream llama.cpp",
                       m->path);
     for (const char *const *k = refused_keys; *k; k++)
-        if (gguf_find(f, *k))
+        if (bd_gguf_find(f, *k))
             return bd_err(err, errlen, "%s: drafter key '%s' is not supported by blockdraft", m->path, *k);
     if (!bd_model_load_hparams(m, "dflash", err, errlen)) return false;
     if (m->hp.hd > 1024) return bd_err(err, errlen, "%s: head dim %d too large", m->path, m->hp.hd);
     m->hp.rope_type = BD_ROPE_NEOX;
     bd_dflash_hp *dh = &m->dflash;
     uint32_t bs = 16;
-    if (gguf_find(f, "dflash.block_size") && !gguf_get_u32(f, "dflash.block_size", &bs))
+    if (bd_gguf_find(f, "dflash.block_size") && !bd_gguf_get_u32(f, "dflash.block_size", &bs))
         return bd_err(err, errlen, "%s: 'dflash.block_size' has the wrong type", m->path);
     if (bs < 2 || bs > 64) return bd_err(err, errlen, "%s: dflash.block_size %u out of range [2, 64]", m->path, bs);
     dh->block_size = (int32_t)bs;
-    const gguf_kv *tl = gguf_find(f, "dflash.target_layers");
+    const bd_gguf_kv *tl = bd_gguf_find(f, "dflash.target_layers");
     if (!tl) return bd_err(err, errlen, "%s: missing required key 'dflash.target_layers'", m->path);
     if (tl->type != GGUF_VTYPE_ARRAY || tl->arr_count < 1 || tl->arr_count > BD_MAX_TAPS)
         return bd_err(err, errlen, "%s: 'dflash.target_layers' must be an integer array of 1..%d entries",
@@ -85,34 +85,34 @@ bool bd_dflash_load(bd_model *m, char *err, size_t errlen) {
     dh->n_target_layers = (int32_t)tl->arr_count;
     for (uint64_t i = 0; i < tl->arr_count; i++) {
         int64_t v;
-        if (!gguf_arr_i64(tl, i, &v) || v < 0 || v > 4096)
+        if (!bd_gguf_arr_i64(tl, i, &v) || v < 0 || v > 4096)
             return bd_err(err, errlen, "%s: 'dflash.target_layers'[%llu] is not a valid layer index", m->path,
                           (unsigned long long)i);
         dh->target_layers[i] = (int32_t)v;
     }
     uint32_t mask;
-    if (gguf_get_u32(f, "tokenizer.ggml.mask_token_id", &mask) || gguf_get_u32(f, "dflash.mask_token_id", &mask))
+    if (bd_gguf_get_u32(f, "tokenizer.ggml.mask_token_id", &mask) || bd_gguf_get_u32(f, "dflash.mask_token_id", &mask))
         dh->mask_id = (int32_t)mask;
     else
         return bd_err(err, errlen, "%s: missing 'tokenizer.ggml.mask_token_id'", m->path);
     bool causal = false;
-    if (gguf_find(f, "dflash.attention.causal") && !gguf_get_bool(f, "dflash.attention.causal", &causal))
+    if (bd_gguf_find(f, "dflash.attention.causal") && !bd_gguf_get_bool(f, "dflash.attention.causal", &causal))
         return bd_err(err, errlen, "%s: 'dflash.attention.causal' has the wrong type", m->path);
     dh->causal = causal;
     /* rope.dimension_sections = [hd/2, 0, 0, 0] is plain NEOX; anything else is M-RoPE. */
-    const gguf_kv *ds = gguf_find(f, "dflash.rope.dimension_sections");
+    const bd_gguf_kv *ds = bd_gguf_find(f, "dflash.rope.dimension_sections");
     if (ds) {
         bool plain = ds->type == GGUF_VTYPE_ARRAY && ds->arr_count >= 1;
         for (uint64_t i = 0; plain && i < ds->arr_count; i++) {
             int64_t v;
-            plain = gguf_arr_i64(ds, i, &v) && v == (i == 0 ? m->hp.n_rot / 2 : 0);
+            plain = bd_gguf_arr_i64(ds, i, &v) && v == (i == 0 ? m->hp.n_rot / 2 : 0);
         }
         if (!plain)
             return bd_err(err, errlen, "%s: 'dflash.rope.dimension_sections' other than [%d, 0, 0, 0] is not supported",
                           m->path, m->hp.n_rot / 2);
     }
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const char *name = gguf_tensor_at(f, i)->name;
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const char *name = bd_gguf_tensor_at(f, i)->name;
         if (!tensor_expected(name, m->hp.n_layer))
             return bd_err(err, errlen, "%s: drafter tensor '%s' belongs to a DFlash variant blockdraft does not run",
                           m->path, name);
@@ -122,7 +122,7 @@ bool bd_dflash_load(bd_model *m, char *err, size_t errlen) {
         !bd_model_get_vec(m, "enc.output_norm.weight", E, true, &dh->enc_norm, err, errlen) ||
         !bd_model_get_vec(m, "output_norm.weight", E, true, &m->output_norm, err, errlen))
         return false;
-    const gguf_tensor *te = gguf_find_tensor(f, "token_embd.weight");
+    const bd_gguf_tensor *te = bd_gguf_find_tensor(f, "token_embd.weight");
     if (te) {
         if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
             return bd_err(err, errlen, "%s: implausible token_embd rows", m->path);
@@ -131,7 +131,7 @@ bool bd_dflash_load(bd_model *m, char *err, size_t errlen) {
             !bd_model_get_mat(m, "output.weight", E, m->hp.n_vocab, false, &m->output, err, errlen))
             return false;
         if (!m->output.data) m->output = m->tok_embd;
-    } else if (gguf_find_tensor(f, "output.weight")) {
+    } else if (bd_gguf_find_tensor(f, "output.weight")) {
         return bd_err(err, errlen, "%s: drafter has 'output.weight' but no 'token_embd.weight'", m->path);
     }
     return bd_model_load_layers(m, "dflash", err, errlen);

@@ -76,7 +76,7 @@ struct bd_model {
     char path[1024];
     char arch_name[32];
     enum bd_arch arch;
-    gguf_file *gguf;
+    bd_gguf_file *gguf;
     bd_tokenizer *tok;          /* NULL only if the file has no vocabulary */
     bd_hparams hp;
     bd_mat tok_embd;            /* [n_vocab][n_embd]; absent (data NULL) in dflash */

@@ -18,7 +18,7 @@
 bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, bool required,
                       bd_mat *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    const bd_gguf_tensor *t = bd_gguf_find_tensor(m->gguf, name);
     if (!t) {
         if (!required) return true;
         return bd_err(err, errlen, "%s: missing tensor '%s'", m->path, name);
@@ -73,8 +73,8 @@ static bool hp_u32(bd_model *m, const char *prefix, const char *key, bool requir
     char full[128];
     snprintf(full, sizeof full, "%s.%s", prefix, key);
     uint32_t v;
-    if (!gguf_get_u32(m->gguf, full, &v)) {
-        if (gguf_find(m->gguf, full))
+    if (!bd_gguf_get_u32(m->gguf, full, &v)) {
+        if (bd_gguf_find(m->gguf, full))
             return bd_err(err, errlen, "%s: key '%s' has the wrong type", m->path, full);
         if (required) return bd_err(err, errlen, "%s: missing key '%s'", m->path, full);
         *out = def;
@@ -89,8 +89,8 @@ static bool hp_f32(bd_model *m, const char *prefix, const char *key, bool requir
                    float *out, char *err, size_t errlen) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", prefix, key);
-    if (!gguf_get_f32(m->gguf, full, out)) {
-        if (gguf_find(m->gguf, full))
+    if (!bd_gguf_get_f32(m->gguf, full, out)) {
+        if (bd_gguf_find(m->gguf, full))
             return bd_err(err, errlen, "%s: key '%s' has the wrong type", m->path, full);
         if (required) return bd_err(err, errlen, "%s: missing key '%s'", m->path, full);
         *out = def;
@@ -133,7 +133,7 @@ bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen)
     const char *stype = NULL;
     uint64_t slen = 0;
     snprintf(key, sizeof key, "%s.rope.scaling.type", p);
-    if (gguf_get_str(m->gguf, key, &stype, &slen) && !(slen == 4 && !memcmp(stype, "none", 4)))
+    if (bd_gguf_get_str(m->gguf, key, &stype, &slen) && !(slen == 4 && !memcmp(stype, "none", 4)))
         return bd_err(err, errlen, "%s: '%s' = '%.*s' (scaled RoPE) is not supported", m->path, key,
                       (int)(slen > 32 ? 32 : slen), stype);
     return true;
@@ -164,11 +164,11 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
     for (int il = 0; il < hp->n_layer; il++) {
         bd_layer *L = &m->layers[il];
         snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
-        if (gguf_find_tensor(m->gguf, name))
+        if (bd_gguf_find_tensor(m->gguf, name))
             return bd_err(err, errlen, "%s: fused '%s' is not supported (expected separate attn_q/k/v)",
                           m->path, name);
         snprintf(name, sizeof name, "blk.%d.attn_q.bias", il);
-        if (gguf_find_tensor(m->gguf, name))
+        if (bd_gguf_find_tensor(m->gguf, name))
             return bd_err(err, errlen, "%s: attention biases ('%s') are not supported for %s", m->path,
                           name, m->arch_name);
         V(attn_norm, "attn_norm.weight", E, true);
@@ -198,7 +198,7 @@ static bool load_target(bd_model *m, char *err, size_t errlen) {
     const char *p = m->arch_name;
     if (!bd_model_load_hparams(m, p, err, errlen)) return false;
     const bd_hparams *hp = &m->hp;
-    const gguf_tensor *te = gguf_find_tensor(m->gguf, "token_embd.weight");
+    const bd_gguf_tensor *te = bd_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!te) return bd_err(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
     if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
         return bd_err(err, errlen, "%s: implausible vocabulary size %llu", m->path,
@@ -215,7 +215,7 @@ static bool load_target(bd_model *m, char *err, size_t errlen) {
         m->output = m->tok_embd;
         m->tied = true;
     }
-    const gguf_tensor *rf = gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    const bd_gguf_tensor *rf = bd_gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (rf) return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported", m->path);
     m->hp.rope_type = m->arch == BD_ARCH_LLAMA ? BD_ROPE_NORM : BD_ROPE_NEOX;
     return bd_model_load_layers(m, p, err, errlen);
@@ -228,9 +228,9 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     snprintf(m->path, sizeof m->path, "%s", path);
-    m->gguf = gguf_open(path, err, errlen);
+    m->gguf = bd_gguf_open(path, err, errlen);
     if (!m->gguf) goto fail;
-    if (!gguf_get_strz(m->gguf, "general.architecture", m->arch_name, sizeof m->arch_name)) {
+    if (!bd_gguf_get_strz(m->gguf, "general.architecture", m->arch_name, sizeof m->arch_name)) {
         bd_err(err, errlen, "%s: missing key 'general.architecture'", path);
         goto fail;
     }
@@ -256,8 +256,8 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
     }
     /* Room for converting every 1-D tensor if the file stores norms as F16. */
     size_t cap = 0;
-    for (int64_t i = 0; i < gguf_tensor_count(m->gguf); i++) {
-        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+    for (int64_t i = 0; i < bd_gguf_tensor_count(m->gguf); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(m->gguf, i);
         if (t->n_dims == 1 && t->ne[0] <= (1u << 20)) cap += (size_t)t->ne[0];
     }
     if (cap) {
@@ -268,13 +268,13 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         }
         m->owned_cap = cap;
     }
-    if (gguf_find(m->gguf, "tokenizer.ggml.model")) {
+    if (bd_gguf_find(m->gguf, "tokenizer.ggml.model")) {
         m->tok = bd_tokenizer_load(m->gguf, err, errlen);
         if (!m->tok) goto fail;
     }
     const char *tmpl;
     uint64_t tlen;
-    if (gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &tlen) && tlen < (64u << 20)) {
+    if (bd_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, &tlen) && tlen < (64u << 20)) {
         m->chat_template = malloc(tlen + 1);
         if (!m->chat_template) {
             bd_err(err, errlen, "out of memory");
@@ -294,7 +294,7 @@ fail:
 void bd_model_free(bd_model *m) {
     if (!m) return;
     if (m->tok) bd_tokenizer_free(m->tok);
-    if (m->gguf) gguf_close(m->gguf);
+    if (m->gguf) bd_gguf_close(m->gguf);
     free(m->layers);
     free(m->owned);
     free(m->chat_template);

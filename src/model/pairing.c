@@ -85,17 +85,17 @@ bool pairing_arch_supported(const char *arch, char *why, size_t whylen) {
 
 /* Copy a string key NUL-terminated; false if missing, not a string, or it
  * does not fit / contains a NUL. */
-static bool get_name(const gguf_file *f, const char *key, char *buf, size_t n) {
+static bool get_name(const bd_gguf_file *f, const char *key, char *buf, size_t n) {
     const char *s;
     uint64_t len;
-    if (!gguf_get_str(f, key, &s, &len)) return false;
+    if (!bd_gguf_get_str(f, key, &s, &len)) return false;
     if (len >= n || memchr(s, 0, (size_t)len)) return false;
     memcpy(buf, s, (size_t)len);
     buf[len] = 0;
     return true;
 }
 
-bool pairing_target_check(const gguf_file *t, pairing_target_info *info, pairing_report *r) {
+bool pairing_target_check(const bd_gguf_file *t, pairing_target_info *info, pairing_report *r) {
     pairing_target_info ti;
     memset(&ti, 0, sizeof ti);
     bool ok = true;
@@ -118,20 +118,20 @@ bool pairing_target_check(const gguf_file *t, pairing_target_info *info, pairing
 
     char key[96];
     snprintf(key, sizeof key, "%s.embedding_length", ti.arch);
-    if (!gguf_get_u32(t, key, &ti.n_embd) || ti.n_embd == 0) {
+    if (!bd_gguf_get_u32(t, key, &ti.n_embd) || ti.n_embd == 0) {
         pairing_report_add(r, "target.shape", PAIRING_FAIL, "target has no valid %s", key);
         ok = false;
     }
     snprintf(key, sizeof key, "%s.block_count", ti.arch);
-    if (!gguf_get_u32(t, key, &ti.n_layer) || ti.n_layer == 0) {
+    if (!bd_gguf_get_u32(t, key, &ti.n_layer) || ti.n_layer == 0) {
         pairing_report_add(r, "target.shape", PAIRING_FAIL, "target has no valid %s", key);
         ok = false;
     }
     /* Vocabulary rows: the embedding matrix keeps padding rows (the Qwen3
      * mask id 151669 lives there), so prefer its row count. */
-    const gguf_tensor *emb = gguf_find_tensor(t, "token_embd.weight");
+    const bd_gguf_tensor *emb = bd_gguf_find_tensor(t, "token_embd.weight");
     if (emb && emb->n_dims >= 2) ti.n_vocab = emb->ne[1];
-    const gguf_kv *toks = gguf_find(t, "tokenizer.ggml.tokens");
+    const bd_gguf_kv *toks = bd_gguf_find(t, "tokenizer.ggml.tokens");
     if (toks && toks->type == GGUF_VTYPE_ARRAY && toks->arr_count > ti.n_vocab)
         ti.n_vocab = toks->arr_count;
     if (ok)
@@ -146,11 +146,11 @@ bool pairing_target_check(const gguf_file *t, pairing_target_info *info, pairing
  * Drafter
  * ---------------------------------------------------------------------- */
 
-static bool has_tensor(const gguf_file *d, const char *name) {
-    return gguf_find_tensor(d, name) != NULL;
+static bool has_tensor(const bd_gguf_file *d, const char *name) {
+    return bd_gguf_find_tensor(d, name) != NULL;
 }
 
-bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairing_report *r) {
+bool pairing_drafter_check(const bd_gguf_file *d, pairing_drafter_info *info, pairing_report *r) {
     pairing_drafter_info di;
     memset(&di, 0, sizeof di);
     char arch[64];
@@ -178,7 +178,7 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
     }
     /* Pre-merge conversions stored the HF ids (no +1) under another key;
      * renaming the key would tap the wrong layers, so refuse outright. */
-    if (gguf_find(d, "dflash.target_layer_ids")) {
+    if (bd_gguf_find(d, "dflash.target_layer_ids")) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "drafter carries the pre-merge key 'dflash.target_layer_ids' instead "
                            "of 'dflash.target_layers'; its values are offset by one, so the file "
@@ -186,7 +186,7 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
         if (info) *info = di;
         return false;
     }
-    const gguf_kv *tl = gguf_find(d, "dflash.target_layers");
+    const bd_gguf_kv *tl = bd_gguf_find(d, "dflash.target_layers");
     if (!tl) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "drafter lacks the required key 'dflash.target_layers'");
@@ -204,7 +204,7 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
     di.n_taps = (uint32_t)tl->arr_count;
     for (uint64_t i = 0; i < tl->arr_count; i++) {
         int64_t v;
-        if (!gguf_arr_i64(tl, i, &v) || v < 1 || v > 100000) {
+        if (!bd_gguf_arr_i64(tl, i, &v) || v < 1 || v > 100000) {
             pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                                "dflash.target_layers[%llu] is not a layer index >= 1",
                                (unsigned long long)i);
@@ -213,27 +213,27 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
         }
         di.target_layers[i] = (int32_t)v;
     }
-    if (!gguf_get_u32(d, "dflash.embedding_length", &di.n_embd) || di.n_embd == 0) {
+    if (!bd_gguf_get_u32(d, "dflash.embedding_length", &di.n_embd) || di.n_embd == 0) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "drafter lacks a valid dflash.embedding_length");
         ok = false;
     }
-    if (!gguf_get_u32(d, "dflash.block_count", &di.n_layer) || di.n_layer == 0 ||
+    if (!bd_gguf_get_u32(d, "dflash.block_count", &di.n_layer) || di.n_layer == 0 ||
         di.n_layer > 1024) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "drafter lacks a valid dflash.block_count");
         ok = false;
     }
     di.block_size = 16;
-    if (gguf_find(d, "dflash.block_size") &&
-        (!gguf_get_u32(d, "dflash.block_size", &di.block_size) || di.block_size < 2 ||
+    if (bd_gguf_find(d, "dflash.block_size") &&
+        (!bd_gguf_get_u32(d, "dflash.block_size", &di.block_size) || di.block_size < 2 ||
          di.block_size > 256)) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "dflash.block_size must be an integer in 2..256");
         ok = false;
     }
-    if (!gguf_get_u32(d, "tokenizer.ggml.mask_token_id", &di.mask_token_id) &&
-        !gguf_get_u32(d, "dflash.mask_token_id", &di.mask_token_id)) {
+    if (!bd_gguf_get_u32(d, "tokenizer.ggml.mask_token_id", &di.mask_token_id) &&
+        !bd_gguf_get_u32(d, "dflash.mask_token_id", &di.mask_token_id)) {
         pairing_report_add(r, "drafter.schema", PAIRING_FAIL,
                            "drafter lacks tokenizer.ggml.mask_token_id");
         ok = false;
@@ -247,8 +247,8 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
      * are named explicitly instead of failing later with a shape error. */
     if (ok) {
         const char *variant = NULL;
-        for (int64_t i = 0; i < gguf_tensor_count(d) && !variant; i++) {
-            const char *n = gguf_tensor_at(d, i)->name;
+        for (int64_t i = 0; i < bd_gguf_tensor_count(d) && !variant; i++) {
+            const char *n = bd_gguf_tensor_at(d, i)->name;
             if (strstr(n, "attn_conv") || strstr(n, "ffn_conv") || !strncmp(n, "selector", 8))
                 variant = "DFlash2 (conv/selector tensors)";
             else if (!strncmp(n, "markov_", 7) || !strncmp(n, "conf_proj", 9))
@@ -272,7 +272,7 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
                     break;
                 }
             }
-        const gguf_tensor *fc = gguf_find_tensor(d, "fc.weight");
+        const bd_gguf_tensor *fc = bd_gguf_find_tensor(d, "fc.weight");
         if (variant) {
             pairing_report_add(r, "drafter.tensors", PAIRING_FAIL,
                                "drafter is a %s variant, which this build cannot run", variant);
@@ -292,7 +292,7 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
             ok = false;
         } else {
             pairing_report_add(r, "drafter.tensors", PAIRING_OK,
-                               "%lld tensors, fc {%llu, %u}", (long long)gguf_tensor_count(d),
+                               "%lld tensors, fc {%llu, %u}", (long long)bd_gguf_tensor_count(d),
                                (unsigned long long)fc->ne[0], di.n_embd);
         }
     }
@@ -306,18 +306,18 @@ bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairi
 
 /* Compare one optional string key in both files. Returns 1 equal, 0
  * different, -1 absent in one or both. */
-static int same_str(const gguf_file *a, const gguf_file *b, const char *key) {
+static int same_str(const bd_gguf_file *a, const bd_gguf_file *b, const char *key) {
     const char *sa, *sb;
     uint64_t la, lb;
-    bool ha = gguf_get_str(a, key, &sa, &la), hb = gguf_get_str(b, key, &sb, &lb);
+    bool ha = bd_gguf_get_str(a, key, &sa, &la), hb = bd_gguf_get_str(b, key, &sb, &lb);
     if (!ha && !hb) return -1;
     if (ha != hb) return 0;
     return la == lb && memcmp(sa, sb, (size_t)la) == 0;
 }
 
-static bool check_tokenizer(const gguf_file *t, const gguf_file *d, pairing_report *r) {
-    const gguf_kv *tt = gguf_find(t, "tokenizer.ggml.tokens");
-    const gguf_kv *dt = gguf_find(d, "tokenizer.ggml.tokens");
+static bool check_tokenizer(const bd_gguf_file *t, const bd_gguf_file *d, pairing_report *r) {
+    const bd_gguf_kv *tt = bd_gguf_find(t, "tokenizer.ggml.tokens");
+    const bd_gguf_kv *dt = bd_gguf_find(d, "tokenizer.ggml.tokens");
     if (!dt) {
         pairing_report_add(r, "fit.tokenizer", PAIRING_WARN,
                            "drafter carries no tokenizer; assumed to be the target's");
@@ -354,7 +354,7 @@ static bool check_tokenizer(const gguf_file *t, const gguf_file *d, pairing_repo
     for (uint64_t i = 0; i < tt->arr_count; i++) {
         const char *a, *b;
         uint64_t la, lb;
-        if (!gguf_arr_str(tt, i, &a, &la) || !gguf_arr_str(dt, i, &b, &lb) || la != lb ||
+        if (!bd_gguf_arr_str(tt, i, &a, &la) || !bd_gguf_arr_str(dt, i, &b, &lb) || la != lb ||
             memcmp(a, b, (size_t)la) != 0) {
             pairing_report_add(r, "fit.tokenizer", PAIRING_FAIL,
                                "vocabularies differ at token %llu", (unsigned long long)i);
@@ -366,7 +366,7 @@ static bool check_tokenizer(const gguf_file *t, const gguf_file *d, pairing_repo
     return true;
 }
 
-bool pairing_fit_check(const gguf_file *t, const pairing_target_info *ti, const gguf_file *d,
+bool pairing_fit_check(const bd_gguf_file *t, const pairing_target_info *ti, const bd_gguf_file *d,
                        const pairing_drafter_info *di, pairing_report *r) {
     bool ok = true;
     if (di->n_embd != ti->n_embd) {
@@ -416,7 +416,7 @@ bool pairing_fit_check(const gguf_file *t, const pairing_target_info *ti, const 
     return ok;
 }
 
-bool pairing_run(const gguf_file *target, const gguf_file *drafter, pairing_report *r,
+bool pairing_run(const bd_gguf_file *target, const bd_gguf_file *drafter, pairing_report *r,
                  pairing_drafter_info *dinfo, char *err, size_t errlen) {
     pairing_target_info ti;
     pairing_drafter_info di;

@@ -80,25 +80,25 @@ bool pairing_arch_supported(const char *arch, char *why, size_t whylen);
  * Appends checks to r; returns false when the file cannot serve as a target
  * at all (an unsupported-but-valid architecture returns true with an
  * UNSUPPORTED check). info may be NULL. */
-bool pairing_target_check(const gguf_file *t, pairing_target_info *info, pairing_report *r);
+bool pairing_target_check(const bd_gguf_file *t, pairing_target_info *info, pairing_report *r);
 
 /* Drafter schema checks: arch `dflash` (the fork `dflash-draft` refused),
  * `dflash.target_layers` present (the pre-merge `dflash.target_layer_ids`
  * refused), block size, mask id, tensor set and fc shape. Returns false on
  * any FAIL. info may be NULL. */
-bool pairing_drafter_check(const gguf_file *d, pairing_drafter_info *info, pairing_report *r);
+bool pairing_drafter_check(const bd_gguf_file *d, pairing_drafter_info *info, pairing_report *r);
 
 /* Fit checks between a checked target and drafter: embedding width, every
  * tap < target layer count, mask id < target vocabulary, same tokenizer
  * (tokenizer.ggml.model, .pre and the tokens array compared string by
  * string). Returns false on any FAIL. */
-bool pairing_fit_check(const gguf_file *t, const pairing_target_info *ti, const gguf_file *d,
+bool pairing_fit_check(const bd_gguf_file *t, const pairing_target_info *ti, const bd_gguf_file *d,
                        const pairing_drafter_info *di, pairing_report *r);
 
 /* All of the above. Returns false if anything FAILed (message of the first
  * failure in err); an unsupported target architecture does not fail here
  * (check r->worst). Either file may be NULL to check only the other. */
-bool pairing_run(const gguf_file *target, const gguf_file *drafter, pairing_report *r,
+bool pairing_run(const bd_gguf_file *target, const bd_gguf_file *drafter, pairing_report *r,
                  pairing_drafter_info *dinfo, char *err, size_t errlen);
 
 const char *pairing_verdict_name(enum pairing_verdict v);

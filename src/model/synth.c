@@ -414,8 +414,8 @@ static bool pool_fill(block_pool *bp, gen_ctx proto, char *err, size_t errlen) {
     return true;
 }
 
-/* gguf_tensor_producer: emits the tensor's bytes chunk by chunk. */
-static bool gen_produce(void *vctx, gguf_emit_fn emit, void *sink, char *err, size_t errlen) {
+/* bd_gguf_tensor_producer: emits the tensor's bytes chunk by chunk. */
+static bool gen_produce(void *vctx, bd_gguf_emit_fn emit, void *sink, char *err, size_t errlen) {
     gen_ctx *g = vctx;
     uint64_t rows = g->t->ne[1];
     uint64_t per = CHUNK_BYTES / g->row_bytes;
@@ -433,25 +433,25 @@ static bool gen_produce(void *vctx, gguf_emit_fn emit, void *sink, char *err, si
     return true;
 }
 
-static bool set_arch_u32(gguf_writer *w, const char *arch, const char *key, uint32_t v) {
+static bool set_arch_u32(bd_gguf_writer *w, const char *arch, const char *key, uint32_t v) {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", arch, key);
-    return gguf_writer_set_u32(w, k, v);
+    return bd_gguf_writer_set_u32(w, k, v);
 }
 
-static bool set_arch_f32(gguf_writer *w, const char *arch, const char *key, float v) {
+static bool set_arch_f32(bd_gguf_writer *w, const char *arch, const char *key, float v) {
     char k[128];
     snprintf(k, sizeof k, "%s.%s", arch, key);
-    return gguf_writer_set_f32(w, k, v);
+    return bd_gguf_writer_set_f32(w, k, v);
 }
 
 bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t errlen) {
     if (!o->vocab_path) return bd_err(err, errlen, "a vocabulary GGUF (--vocab) is required");
-    gguf_file *voc = gguf_open(o->vocab_path, err, errlen);
+    bd_gguf_file *voc = bd_gguf_open(o->vocab_path, err, errlen);
     if (!voc) return false;
     bool ok = false;
     bd_synth_plan plan = {0};
-    gguf_writer *w = NULL;
+    bd_gguf_writer *w = NULL;
     bd_pool *pool = NULL;
     gen_ctx *gens = NULL;
     block_pool *pools = NULL;
@@ -459,7 +459,7 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
     float *scratch = NULL;
     uint8_t *chunk = NULL;
 
-    const gguf_kv *tokens = gguf_find(voc, "tokenizer.ggml.tokens");
+    const bd_gguf_kv *tokens = bd_gguf_find(voc, "tokenizer.ggml.tokens");
     if (!tokens || tokens->type != GGUF_VTYPE_ARRAY || tokens->arr_type != GGUF_VTYPE_STRING) {
         bd_err(err, errlen, "%s: no tokenizer.ggml.tokens string array", o->vocab_path);
         goto out;
@@ -472,15 +472,15 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
     const bd_synth_shape *s = plan.shape;
     const char *arch = plan.qwen3 ? "qwen3" : "llama";
 
-    w = gguf_writer_create();
+    w = bd_gguf_writer_create();
     if (!w) { bd_err(err, errlen, "out of memory"); goto out; }
     char name[160];
     snprintf(name, sizeof name, "blockdraft synthetic %s %s %s seed %llu", arch, s->name, o->mix,
              (unsigned long long)o->seed);
-    bool kv_ok = gguf_writer_set_str(w, "general.architecture", arch) &&
-                 gguf_writer_set_str(w, "general.name", name) &&
-                 gguf_writer_set_u32(w, "general.file_type", plan.file_type) &&
-                 gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+    bool kv_ok = bd_gguf_writer_set_str(w, "general.architecture", arch) &&
+                 bd_gguf_writer_set_str(w, "general.name", name) &&
+                 bd_gguf_writer_set_u32(w, "general.file_type", plan.file_type) &&
+                 bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
                  set_arch_u32(w, arch, "block_count", s->n_layer) &&
                  set_arch_u32(w, arch, "context_length", s->n_ctx) &&
                  set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
@@ -494,9 +494,9 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
                  set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon",
                               plan.qwen3 ? 1e-6f : 1e-5f) &&
                  set_arch_u32(w, arch, "vocab_size", plan.n_vocab);
-    for (int64_t i = 0; kv_ok && i < gguf_kv_count(voc); i++) {
-        const gguf_kv *kv = gguf_kv_at(voc, i);
-        if (!strncmp(kv->key, "tokenizer.", 10)) kv_ok = gguf_writer_copy_kv(w, kv);
+    for (int64_t i = 0; kv_ok && i < bd_gguf_kv_count(voc); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(voc, i);
+        if (!strncmp(kv->key, "tokenizer.", 10)) kv_ok = bd_gguf_writer_copy_kv(w, kv);
     }
     if (!kv_ok) { bd_err(err, errlen, "cannot set metadata (out of memory?)"); goto out; }
 
@@ -547,15 +547,15 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
             g->bp = &pools[k];
         }
         uint64_t nbytes = g->row_bytes * t->ne[1];
-        if (!gguf_writer_add_tensor_stream(w, t->name, t->type, t->n_dims, t->ne, nbytes,
+        if (!bd_gguf_writer_add_tensor_stream(w, t->name, t->type, t->n_dims, t->ne, nbytes,
                                            gen_produce, g)) {
             bd_err(err, errlen, "cannot add tensor %s", t->name);
             goto out;
         }
     }
-    ok = gguf_writer_write_file(w, path, err, errlen);
+    ok = bd_gguf_writer_write_file(w, path, err, errlen);
 out:
-    if (w) gguf_writer_free(w);
+    if (w) bd_gguf_writer_free(w);
     if (pool) bd_pool_free(pool);
     free(gens);
     for (int i = 0; i < n_pools; i++) bd_free(pools[i].data);
@@ -563,6 +563,6 @@ out:
     bd_free(scratch);
     bd_free(chunk);
     bd_synth_plan_free(&plan);
-    gguf_close(voc);
+    bd_gguf_close(voc);
     return ok;
 }

@@ -28,7 +28,7 @@ static float rng_normal(rng *r) {
 }
 
 /* Add one tensor of floats, converted to `type` row by row. */
-static bool add_tensor(gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
+static bool add_tensor(bd_gguf_writer *w, const char *name, uint32_t type, int64_t ne0, int64_t ne1,
                        const float *vals, char *err, size_t errlen) {
     uint64_t row = 0;
     if (!bd_row_size(type, ne0, &row)) return bd_err(err, errlen, "%s: width %lld does not fit type %s", name,
@@ -41,7 +41,7 @@ static bool add_tensor(gguf_writer *w, const char *name, uint32_t type, int64_t 
             return bd_err(err, errlen, "%s: cannot quantize to %s", name, bd_type_name(type));
         }
     uint64_t ne[2] = {(uint64_t)ne0, (uint64_t)ne1};
-    bool ok = gguf_writer_add_tensor(w, name, type, ne1 == 1 ? 1 : 2, ne, buf, row * (uint64_t)ne1);
+    bool ok = bd_gguf_writer_add_tensor(w, name, type, ne1 == 1 ? 1 : 2, ne, buf, row * (uint64_t)ne1);
     free(buf);
     return ok ? true : bd_err(err, errlen, "%s: cannot add tensor", name);
 }
@@ -80,7 +80,7 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
     bd_model *t = bd_model_open(o->target_path, err, errlen);
     if (!t) return false;
     bool ok = false;
-    gguf_writer *w = NULL;
+    bd_gguf_writer *w = NULL;
     float *buf = NULL, *x0 = NULL, *xm = NULL, *w0 = NULL, *v = NULL, *tmp = NULL;
     if (t->arch == BD_ARCH_DFLASH) {
         bd_err(err, errlen, "%s is a drafter, not a target", o->target_path);
@@ -117,34 +117,34 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
     const int64_t pair = HD / 16;
     float base = o->constructed ? powf((float)B / PI_F, 8.0f) : 1e6f;
 
-    w = gguf_writer_create();
+    w = bd_gguf_writer_create();
     if (!w) {
         bd_err(err, errlen, "out of memory");
         goto done;
     }
-    bool kv_ok = gguf_writer_set_str(w, "general.architecture", "dflash") &&
-                 gguf_writer_set_str(w, "general.name", o->constructed ? "blockdraft constructed dflash drafter"
+    bool kv_ok = bd_gguf_writer_set_str(w, "general.architecture", "dflash") &&
+                 bd_gguf_writer_set_str(w, "general.name", o->constructed ? "blockdraft constructed dflash drafter"
                                                                        : "blockdraft random dflash drafter") &&
-                 gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)L) &&
-                 gguf_writer_set_u32(w, "dflash.context_length", 40960) &&
-                 gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E) &&
-                 gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)FF) &&
-                 gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)NH) &&
-                 gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)NKV) &&
-                 gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)HD) &&
-                 gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)HD) &&
-                 gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", 1e-6f) &&
-                 gguf_writer_set_f32(w, "dflash.rope.freq_base", base) &&
-                 gguf_writer_set_u32(w, "dflash.rope.dimension_count", (uint32_t)HD) &&
-                 gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)B) &&
-                 gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, (uint64_t)K) &&
-                 gguf_writer_set_u32(w, "general.file_type", 0);
-    for (int64_t i = 0; kv_ok && i < gguf_kv_count(t->gguf); i++) {
-        const gguf_kv *kv = gguf_kv_at(t->gguf, i);
+                 bd_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)L) &&
+                 bd_gguf_writer_set_u32(w, "dflash.context_length", 40960) &&
+                 bd_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E) &&
+                 bd_gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)FF) &&
+                 bd_gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)NH) &&
+                 bd_gguf_writer_set_u32(w, "dflash.attention.head_count_kv", (uint32_t)NKV) &&
+                 bd_gguf_writer_set_u32(w, "dflash.attention.key_length", (uint32_t)HD) &&
+                 bd_gguf_writer_set_u32(w, "dflash.attention.value_length", (uint32_t)HD) &&
+                 bd_gguf_writer_set_f32(w, "dflash.attention.layer_norm_rms_epsilon", 1e-6f) &&
+                 bd_gguf_writer_set_f32(w, "dflash.rope.freq_base", base) &&
+                 bd_gguf_writer_set_u32(w, "dflash.rope.dimension_count", (uint32_t)HD) &&
+                 bd_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)B) &&
+                 bd_gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, (uint64_t)K) &&
+                 bd_gguf_writer_set_u32(w, "general.file_type", 0);
+    for (int64_t i = 0; kv_ok && i < bd_gguf_kv_count(t->gguf); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(t->gguf, i);
         if (!strncmp(kv->key, "tokenizer.", 10) && strcmp(kv->key, "tokenizer.ggml.mask_token_id"))
-            kv_ok = gguf_writer_copy_kv(w, kv);
+            kv_ok = bd_gguf_writer_copy_kv(w, kv);
     }
-    kv_ok = kv_ok && gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)mask);
+    kv_ok = kv_ok && bd_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", (uint32_t)mask);
     if (!kv_ok) {
         bd_err(err, errlen, "cannot build drafter metadata");
         goto done;
@@ -262,9 +262,9 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
 #undef MAT
 #undef NORM
     }
-    ok = gguf_writer_write_file(w, path, err, errlen);
+    ok = bd_gguf_writer_write_file(w, path, err, errlen);
 done:
-    gguf_writer_free(w);
+    bd_gguf_writer_free(w);
     free(buf);
     free(x0);
     free(xm);

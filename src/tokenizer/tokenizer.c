@@ -493,17 +493,17 @@ fail:
  * ---------------------------------------------------------------------- */
 
 /* Stored special ids: absent keys leave *out alone (-1 = absent). */
-static void get_id(const gguf_file *f, const char *key, int64_t *out) {
+static void get_id(const bd_gguf_file *f, const char *key, int64_t *out) {
     int64_t v;
-    if (gguf_get_i64(f, key, &v)) *out = v;
+    if (bd_gguf_get_i64(f, key, &v)) *out = v;
 }
 
-static int get_flag(const gguf_file *f, const char *key) {
+static int get_flag(const bd_gguf_file *f, const char *key) {
     bool b;
-    return gguf_get_bool(f, key, &b) ? (int)b : -1;
+    return bd_gguf_get_bool(f, key, &b) ? (int)b : -1;
 }
 
-bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
+bd_tokenizer *bd_tokenizer_load(const bd_gguf_file *f, char *err, size_t errlen) {
     bd_tokenizer_vocab v;
     bd_tokenizer_vocab_init(&v);
     bd_tokenizer *t = NULL;
@@ -515,7 +515,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
     char model[32], pre[64];
     const char *s;
     uint64_t sl;
-    if (!gguf_get_str(f, "tokenizer.ggml.model", &s, &sl)) {
+    if (!bd_gguf_get_str(f, "tokenizer.ggml.model", &s, &sl)) {
         bd_err(err, errlen, "no tokenizer.ggml.model string in the file");
         return NULL;
     }
@@ -526,7 +526,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
     memcpy(model, s, sl);
     model[sl] = 0;
     v.model = model;
-    if (gguf_get_str(f, "tokenizer.ggml.pre", &s, &sl)) {
+    if (bd_gguf_get_str(f, "tokenizer.ggml.pre", &s, &sl)) {
         if (sl >= sizeof pre) {
             bd_err(err, errlen, "unknown pre-tokenizer '%.*s...' (tokenizer.ggml.pre)", 48, s);
             return NULL;
@@ -536,7 +536,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
         v.pre = pre;
     }
 
-    const gguf_kv *kt = gguf_find(f, "tokenizer.ggml.tokens");
+    const bd_gguf_kv *kt = bd_gguf_find(f, "tokenizer.ggml.tokens");
     if (!kt || kt->type != GGUF_VTYPE_ARRAY || kt->arr_type != GGUF_VTYPE_STRING) {
         bd_err(err, errlen, "tokenizer.ggml.tokens is missing or not a string array");
         return NULL;
@@ -554,7 +554,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
     }
     for (uint64_t i = 0; i < n; i++) {
         uint64_t l;
-        if (!gguf_arr_str(kt, i, &toks[i], &l) || l > (1u << 30)) {
+        if (!bd_gguf_arr_str(kt, i, &toks[i], &l) || l > (1u << 30)) {
             bd_err(err, errlen, "tokenizer.ggml.tokens[%llu] is unreadable or too long", (unsigned long long)i);
             goto done;
         }
@@ -564,7 +564,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
     v.tokens = toks;
     v.token_lens = tok_lens;
 
-    const gguf_kv *ky = gguf_find(f, "tokenizer.ggml.token_type");
+    const bd_gguf_kv *ky = bd_gguf_find(f, "tokenizer.ggml.token_type");
     if (ky) {
         if (ky->type != GGUF_VTYPE_ARRAY || ky->arr_count < n) {
             bd_err(err, errlen, "tokenizer.ggml.token_type is not an array of %llu integers", (unsigned long long)n);
@@ -577,7 +577,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
         }
         for (uint64_t i = 0; i < n; i++) {
             int64_t x;
-            if (!gguf_arr_i64(ky, i, &x)) {
+            if (!bd_gguf_arr_i64(ky, i, &x)) {
                 bd_err(err, errlen, "tokenizer.ggml.token_type[%llu] is not an integer", (unsigned long long)i);
                 goto done;
             }
@@ -586,7 +586,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
         v.types = types;
     }
 
-    const gguf_kv *ks = gguf_find(f, "tokenizer.ggml.scores");
+    const bd_gguf_kv *ks = bd_gguf_find(f, "tokenizer.ggml.scores");
     if (ks) {
         if (ks->type != GGUF_VTYPE_ARRAY || ks->arr_count < n ||
             (ks->arr_type != GGUF_VTYPE_FLOAT32 && ks->arr_type != GGUF_VTYPE_INT32)) {
@@ -601,13 +601,13 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
         }
         for (uint64_t i = 0; i < n; i++) {
             double x;
-            if (!gguf_arr_f64(ks, i, &x)) x = 0;
+            if (!bd_gguf_arr_f64(ks, i, &x)) x = 0;
             scores[i] = (float)x;
         }
         v.scores = scores;
     }
 
-    const gguf_kv *km = gguf_find(f, "tokenizer.ggml.merges");
+    const bd_gguf_kv *km = bd_gguf_find(f, "tokenizer.ggml.merges");
     if (km) {
         if (km->type != GGUF_VTYPE_ARRAY || km->arr_type != GGUF_VTYPE_STRING ||
             km->arr_count > (uint64_t)INT32_MAX / 4) {
@@ -623,7 +623,7 @@ bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen) {
         }
         for (uint64_t i = 0; i < nm; i++) {
             uint64_t l;
-            if (!gguf_arr_str(km, i, &merges[i], &l) || l > (1u << 30)) {
+            if (!bd_gguf_arr_str(km, i, &merges[i], &l) || l > (1u << 30)) {
                 bd_err(err, errlen, "tokenizer.ggml.merges[%llu] is unreadable", (unsigned long long)i);
                 goto done;
             }

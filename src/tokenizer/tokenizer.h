@@ -9,7 +9,7 @@
  *
  * A loaded tokenizer is immutable: every function below that takes a const
  * bd_tokenizer may be called from several threads at once. Nothing keeps a
- * pointer into the gguf_file; it may be closed right after loading.
+ * pointer into the bd_gguf_file; it may be closed right after loading.
  *
  * Token ids are int32_t; -1 means "none" wherever an id is returned.
  */
@@ -43,7 +43,7 @@ enum bd_token_type {
  * needs. Returns NULL with a message on a missing/ill-typed key, an
  * unsupported model or pre-tokenizer (the message names it), a duplicate
  * token text, or allocation failure. */
-bd_tokenizer *bd_tokenizer_load(const gguf_file *f, char *err, size_t errlen);
+bd_tokenizer *bd_tokenizer_load(const bd_gguf_file *f, char *err, size_t errlen);
 
 /* The same from plain arrays (tests, other containers). Optional fields:
  * NULL pointers / -1 ids / -1 flags mean "key absent" and get llama.cpp's

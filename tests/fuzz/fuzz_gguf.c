@@ -1,8 +1,8 @@
 /*
  * fuzz_gguf.c - libFuzzer target for the GGUF reader (`make fuzz`).
  *
- * Opens the input with gguf_open_memory and, when it is accepted, walks
- * every accessor: each key through gguf_find and the typed getters, every
+ * Opens the input with bd_gguf_open_memory and, when it is accepted, walks
+ * every accessor: each key through bd_gguf_find and the typed getters, every
  * array element (strings, numbers, nested arrays), every tensor's first and
  * last data byte, and a copy of every value into a writer (which re-validates
  * the encoding). The input buffer is exactly `size` bytes, so any read
@@ -22,49 +22,49 @@
 
 static volatile uint64_t g_sink;
 
-static void walk_array(const gguf_kv *kv, int depth) {
+static void walk_array(const bd_gguf_kv *kv, int depth) {
     CHECK(depth <= GGUF_MAX_ARRAY_DEPTH);
     for (uint64_t i = 0; i < kv->arr_count; i++) {
         const char *s;
         uint64_t len;
         double d;
         int64_t v;
-        gguf_kv sub;
+        bd_gguf_kv sub;
         switch (kv->arr_type) {
         case GGUF_VTYPE_STRING:
-            CHECK(gguf_arr_str(kv, i, &s, &len));
+            CHECK(bd_gguf_arr_str(kv, i, &s, &len));
             if (len) g_sink += (uint8_t)s[0] + (uint8_t)s[len - 1];
             break;
         case GGUF_VTYPE_ARRAY:
-            CHECK(gguf_arr_arr(kv, i, &sub));
+            CHECK(bd_gguf_arr_arr(kv, i, &sub));
             walk_array(&sub, depth + 1);
             break;
         default:
-            CHECK(gguf_arr_f64(kv, i, &d));
-            if (gguf_arr_i64(kv, i, &v)) g_sink += (uint64_t)v;
+            CHECK(bd_gguf_arr_f64(kv, i, &d));
+            if (bd_gguf_arr_i64(kv, i, &v)) g_sink += (uint64_t)v;
             break;
         }
     }
     const char *s;
     uint64_t len;
-    CHECK(!gguf_arr_str(kv, kv->arr_count, &s, &len));
+    CHECK(!bd_gguf_arr_str(kv, kv->arr_count, &s, &len));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
-    gguf_file *f = gguf_open_memory(data, size, err, sizeof err);
+    bd_gguf_file *f = bd_gguf_open_memory(data, size, err, sizeof err);
     if (!f) {
         CHECK(strncmp(err, "gguf: ", 6) == 0);
         return 0;
     }
-    uint32_t a = gguf_alignment(f);
+    uint32_t a = bd_gguf_alignment(f);
     CHECK(a && (a & (a - 1)) == 0);
-    CHECK(gguf_version(f) == 2 || gguf_version(f) == 3);
-    CHECK(gguf_file_size(f) == size);
-    gguf_writer *w = gguf_writer_create();
-    for (int64_t i = 0; i < gguf_kv_count(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
-        CHECK(kv && gguf_find(f, kv->key) == kv);
+    CHECK(bd_gguf_version(f) == 2 || bd_gguf_version(f) == 3);
+    CHECK(bd_gguf_file_size(f) == size);
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    for (int64_t i = 0; i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
+        CHECK(kv && bd_gguf_find(f, kv->key) == kv);
         CHECK(kv->offset + kv->data_size <= size);
         uint32_t u32;
         int64_t i64;
@@ -75,25 +75,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *s;
         uint64_t len;
         char buf[16];
-        g_sink += gguf_get_u32(f, kv->key, &u32) + gguf_get_i64(f, kv->key, &i64) +
-                  gguf_get_u64(f, kv->key, &u64) + gguf_get_f32(f, kv->key, &f32) +
-                  gguf_get_f64(f, kv->key, &f64) + gguf_get_bool(f, kv->key, &b) +
-                  gguf_get_strz(f, kv->key, buf, sizeof buf);
-        if (gguf_get_str(f, kv->key, &s, &len) && len) g_sink += (uint8_t)s[len - 1];
+        g_sink += bd_gguf_get_u32(f, kv->key, &u32) + bd_gguf_get_i64(f, kv->key, &i64) +
+                  bd_gguf_get_u64(f, kv->key, &u64) + bd_gguf_get_f32(f, kv->key, &f32) +
+                  bd_gguf_get_f64(f, kv->key, &f64) + bd_gguf_get_bool(f, kv->key, &b) +
+                  bd_gguf_get_strz(f, kv->key, buf, sizeof buf);
+        if (bd_gguf_get_str(f, kv->key, &s, &len) && len) g_sink += (uint8_t)s[len - 1];
         if (kv->type == GGUF_VTYPE_ARRAY) walk_array(kv, 1);
-        CHECK(gguf_writer_copy_kv(w, kv));
+        CHECK(bd_gguf_writer_copy_kv(w, kv));
     }
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
-        CHECK(t && gguf_find_tensor(f, t->name) == t);
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
+        CHECK(t && bd_gguf_find_tensor(f, t->name) == t);
         CHECK(t->n_dims >= 1 && t->n_dims <= GGUF_MAX_DIMS);
         CHECK(bd_type_get(t->type) != NULL);
         CHECK(t->offset % a == 0);
         CHECK((const uint8_t *)t->data >= data && (const uint8_t *)t->data + t->nbytes <= data + size);
         if (t->nbytes) g_sink += ((const uint8_t *)t->data)[0] + ((const uint8_t *)t->data)[t->nbytes - 1];
-        CHECK(gguf_writer_add_tensor_ref(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
+        CHECK(bd_gguf_writer_add_tensor_ref(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
     }
-    gguf_writer_free(w);
-    gguf_close(f);
+    bd_gguf_writer_free(w);
+    bd_gguf_close(f);
     return 0;
 }

@@ -40,11 +40,11 @@ typedef struct {
 
 static void write_variant(const variant *v, const char *path) {
     char err[256];
-    gguf_file *f = gguf_open(g_draft, err, sizeof err);
+    bd_gguf_file *f = bd_gguf_open(g_draft, err, sizeof err);
     assert_non_null(f);
-    gguf_writer *w = gguf_writer_create();
-    for (int64_t i = 0; i < gguf_kv_count(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    for (int64_t i = 0; i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
         const char *k = kv->key;
         if ((v->drop_key && !strcmp(k, v->drop_key)) || (v->set_str_key && !strcmp(k, v->set_str_key)) ||
             (v->set_u32_key && !strcmp(k, v->set_u32_key)) || (v->arr_key && !strcmp(k, v->arr_key)))
@@ -55,36 +55,36 @@ static void write_variant(const variant *v, const char *path) {
             for (uint64_t t = 0; t < kv->arr_count; t++) {
                 const char *s;
                 uint64_t len;
-                assert_true(gguf_arr_str(kv, t, &s, &len));
+                assert_true(bd_gguf_arr_str(kv, t, &s, &len));
                 own[t] = strndup(s, len);
                 toks[t] = own[t];
             }
             toks[v->bad_token] = "<blockdraft-different>";
-            assert_true(gguf_writer_set_arr_str(w, k, toks, kv->arr_count));
+            assert_true(bd_gguf_writer_set_arr_str(w, k, toks, kv->arr_count));
             for (uint64_t t = 0; t < kv->arr_count; t++) free(own[t]);
             free(own);
             free(toks);
             continue;
         }
-        assert_true(gguf_writer_copy_kv(w, kv));
+        assert_true(bd_gguf_writer_copy_kv(w, kv));
     }
-    if (v->set_str_key) assert_true(gguf_writer_set_str(w, v->set_str_key, v->set_str));
-    if (v->set_u32_key) assert_true(gguf_writer_set_u32(w, v->set_u32_key, v->set_u32));
-    if (v->set_bool_key) assert_true(gguf_writer_set_bool(w, v->set_bool_key, v->set_bool));
-    if (v->arr_key) assert_true(gguf_writer_set_arr(w, v->arr_key, GGUF_VTYPE_INT32, v->arr, (uint64_t)v->n_arr));
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
-        assert_true(gguf_writer_add_tensor_ref(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
+    if (v->set_str_key) assert_true(bd_gguf_writer_set_str(w, v->set_str_key, v->set_str));
+    if (v->set_u32_key) assert_true(bd_gguf_writer_set_u32(w, v->set_u32_key, v->set_u32));
+    if (v->set_bool_key) assert_true(bd_gguf_writer_set_bool(w, v->set_bool_key, v->set_bool));
+    if (v->arr_key) assert_true(bd_gguf_writer_set_arr(w, v->arr_key, GGUF_VTYPE_INT32, v->arr, (uint64_t)v->n_arr));
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
+        assert_true(bd_gguf_writer_add_tensor_ref(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
     }
     static float ones[64];
     for (int i = 0; i < 64; i++) ones[i] = 1.0f;
     if (v->extra_tensor) {
         uint64_t ne[1] = {64};
-        assert_true(gguf_writer_add_tensor(w, v->extra_tensor, BD_TYPE_F32, 1, ne, ones, sizeof ones));
+        assert_true(bd_gguf_writer_add_tensor(w, v->extra_tensor, BD_TYPE_F32, 1, ne, ones, sizeof ones));
     }
-    assert_true(gguf_writer_write_file(w, path, err, sizeof err));
-    gguf_writer_free(w);
-    gguf_close(f);
+    assert_true(bd_gguf_writer_write_file(w, path, err, sizeof err));
+    bd_gguf_writer_free(w);
+    bd_gguf_close(f);
 }
 
 /* Try to load the variant and attach it to the stories target. Returns

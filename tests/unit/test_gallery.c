@@ -56,21 +56,21 @@ static uint64_t scale_dim(uint64_t d) { return d == 64 ? 96 : d == 128 ? 192 : d
 /* Write a variant of src to dst. Returns false with a message. */
 static bool make_variant(const char *src, const char *dst, enum variant v, char *err,
                          size_t errlen) {
-    gguf_file *f = gguf_open(src, err, errlen);
+    bd_gguf_file *f = bd_gguf_open(src, err, errlen);
     if (!f) return false;
-    gguf_writer *w = gguf_writer_create();
+    bd_gguf_writer *w = bd_gguf_writer_create();
     bool ok = w != NULL;
     void *zeros[64] = {0};
     int nz = 0;
-    for (int64_t i = 0; ok && i < gguf_kv_count(f); i++) {
-        const gguf_kv *kv = gguf_kv_at(f, i);
+    for (int64_t i = 0; ok && i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
         const char *k = kv->key;
         char buf[256];
         if (!strcmp(k, "general.alignment")) continue;
         if (!strcmp(k, "general.architecture")) {
             const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen35" : NULL;
             if (arch) {
-                ok = gguf_writer_set_str(w, k, arch);
+                ok = bd_gguf_writer_set_str(w, k, arch);
                 continue;
             }
         }
@@ -80,17 +80,17 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
             uint64_t n = kv->arr_count < 16 ? kv->arr_count : 16;
             for (uint64_t j = 0; j < n; j++) {
                 int64_t x = 0;
-                gguf_arr_i64(kv, j, &x);
+                bd_gguf_arr_i64(kv, j, &x);
                 ids[j] = (int32_t)x - 1;
             }
-            ok = gguf_writer_set_arr(w,
+            ok = bd_gguf_writer_set_arr(w,
                                      v == V_FORK ? "dflash-draft.dflash.target_layer_ids"
                                                  : "dflash.target_layer_ids",
                                      GGUF_VTYPE_INT32, ids, n);
             continue;
         }
         if (v == V_WIDTH && !strcmp(k, "dflash.embedding_length")) {
-            ok = gguf_writer_set_u32(w, k, 96);
+            ok = bd_gguf_writer_set_u32(w, k, 96);
             continue;
         }
         const char *nk = k;
@@ -99,25 +99,25 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
             else nk = renamed(k, "dflash.", "dflash-draft.", buf, sizeof buf);
             if (!strcmp(k, "tokenizer.ggml.mask_token_id")) {
                 uint32_t m = 0;
-                gguf_get_u32(f, k, &m);
-                ok = gguf_writer_set_u32(w, "dflash-draft.dflash.mask_token_id", m);
+                bd_gguf_get_u32(f, k, &m);
+                ok = bd_gguf_writer_set_u32(w, "dflash-draft.dflash.mask_token_id", m);
                 continue;
             }
         } else if (v == V_TARGET_QWEN35) {
             nk = renamed(k, "llama.", "qwen35.", buf, sizeof buf);
         }
         if (nk == k) {
-            ok = gguf_writer_copy_kv(w, kv);
+            ok = bd_gguf_writer_copy_kv(w, kv);
         } else {
             /* Same encoding under a new key; strings and arrays start with
              * their length / element type before `data` (as in
-             * gguf_writer_copy_kv). */
+             * bd_gguf_writer_copy_kv). */
             size_t head = kv->type == GGUF_VTYPE_STRING ? 8 : kv->type == GGUF_VTYPE_ARRAY ? 12 : 0;
-            ok = gguf_writer_set_raw(w, nk, kv->type, kv->data - head, kv->data_size);
+            ok = bd_gguf_writer_set_raw(w, nk, kv->type, kv->data - head, kv->data_size);
         }
     }
-    for (int64_t i = 0; ok && i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *t = gguf_tensor_at(f, i);
+    for (int64_t i = 0; ok && i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
         const char *name = t->name;
         if (v == V_FORK && !strcmp(name, "fc.weight")) name = "dflash_fc.weight";
         if (v == V_FORK && !strcmp(name, "enc.output_norm.weight"))
@@ -132,17 +132,17 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
                 break;
             }
             zeros[nz++] = z;
-            ok = gguf_writer_add_tensor_ref(w, name, t->type, t->n_dims, ne, z, count * 4);
+            ok = bd_gguf_writer_add_tensor_ref(w, name, t->type, t->n_dims, ne, z, count * 4);
         } else {
-            ok = gguf_writer_add_tensor_ref(w, name, t->type, t->n_dims, t->ne, t->data,
+            ok = bd_gguf_writer_add_tensor_ref(w, name, t->type, t->n_dims, t->ne, t->data,
                                             t->nbytes);
         }
     }
     if (!ok) snprintf(err, errlen, "building a fixture variant failed");
-    else ok = gguf_writer_write_file(w, dst, err, errlen);
-    gguf_writer_free(w);
+    else ok = bd_gguf_writer_write_file(w, dst, err, errlen);
+    bd_gguf_writer_free(w);
     for (int i = 0; i < nz; i++) free(zeros[i]);
-    gguf_close(f);
+    bd_gguf_close(f);
     return ok;
 }
 
@@ -383,16 +383,16 @@ static void test_sha256_file(void **state) {
 
 static bool pair(const char *target, const char *drafter, pairing_report *r, char *err,
                  size_t errlen) {
-    gguf_file *t = gguf_open(target, err, errlen), *d = NULL;
+    bd_gguf_file *t = bd_gguf_open(target, err, errlen), *d = NULL;
     assert_non_null(t);
     if (drafter) {
-        d = gguf_open(drafter, err, errlen);
+        d = bd_gguf_open(drafter, err, errlen);
         assert_non_null(d);
     }
     pairing_report_init(r);
     bool ok = pairing_run(t, d, r, NULL, err, errlen);
-    gguf_close(t);
-    if (d) gguf_close(d);
+    bd_gguf_close(t);
+    if (d) bd_gguf_close(d);
     return ok;
 }
 
@@ -405,11 +405,11 @@ static void test_pairing(void **state) {
     assert_true(pair(tgt, drf, &r, err, sizeof err));
     assert_int_equal(r.worst, PAIRING_OK);
     /* values from the fixture README: taps [2,4], mask 0, width 64 */
-    gguf_file *d = gguf_open(drf, err, sizeof err);
+    bd_gguf_file *d = bd_gguf_open(drf, err, sizeof err);
     pairing_drafter_info di;
     pairing_report_init(&r);
     assert_true(pairing_drafter_check(d, &di, &r));
-    gguf_close(d);
+    bd_gguf_close(d);
     assert_int_equal(di.n_taps, 2);
     assert_int_equal(di.target_layers[0], 2);
     assert_int_equal(di.target_layers[1], 4);

@@ -171,29 +171,29 @@ static void test_write_read_back(void **state) {
     o.n_threads = 1; /* same bytes whatever the thread count */
     if (!bd_synth_write(&o, path2, err, sizeof err)) fail_msg("%s", err);
 
-    gguf_file *f = gguf_open(path, err, sizeof err);
+    bd_gguf_file *f = bd_gguf_open(path, err, sizeof err);
     if (!f) fail_msg("%s", err);
     uint32_t u;
     char s[64];
-    assert_true(gguf_get_strz(f, "general.architecture", s, sizeof s));
+    assert_true(bd_gguf_get_strz(f, "general.architecture", s, sizeof s));
     assert_string_equal(s, "llama");
-    assert_true(gguf_get_u32(f, "llama.block_count", &u) && u == 4);
-    assert_true(gguf_get_u32(f, "llama.embedding_length", &u) && u == 256);
-    assert_true(gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 2);
-    assert_true(gguf_get_u32(f, "general.file_type", &u) && u == 15);
-    const gguf_kv *tok = gguf_find(f, "tokenizer.ggml.tokens");
+    assert_true(bd_gguf_get_u32(f, "llama.block_count", &u) && u == 4);
+    assert_true(bd_gguf_get_u32(f, "llama.embedding_length", &u) && u == 256);
+    assert_true(bd_gguf_get_u32(f, "llama.attention.head_count_kv", &u) && u == 2);
+    assert_true(bd_gguf_get_u32(f, "general.file_type", &u) && u == 15);
+    const bd_gguf_kv *tok = bd_gguf_find(f, "tokenizer.ggml.tokens");
     assert_non_null(tok);
     assert_int_equal(tok->arr_count, 512);
-    assert_non_null(gguf_find(f, "tokenizer.ggml.scores"));
-    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    assert_non_null(bd_gguf_find(f, "tokenizer.ggml.scores"));
+    const bd_gguf_tensor *emb = bd_gguf_find_tensor(f, "token_embd.weight");
     assert_non_null(emb);
     assert_int_equal(emb->ne[0], 256);
     assert_int_equal(emb->ne[1], 512);
     assert_int_equal(emb->type, BD_TYPE_Q4_K); /* untied: stays at the base type */
-    assert_int_equal(gguf_find_tensor(f, "output.weight")->type, BD_TYPE_Q6_K);
-    assert_int_equal(gguf_find_tensor(f, "output_norm.weight")->type, BD_TYPE_F32);
+    assert_int_equal(bd_gguf_find_tensor(f, "output.weight")->type, BD_TYPE_Q6_K);
+    assert_int_equal(bd_gguf_find_tensor(f, "output_norm.weight")->type, BD_TYPE_F32);
     /* Dequantized output rows look like the intended N(0, 4/sqrt(256)). */
-    const gguf_tensor *out = gguf_find_tensor(f, "output.weight");
+    const bd_gguf_tensor *out = bd_gguf_find_tensor(f, "output.weight");
     uint64_t rb;
     assert_true(bd_row_size(out->type, 256, &rb));
     float row[256];
@@ -205,17 +205,17 @@ static void test_write_read_back(void **state) {
     double sd = __builtin_sqrt(s2 / (64 * 256));
     assert_true(sd > 0.2 && sd < 0.3);
 
-    gguf_file *g = gguf_open(path2, err, sizeof err);
+    bd_gguf_file *g = bd_gguf_open(path2, err, sizeof err);
     if (!g) fail_msg("%s", err);
-    assert_int_equal(gguf_file_size(f), gguf_file_size(g));
-    assert_int_equal(gguf_tensor_count(f), gguf_tensor_count(g));
-    for (int64_t i = 0; i < gguf_tensor_count(f); i++) {
-        const gguf_tensor *a = gguf_tensor_at(f, i), *b = gguf_tensor_at(g, i);
+    assert_int_equal(bd_gguf_file_size(f), bd_gguf_file_size(g));
+    assert_int_equal(bd_gguf_tensor_count(f), bd_gguf_tensor_count(g));
+    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
+        const bd_gguf_tensor *a = bd_gguf_tensor_at(f, i), *b = bd_gguf_tensor_at(g, i);
         assert_int_equal(a->nbytes, b->nbytes);
         assert_memory_equal(a->data, b->data, a->nbytes);
     }
-    gguf_close(g);
-    gguf_close(f);
+    bd_gguf_close(g);
+    bd_gguf_close(f);
     unlink(path);
     unlink(path2);
 

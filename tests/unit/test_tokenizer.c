@@ -135,12 +135,12 @@ static int for_each_row(char *text, row_fn fn, void *ctx) {
 static bd_tokenizer *load_vocab(const char *rel) {
     char path[1024], err[256];
     fixture_path(path, sizeof path, rel);
-    gguf_file *g = gguf_open(path, err, sizeof err);
+    bd_gguf_file *g = bd_gguf_open(path, err, sizeof err);
     if (!g) fprintf(stderr, "%s\n", err);
     assert_non_null(g);
     bd_tokenizer *t = bd_tokenizer_load(g, err, sizeof err);
     if (!t) fprintf(stderr, "%s\n", err);
-    gguf_close(g); // the tokenizer must not depend on the file afterwards
+    bd_gguf_close(g); // the tokenizer must not depend on the file afterwards
     assert_non_null(t);
     return t;
 }
@@ -151,7 +151,7 @@ static int setup(void **state) {
     (void)state;
     char path[1024], err[256];
     fixture_path(path, sizeof path, "qwen3-tokenizer/qwen3-vocab.gguf");
-    gguf_file *g = gguf_open(path, err, sizeof err);
+    bd_gguf_file *g = bd_gguf_open(path, err, sizeof err);
     if (!g) {
         fprintf(stderr, "%s\n", err);
         return -1;
@@ -159,7 +159,7 @@ static int setup(void **state) {
     double t0 = bd_time_ms();
     g_qwen = bd_tokenizer_load(g, err, sizeof err);
     double t1 = bd_time_ms();
-    gguf_close(g);
+    bd_gguf_close(g);
     if (!g_qwen) {
         fprintf(stderr, "%s\n", err);
         return -1;
@@ -733,35 +733,35 @@ static void test_gguf_errors(void **state) {
     (void)state;
     // A GGUF without tokenizer keys: clear error, no crash.
     char err[256];
-    gguf_writer *w = gguf_writer_create();
+    bd_gguf_writer *w = bd_gguf_writer_create();
     assert_non_null(w);
-    assert_true(gguf_writer_set_str(w, "general.architecture", "llama"));
+    assert_true(bd_gguf_writer_set_str(w, "general.architecture", "llama"));
     char path[] = "/tmp/bd-test-tok-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    assert_true(gguf_writer_write_file(w, path, err, sizeof err));
-    gguf_writer_free(w);
-    gguf_file *g = gguf_open(path, err, sizeof err);
+    assert_true(bd_gguf_writer_write_file(w, path, err, sizeof err));
+    bd_gguf_writer_free(w);
+    bd_gguf_file *g = bd_gguf_open(path, err, sizeof err);
     assert_non_null(g);
     assert_null(bd_tokenizer_load(g, err, sizeof err));
     assert_non_null(strstr(err, "tokenizer.ggml.model"));
-    gguf_close(g);
+    bd_gguf_close(g);
 
     // An unknown pre-tokenizer in a real-looking file.
-    w = gguf_writer_create();
+    w = bd_gguf_writer_create();
     const char *toks[] = {"a", "b"};
-    assert_true(gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    assert_true(gguf_writer_set_str(w, "tokenizer.ggml.pre", "tekken"));
-    assert_true(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 2));
-    assert_true(gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", toks, 0));
-    assert_true(gguf_writer_write_file(w, path, err, sizeof err));
-    gguf_writer_free(w);
-    g = gguf_open(path, err, sizeof err);
+    assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
+    assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.pre", "tekken"));
+    assert_true(bd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 2));
+    assert_true(bd_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", toks, 0));
+    assert_true(bd_gguf_writer_write_file(w, path, err, sizeof err));
+    bd_gguf_writer_free(w);
+    g = bd_gguf_open(path, err, sizeof err);
     assert_non_null(g);
     assert_null(bd_tokenizer_load(g, err, sizeof err));
     assert_non_null(strstr(err, "unknown pre-tokenizer 'tekken'"));
-    gguf_close(g);
+    bd_gguf_close(g);
     unlink(path);
 }
 
@@ -909,26 +909,26 @@ static void test_qwen35_pre(void **state) {
     (void)state;
     char path[1024], err[256];
     fixture_path(path, sizeof path, "qwen3-tokenizer/qwen3-vocab.gguf");
-    gguf_file *g = gguf_open(path, err, sizeof err);
+    bd_gguf_file *g = bd_gguf_open(path, err, sizeof err);
     assert_non_null(g);
-    gguf_writer *w = gguf_writer_create();
+    bd_gguf_writer *w = bd_gguf_writer_create();
     assert_non_null(w);
-    for (int64_t i = 0; i < gguf_kv_count(g); i++) {
-        const gguf_kv *kv = gguf_kv_at(g, i);
-        if (strcmp(kv->key, "tokenizer.ggml.pre") != 0) assert_true(gguf_writer_copy_kv(w, kv));
+    for (int64_t i = 0; i < bd_gguf_kv_count(g); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(g, i);
+        if (strcmp(kv->key, "tokenizer.ggml.pre") != 0) assert_true(bd_gguf_writer_copy_kv(w, kv));
     }
-    assert_true(gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35"));
+    assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.pre", "qwen35"));
     char tmp[] = "/tmp/bd-test-qwen35-XXXXXX";
     int fd = mkstemp(tmp);
     assert_true(fd >= 0);
     close(fd);
-    assert_true(gguf_writer_write_file(w, tmp, err, sizeof err));
-    gguf_writer_free(w);
-    gguf_close(g);
-    g = gguf_open(tmp, err, sizeof err);
+    assert_true(bd_gguf_writer_write_file(w, tmp, err, sizeof err));
+    bd_gguf_writer_free(w);
+    bd_gguf_close(g);
+    g = bd_gguf_open(tmp, err, sizeof err);
     assert_non_null(g);
     g_q35 = bd_tokenizer_load(g, err, sizeof err);
-    gguf_close(g);
+    bd_gguf_close(g);
     unlink(tmp);
     assert_non_null(g_q35);
 
