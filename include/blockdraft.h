@@ -92,6 +92,9 @@ void bd_session_free(bd_session *s);
 
 int32_t bd_session_length(const bd_session *s); /* tokens in the KV cache */
 int32_t bd_session_n_ctx(const bd_session *s);
+/* Ids of the tokens in the cache, [bd_session_length] of them. Borrowed:
+ * valid until the next forward or truncate of s. */
+const int32_t *bd_session_tokens(const bd_session *s);
 /* Drop everything after the first n_keep tokens (n_keep <= length). */
 bool bd_session_truncate(bd_session *s, int32_t n_keep);
 

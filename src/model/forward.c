@@ -98,6 +98,7 @@ static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum 
     const int32_t p0 = s->n_past;
 
     for (int32_t t = 0; t < n; t++) bd_mat_get_row(&m->tok_embd, tokens[t], s->x + t * E);
+    memcpy(s->tokens + p0, tokens, (size_t)n * sizeof *tokens);
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const bd_layer *L = &m->layers[il];

@@ -97,6 +97,7 @@ struct bd_session {
     bool owns_pool;
     int32_t n_ctx, n_batch, n_out_max;
     int32_t n_past;               /* tokens in the KV cache */
+    int32_t *tokens;              /* [n_ctx] ids of the cached tokens, [0, n_past) valid */
     int32_t n_tap;
     int32_t tap_layers[BD_MAX_TAPS];
     int32_t tap_slot[257];        /* layer -> index into taps or -1; [n_layer+1] used */

@@ -95,6 +95,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
                   KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
     size_t kv_bytes = (size_t)hp->n_layer * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
     s->k_cache = bd_alloc(kv_bytes);
     s->v_cache = bd_alloc(kv_bytes);
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
@@ -108,7 +109,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
-    if (!s->k_cache || !s->v_cache || !s->x || !s->h || !s->q ||
+    if (!s->tokens || !s->k_cache || !s->v_cache || !s->x || !s->h || !s->q ||
         !s->gate || !s->up || !s->scores || !s->logits || !s->mm_scratch ||
         (s->n_tap > 0 && !s->taps)) {
         bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB)", s->n_ctx,
@@ -124,6 +125,7 @@ fail:
 void bd_session_free(bd_session *s) {
     if (!s) return;
     if (s->owns_pool) bd_pool_free(s->pool);
+    bd_free(s->tokens);
     bd_free(s->k_cache);
     bd_free(s->v_cache);
     bd_free(s->x);
@@ -140,6 +142,7 @@ void bd_session_free(bd_session *s) {
 
 int32_t bd_session_length(const bd_session *s) { return s->n_past; }
 int32_t bd_session_n_ctx(const bd_session *s) { return s->n_ctx; }
+const int32_t *bd_session_tokens(const bd_session *s) { return s->tokens; }
 
 bool bd_session_truncate(bd_session *s, int32_t n_keep) {
     if (n_keep < 0 || n_keep > s->n_past) return false;
