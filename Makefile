@@ -14,8 +14,11 @@ CFLAGS  += -std=c11 -g $(OPT) -Wall -Wextra -pthread -D_GNU_SOURCE -Iinclude -Is
 LDLIBS  += -lm -pthread
 APPLIBS  = -ljansson -lyaml -lcurl -lcrypto -lmicrohttpd
 
+# Each level's flags, feature for feature what kernels.c checks before it
+# installs that level's table (NEED_AVX2 / NEED_AVX512 / NEED_AMX there).
 AVX2_FLAGS   = -mavx2 -mfma -mf16c
-AVX512_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512vnni
+AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
 
 CORE_DIRS = base gguf tensor tokenizer model decode
 APP_DIRS  = chat gallery server cli
@@ -57,7 +60,7 @@ $(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
 
 $(BUILD)/%_amx.o: %_amx.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX512_FLAGS) -mamx-tile -mamx-int8 -c -o $@ $<
+	$(CC) $(CFLAGS) $(AMX_FLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)

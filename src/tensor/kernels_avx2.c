@@ -1,66 +1,22 @@
 /*
  * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags).
  *
- * The fallback for x86 CPUs without AVX-512 VNNI. Same structure as the
+ * The level for x86 CPUs without AVX-512 VNNI. Same structure as the
  * AVX-512 file, but with only 16 vector registers: each weight block is
  * unpacked once into small aligned stack arrays (L1-resident), and up to 4
  * activation rows are dotted against it with their accumulators in
- * registers. Integer parts are exact, as in the scalar twins.
+ * registers. Integer parts are exact, as in the scalar twins. What this
+ * file shares with the AVX-512 and AMX ones is in kernels_simd.h.
  *
  * Signed x signed int8 products use the classic AVX2 form:
  * maddubs(|w|, sign(y, w)) then madd with ones. It is exact unless an
  * activation byte is -128 where w < 0; the Q8_0/Q8_K quantizers never
  * produce -128, so activations made by from_float are always safe.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#include "kernels.h"
-
-#define BD_INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
-
-BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
-    return (const uint8_t *)x + (size_t)r * stride;
-}
-
-BD_INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-BD_INLINE int hsum8i(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* Rows in chunks of 4, 2, 1 (register blocking without blowing up code). */
-#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
-            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
-            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-#define BD_SINGLE(NAME, MULTI)                                   \
-    static float NAME(int64_t n, const void *w, const void *x) { \
-        float r;                                                 \
-        MULTI(n, w, x, 0, 1, &r);                                \
-        return r;                                                \
-    }
+#include "kernels_simd.h"
 
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
@@ -82,16 +38,24 @@ BD_INLINE float absmax32(const float *x) {
     return _mm_cvtss_f32(s);
 }
 
+/* One 32-element block: qs (round half to even of x * 127 / amax), the
+ * block scale d = amax / 127; returns the sum of the codes. */
+BD_INLINE int quant_block32(const float *x, int8_t *qs, float *d) {
+    const float amax = absmax32(x);
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 v = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
+    _mm256_storeu_si256((__m256i *)qs, pack32(q[0], q[1], q[2], q[3]));
+    *d = amax / 127.0f;
+    return hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+}
+
 static void from_float_q8_0(const float *x, void *vy, int64_t n) {
     block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        float amax = absmax32(x);
-        float d = amax / 127.0f;
-        float id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m256 v = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
+        float d;
+        quant_block32(x, y[i].qs, &d);
         y[i].d = bd_f32_to_f16(d);
     }
 }
@@ -99,14 +63,8 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
 static void from_float_q8_1(const float *x, void *vy, int64_t n) {
     block_q8_1 *y = vy;
     for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
-        float amax = absmax32(x);
-        float d = amax / 127.0f;
-        float id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m256 v = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
-        int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        float d;
+        const int sum = quant_block32(x, y[i].qs, &d);
         y[i].d = bd_f32_to_f16(d);
         y[i].s = bd_f32_to_f16(d * (float)sum);
     }
@@ -130,17 +88,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             b = _mm_min_ps(b, _mm_movehl_ps(b, b));
             lo = _mm_cvtss_f32(_mm_min_ss(b, _mm_movehdup_ps(b)));
         }
-        float max;
-        if (hi > -lo) max = hi;
-        else if (-lo > hi) max = lo;
-        else { /* tie (or all zero): the first one in order wins, as in ref */
-            max = 0;
-            for (int j = 0; j < QK_K; j++)
-                if (x[j] == hi || x[j] == lo) {
-                    max = x[j];
-                    break;
-                }
-        }
+        const float max = q8k_extreme(x, hi, lo);
         if (max == 0) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
@@ -166,17 +114,6 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * sc[s] the int16 scale of each 32-element chunk replicated over 16 lanes
  * (so vpmaddwd applies it to the vpmaddubsw pair sums).
  * ---------------------------------------------------------------------- */
-
-BD_INLINE void kq_unpack_scales(const uint8_t *b, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, b, 4);
-    memcpy(&u1, b + 4, 4);
-    memcpy(&u2, b + 8, 4);
-    uint32_t v[4] = {u0 & 0x3F3F3F3Fu, (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u),
-                     u1 & 0x3F3F3F3Fu, ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)};
-    memcpy(sc, v, 8);
-    memcpy(m, v + 2, 8);
-}
 
 /* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel's integer part. The
  * f32 steps: Q5_K exactly those of dot_ref.c's q5k_dot (llama.cpp's order:
@@ -221,12 +158,12 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
             _mm256_store_si256((__m256i *)(wq + 64 * c), lo);
             _mm256_store_si256((__m256i *)(wq + 64 * c + 32), hi);
         }
-        uint8_t sc[8], mn[8];
-        kq_unpack_scales(scales, sc, mn);
-        for (int s = 0; s < 8; s++) _mm256_store_si256((__m256i *)sc16[s], _mm256_set1_epi16(sc[s]));
+        uint64_t sc8, m8;
+        kq_unpack_scales(scales, &sc8, &m8);
+        for (int s = 0; s < 8; s++) _mm256_store_si256((__m256i *)sc16[s], _mm256_set1_epi16((short)((sc8 >> (8 * s)) & 0xFF)));
         /* lane k of the bsums vector (group k) belongs to sub-block k/2 */
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
-            _mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
+        const __m128i mn = _mm_cvtsi64_si128((long long)m8);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
         const float d = f16f(dh), dmin = f16f(dmh);
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
@@ -256,10 +193,8 @@ BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, fl
 BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     kq45_kernel(n, w, x, xs, out, NX, 1);
 }
-BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
-BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
-BD_SINGLE(dot_q4_K, dot_n_q4_K)
-BD_SINGLE(dot_q5_K, dot_n_q5_K)
+BD_DOT_N(dot_n_q4_K, q4k_kernel, 4)
+BD_DOT_N(dot_n_q5_K, q5k_kernel, 4)
 
 /* Q6_K: codes 0..63 in element order; the -32 offset goes through bsums.
  * f32 steps: dot_ref.c's q6k_dot (tile order, one scalar fma per block). */
@@ -311,60 +246,11 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = acc[r];
 }
-BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
-BD_SINGLE(dot_q6_K, dot_n_q6_K)
+BD_DOT_N(dot_n_q6_K, q6k_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * Q8_0 family x Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL): signed weight bytes.
  * ---------------------------------------------------------------------- */
-
-BD_INLINE __m256i nibbles32(const uint8_t *qs) {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* The 32 5th bits of a Q5 block as 0x10 bytes, element order. */
-BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    /* byte j gets qh byte j/8, then test bit j%8 */
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-                                    _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
-                                                       0x0303030303030303ll));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
-
-/* Bytes per block of the type an unpack function reads (for prefetching). */
-#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
-#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
-#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
-#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
-#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
-
-BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
-    const block_q8_0 *b = (const block_q8_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
-    const block_q4_0 *b = (const block_q4_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
-}
-BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
-    const block_q5_0 *b = (const block_q5_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh)), _mm256_set1_epi8(16));
-}
-BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
-    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
-    *d = f16f(b->d);
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
-    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
-}
 
 #define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
@@ -392,63 +278,19 @@ Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
 Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
 Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
 Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
-BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
-BD_DISPATCH_NX(dot_n_q4_0, q4_0_kernel)
-BD_DISPATCH_NX(dot_n_q5_0, q5_0_kernel)
-BD_DISPATCH_NX(dot_n_iq4_nl, iq4_nl_kernel)
-BD_SINGLE(dot_q8_0, dot_n_q8_0)
-BD_SINGLE(dot_q4_0, dot_n_q4_0)
-BD_SINGLE(dot_q5_0, dot_n_q5_0)
-BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+BD_DOT_N(dot_n_q8_0, q8_0_kernel, 4)
+BD_DOT_N(dot_n_q4_0, q4_0_kernel, 4)
+BD_DOT_N(dot_n_q5_0, q5_0_kernel, 4)
+BD_DOT_N(dot_n_iq4_nl, iq4_nl_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * Q4_1 / Q5_1 x Q8_1: unsigned codes; block = (dw dx) isum + mw sx.
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q4_1 *b = (const block_q4_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return nibbles32(b->qs);
-}
-BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q5_1 *b = (const block_q5_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-}
-
-#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                         \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
-                        const int NX) {                                                         \
-        const __m256i ones = _mm256_set1_epi16(1);                                              \
-        __m256 acc[4];                                                                          \
-        float accm[4];                                                                          \
-        UNROLL for (int r = 0; r < NX; r++) {                                                   \
-            acc[r] = _mm256_setzero_ps();                                                       \
-            accm[r] = 0;                                                                        \
-        }                                                                                       \
-        for (int64_t i = 0; i < n / QK8_1; i++) {                                               \
-            float dw, mw;                                                                       \
-            __m256i W = UNPACK(w, i, &dw, &mw);                                                 \
-            UNROLL for (int r = 0; r < NX; r++) {                                               \
-                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;                 \
-                __m256i s = _mm256_madd_epi16(                                                  \
-                    _mm256_maddubs_epi16(W, _mm256_loadu_si256((const __m256i *)y->qs)), ones); \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16f(y->d)), \
-                                         acc[r]);                                               \
-                accm[r] += mw * f16f(y->s);                                                     \
-            }                                                                                   \
-        }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]) + accm[r];                   \
-    }
-
-Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
-Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
-BD_DISPATCH_NX(dot_n_q4_1, q4_1_kernel)
-BD_DISPATCH_NX(dot_n_q5_1, q5_1_kernel)
-BD_SINGLE(dot_q4_1, dot_n_q4_1)
-BD_SINGLE(dot_q5_1, dot_n_q5_1)
+BD_Q81_KERNEL(q4_1_kernel, unpack_q4_1, 4)
+BD_Q81_KERNEL(q5_1_kernel, unpack_q5_1, 4)
+BD_DOT_N(dot_n_q4_1, q4_1_kernel, 4)
+BD_DOT_N(dot_n_q5_1, q5_1_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * IQ4_XS x Q8_K: signed table values; per 32-element sub-block the pair
@@ -487,15 +329,12 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
 }
-BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
-BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+BD_DOT_N(dot_n_iq4_xs, iq4xs_kernel, 4)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX2 build):
- * four 8-lane accumulators over steps of 32 elements, reduced as
- * (a0 + a2) + (a1 + a3), then 128-bit halves and two horizontal adds; the
- * n % 32 leftovers are added afterwards (float for F32, double for the
- * 16-bit types). See kernels_avx512.c for why the order matters.
+ * F32 / F16 / BF16 (kernels_simd.h's BD_FLOAT_KERNEL): 8 lanes, reduced as
+ * (a0 + a2) + (a1 + a3), then 128-bit halves and two horizontal adds, as
+ * llama.cpp's AVX2 build; two rows at most (four accumulators each).
  * ---------------------------------------------------------------------- */
 
 BD_INLINE __m256 ld_f32(const void *p, int64_t j) { return _mm256_loadu_ps((const float *)p + j); }
@@ -506,10 +345,8 @@ BD_INLINE __m256 ld_bf16(const void *p, int64_t j) {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const bd_bf16 *)p + j)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
-BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
-BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
 
+/* (a0 + a2) + (a1 + a3), then the 128-bit halves, then two horizontal adds */
 BD_INLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
     __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -517,51 +354,13 @@ BD_INLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-#define FLOAT_KERNEL(NAME, LD, SC, ESZ, ACC)                                                \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m256 acc[2][4];                                                                   \
-        UNROLL for (int r = 0; r < NX; r++)                                                 \
-            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();             \
-        const int64_t np = n & ~(int64_t)31;                                                \
-        for (int64_t j = 0; j < np; j += 32) {                                              \
-            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                    \
-            UNROLL for (int k = 0; k < 4; k++) {                                            \
-                __m256 W = LD(w, j + 8 * k);                                                \
-                UNROLL for (int r = 0; r < NX; r++)                                         \
-                    acc[r][k] = _mm256_fmadd_ps(W, LD(row_at(x, xs, r), j + 8 * k), acc[r][k]); \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            ACC sum = (ACC)reduce4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);          \
-            const void *xr = row_at(x, xs, r);                                              \
-            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
-            out[r] = (float)sum;                                                            \
-        }                                                                                   \
-    }
-
-FLOAT_KERNEL(f32_kernel, ld_f32, sc_f32, 4, float)
-FLOAT_KERNEL(f16_kernel, ld_f16, sc_f16, 2, double)
-FLOAT_KERNEL(bf16_kernel, ld_bf16, sc_bf16, 2, double)
-
-/* Rows in chunks of 2, 1 (four accumulators per row, 16 registers). */
-#define BD_DISPATCH_NX2(NAME, KERNEL)                                                         \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 2 ? 2 : 1;                                                          \
-            if (k == 2) KERNEL(n, w, x, xs, out, 2);                                          \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-BD_DISPATCH_NX2(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX2(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX2(dot_n_bf16, bf16_kernel)
-BD_SINGLE(dot_f32, dot_n_f32)
-BD_SINGLE(dot_f16, dot_n_f16)
-BD_SINGLE(dot_bf16, dot_n_bf16)
+/* two rows at most: four accumulators per row in 16 registers */
+BD_FLOAT_KERNEL(f32_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_f32, sc_f32, 4, float, 2)
+BD_FLOAT_KERNEL(f16_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_f16, sc_f16, 2, double, 2)
+BD_FLOAT_KERNEL(bf16_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_bf16, sc_bf16, 2, double, 2)
+BD_DOT_N(dot_n_f32, f32_kernel, 2)
+BD_DOT_N(dot_n_f16, f16_kernel, 2)
+BD_DOT_N(dot_n_bf16, bf16_kernel, 2)
 
 /* ------------------------------------------------------------------------
  * Attention (f32): the canonical order of attn_ref.c. The 16 lanes live in
@@ -721,29 +520,24 @@ static void silu_mul(int64_t n, float *g, const float *u) {
  * ---------------------------------------------------------------------- */
 
 void bd_kernels_fill_avx2(bd_kernels *k) {
-    k->name = "avx2";
-#define SET(T, D, DN)            \
-    k->vec_dot[BD_TYPE_##T] = D; \
-    k->vec_dot_n[BD_TYPE_##T] = DN;
-    SET(Q4_K, dot_q4_K, dot_n_q4_K)
-    SET(Q5_K, dot_q5_K, dot_n_q5_K)
-    SET(Q6_K, dot_q6_K, dot_n_q6_K)
-    SET(Q8_0, dot_q8_0, dot_n_q8_0)
-    SET(Q4_0, dot_q4_0, dot_n_q4_0)
-    SET(Q5_0, dot_q5_0, dot_n_q5_0)
-    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
-    SET(Q4_1, dot_q4_1, dot_n_q4_1)
-    SET(Q5_1, dot_q5_1, dot_n_q5_1)
-    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
-    SET(F32, dot_f32, dot_n_f32)
-    SET(F16, dot_f16, dot_n_f16)
-    SET(BF16, dot_bf16, dot_n_bf16)
-#undef SET
+    k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
+    k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
+    k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;
+    k->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;
+    k->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;
+    k->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;
+    k->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;
+    k->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;
+    k->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;
+    k->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;
+    k->vec_dot_n[BD_TYPE_F32] = dot_n_f32;
+    k->vec_dot_n[BD_TYPE_F16] = dot_n_f16;
+    k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16;
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
-    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
+    k->silu_mul = silu_mul;
 }

@@ -1,12 +1,14 @@
 /*
- * kernels_avx512.c - AVX-512 F/BW/VL/VNNI kernels (compiled with those flags).
+ * kernels_avx512.c - AVX-512 F/DQ/BW/VL/VNNI kernels (compiled with those
+ * flags, plus AVX2/FMA/F16C; kernels.c checks each before it uses them).
  *
  * Multi-row dots (vec_dot_n) are the point of this file: a weight block is
  * loaded and unpacked once into registers, then dotted against up to 16
  * activation rows whose f32 accumulators also stay in registers. Each
  * kernel body is written once as an always-inline function taking the row
- * count as a constant, and instantiated for 1..16 rows, so the row loops
- * unroll and the accumulators become registers.
+ * count as a constant, and instantiated for 1..16 rows (BD_DOT_N,
+ * kernels_simd.h), so the row loops unroll and the accumulators become
+ * registers.
  *
  * Integer parts are exact (same int32 block sums as dot_ref.c). The f32
  * steps of Q4_K / Q6_K (tile order) and Q5_K (llama.cpp's) are exactly the
@@ -19,79 +21,10 @@
  * -128 * sum(w) (per lane), which is computed once per weight block:
  * sum((y+128) w) - 128 sum(w) = sum(y w) exactly.
  */
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#include "kernels.h"
-
-#define BD_INLINE static inline __attribute__((always_inline))
-#define NX_MAX 16
-#define UNROLL _Pragma("GCC unroll 16")
-
-static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
-
-BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
-    return (const uint8_t *)x + (size_t)r * stride;
-}
-
-/* Instantiate fn##_nx(…, K) for K = 1..16 behind one switch. Rows beyond
- * 16 are handled by the caller's loop (the contract is nx <= 16, but be
- * safe). */
-#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx > NX_MAX ? NX_MAX : nx;                                                \
-            switch (k) {                                                                      \
-            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
-            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
-            case 3: KERNEL(n, w, x, xs, out, 3); break;                                       \
-            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
-            case 5: KERNEL(n, w, x, xs, out, 5); break;                                       \
-            case 6: KERNEL(n, w, x, xs, out, 6); break;                                       \
-            case 7: KERNEL(n, w, x, xs, out, 7); break;                                       \
-            case 8: KERNEL(n, w, x, xs, out, 8); break;                                       \
-            case 9: KERNEL(n, w, x, xs, out, 9); break;                                       \
-            case 10: KERNEL(n, w, x, xs, out, 10); break;                                     \
-            case 11: KERNEL(n, w, x, xs, out, 11); break;                                     \
-            case 12: KERNEL(n, w, x, xs, out, 12); break;                                     \
-            case 13: KERNEL(n, w, x, xs, out, 13); break;                                     \
-            case 14: KERNEL(n, w, x, xs, out, 14); break;                                     \
-            case 15: KERNEL(n, w, x, xs, out, 15); break;                                     \
-            default: KERNEL(n, w, x, xs, out, 16); break;                                     \
-            }                                                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-/* Fewer instantiations (1, 2, 4, 8 rows) for the less common types, to keep
- * compile time down: nx is split greedily (e.g. 7 = 4 + 2 + 1). */
-#define BD_DISPATCH_NX_SMALL(NAME, KERNEL)                                                    \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 8 ? 8 : nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                              \
-            switch (k) {                                                                      \
-            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
-            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
-            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
-            default: KERNEL(n, w, x, xs, out, 8); break;                                      \
-            }                                                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-#define BD_SINGLE(NAME, MULTI)                                            \
-    static float NAME(int64_t n, const void *w, const void *x) {          \
-        float r;                                                          \
-        MULTI(n, w, x, 0, 1, &r);                                         \
-        return r;                                                         \
-    }
-
-
+#include "kernels_simd.h"
 
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
@@ -145,17 +78,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             mn = _mm512_min_ps(mn, v);
         }
         float hi = _mm512_reduce_max_ps(mx), lo = _mm512_reduce_min_ps(mn);
-        float max;
-        if (hi > -lo) max = hi;
-        else if (-lo > hi) max = lo;
-        else { /* tie (or all zero): the first one in order wins, as in ref */
-            max = 0;
-            for (int j = 0; j < QK_K; j++)
-                if (x[j] == hi || x[j] == lo) {
-                    max = x[j];
-                    break;
-                }
-        }
+        const float max = q8k_extreme(x, hi, lo);
         if (max == 0) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
@@ -194,18 +117,6 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * all rows at once (acc lane r = activation row r). Q5_K keeps llama.cpp's
  * eight f32 lanes per row (dot_ref.c's q5k_dot).
  * ---------------------------------------------------------------------- */
-
-BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, b, 4);
-    memcpy(&u1, b + 4, 4);
-    memcpy(&u2, b + 8, 4);
-    uint32_t sc_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
-    uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
-    uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
-    *sc8 = sc_lo | ((uint64_t)sc_hi << 32);
-    *m8 = m_lo | ((uint64_t)m_hi << 32);
-}
 
 /* Per-block scale vectors. SC[c]: int16 scale of each vpmaddubsw lane of
  * chunk c (lanes 0-15: sub-block 2c, 16-31: 2c+1); MN: int16 min of each
@@ -440,8 +351,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     store_lanes(out, acc, NX);
 }
-BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
-BD_SINGLE(dot_q4_K, dot_n_q4_K)
+BD_DOT_N(dot_n_q4_K, q4k_kernel, 16)
 
 /* Q5_K x Q8_K in llama.cpp's order (dot_ref.c's q5k_dot): each row's
  * accumulator has the eight block lanes in f32 lanes 0-7 and the mins in
@@ -475,15 +385,10 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     UNROLL for (int r = 0; r < NX; r++) {
         /* hsum8 of lanes 0-7 in kq_hsum8's order, then the mins lane */
-        const __m256 a8 = _mm512_castps512_ps256(acc[r]);
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        out[r] = _mm_cvtss_f32(h) + _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[r], 2));
+        out[r] = hsum8(_mm512_castps512_ps256(acc[r])) + _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[r], 2));
     }
 }
-BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
-BD_SINGLE(dot_q5_K, dot_n_q5_K)
+BD_DOT_N(dot_n_q5_K, q5k_kernel, 16)
 
 /* ------------------------------------------------------------------------
  * Q6_K x Q8_K, tile order
@@ -577,65 +482,13 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     store_lanes(out, acc, NX);
 }
-BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
-BD_SINGLE(dot_q6_K, dot_n_q6_K)
+BD_DOT_N(dot_n_q6_K, q6k_kernel, 16)
 
 /* ------------------------------------------------------------------------
  * Q8_0-family x Q8_0: Q8_0, Q4_0, Q5_0, IQ4_NL. The weight block is
  * unpacked to 32 signed bytes (element order), then the byte trick from the
  * file comment. Two blocks per 512-bit register.
  * ---------------------------------------------------------------------- */
-
-/* Bytes per block of the type an unpack function reads (for prefetching). */
-#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
-#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
-#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
-#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
-#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
-#define BD_BB_unpack_q4_1 sizeof(block_q4_1)
-#define BD_BB_unpack_q5_1 sizeof(block_q5_1)
-
-/* Signed weight bytes of block i (32 elements, natural order) and its d. */
-BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
-    const block_q8_0 *b = (const block_q8_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-
-/* 16 nibble bytes -> 32 bytes: low nibbles (elements 0..15), then high. */
-BD_INLINE __m256i nibbles32(const uint8_t *qs) {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
-    const block_q4_0 *b = (const block_q4_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
-}
-
-BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
-    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
-    *d = f16f(b->d);
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
-    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
-}
-
-/* The 32 5th bits of a Q5 block as 0x10 bytes (element order). */
-BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    __mmask32 k = (__mmask32)qh;
-    return _mm256_maskz_mov_epi8(k, _mm256_set1_epi8(0x10));
-}
-
-BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
-    const block_q5_0 *b = (const block_q5_0 *)w + i;
-    *d = f16f(b->d);
-    __m256i q = _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-}
 
 /*
  * f32 order (both kernels below, for every row count): one 8-lane f32
@@ -645,14 +498,6 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
  * kernels: which one runs depends on how many rows are batched, and a row's
  * result must not (decode vs speculative verify, see matmul.c).
  */
-#define Q80_HSUM8(ACC, DST)                                                                     \
-    do {                                                                                        \
-        __m128 v_ = _mm_add_ps(_mm256_castps256_ps128(ACC), _mm256_extractf128_ps(ACC, 1));     \
-        v_ = _mm_add_ps(v_, _mm_movehl_ps(v_, v_));                                             \
-        v_ = _mm_add_ss(v_, _mm_movehdup_ps(v_));                                               \
-        DST = _mm_cvtss_f32(v_);                                                                \
-    } while (0)
-
 /*
  * Blocks are taken in groups of 16. At the start of a group, the 16
  * activation scales of each row are fetched with one gather (stride 34
@@ -703,7 +548,7 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);                          \
     }
 
 /* Few rows (1-2): the integer part two blocks per 512-bit register, scales
@@ -752,7 +597,7 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                                          acc[r]);                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);                          \
     }
 
 #define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                 \
@@ -768,71 +613,20 @@ Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
 Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
 Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
 Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
-BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q4_0, q4_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q5_0, q5_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_iq4_nl, iq4_nl_kernel)
-BD_SINGLE(dot_q8_0, dot_n_q8_0)
-BD_SINGLE(dot_q4_0, dot_n_q4_0)
-BD_SINGLE(dot_q5_0, dot_n_q5_0)
-BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+BD_DOT_N(dot_n_q8_0, q8_0_kernel, 16)
+BD_DOT_N(dot_n_q4_0, q4_0_kernel, 8)
+BD_DOT_N(dot_n_q5_0, q5_0_kernel, 8)
+BD_DOT_N(dot_n_iq4_nl, iq4_nl_kernel, 8)
 
 /* ------------------------------------------------------------------------
  * Q4_1 / Q5_1 x Q8_1: unsigned codes, so vpdpbusd takes them directly;
  * block = (dw dx) isum + mw sx.
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q4_1 *b = (const block_q4_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return nibbles32(b->qs);
-}
-
-BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q5_1 *b = (const block_q5_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-}
-
-#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                     \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m256 acc[NX_MAX];                                                                 \
-        float accm[NX_MAX];                                                                 \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            acc[r] = _mm256_setzero_ps();                                                   \
-            accm[r] = 0;                                                                    \
-        }                                                                                   \
-        for (int64_t i = 0; i < n / QK8_1; i++) {                                           \
-            float dw, mw;                                                                   \
-            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1024, _MM_HINT_T0); \
-            __m256i W = UNPACK(w, i, &dw, &mw);                                             \
-            UNROLL for (int r = 0; r < NX; r++) {                                           \
-                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;             \
-                __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), W,                  \
-                                                _mm256_loadu_si256((const __m256i *)y->qs)); \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),                             \
-                                         _mm256_set1_ps(dw * f16f(y->d)), acc[r]);          \
-                accm[r] += mw * f16f(y->s);                                                 \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]),                           \
-                                  _mm256_extractf128_ps(acc[r], 1));                        \
-            v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                         \
-            v = _mm_add_ss(v, _mm_movehdup_ps(v));                                          \
-            out[r] = _mm_cvtss_f32(v) + accm[r];                                            \
-        }                                                                                   \
-    }
-
-Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
-Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
-BD_DISPATCH_NX_SMALL(dot_n_q4_1, q4_1_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q5_1, q5_1_kernel)
-BD_SINGLE(dot_q4_1, dot_n_q4_1)
-BD_SINGLE(dot_q5_1, dot_n_q5_1)
+BD_Q81_KERNEL(q4_1_kernel, unpack_q4_1, 8)
+BD_Q81_KERNEL(q5_1_kernel, unpack_q5_1, 8)
+BD_DOT_N(dot_n_q4_1, q4_1_kernel, 8)
+BD_DOT_N(dot_n_q5_1, q5_1_kernel, 8)
 
 /* ------------------------------------------------------------------------
  * IQ4_XS x Q8_K: table lookup to signed bytes, byte trick with the
@@ -880,18 +674,12 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
-BD_DISPATCH_NX_SMALL(dot_n_iq4_xs, iq4xs_kernel)
-BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+BD_DOT_N(dot_n_iq4_xs, iq4xs_kernel, 8)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX-512 build):
- * four 16-lane accumulators over steps of 64 elements, reduced as
- * (a0 + a2) + (a1 + a3) and then across lanes; the n % 64 leftovers are
- * added one by one afterwards (in float for F32, in double for F16 and
- * BF16, as ggml does). Matching the order keeps logits within rounding of
- * llama.cpp even where an int8 activation rounding would amplify a
- * last-bit difference. The multi-row kernel keeps this order per row and
- * blocks at most 4 rows (4 accumulators each).
+ * F32 / F16 / BF16 (kernels_simd.h's BD_FLOAT_KERNEL): 16 lanes, reduced
+ * as (a0 + a2) + (a1 + a3) and then across lanes, as llama.cpp's AVX-512
+ * build; four rows at most (four accumulators each).
  * ---------------------------------------------------------------------- */
 
 BD_INLINE __m512 load_f32(const void *p, int64_t j) { return _mm512_loadu_ps((const float *)p + j); }
@@ -902,66 +690,29 @@ BD_INLINE __m512 load_bf16(const void *p, int64_t j) {
     __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const bd_bf16 *)p + j)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
-BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
-BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
-BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
+BD_INLINE float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+}
 
-/* ACC: float for F32, double for the 16-bit types */
-#define FLOAT_KERNEL(NAME, LOAD, SC, ESZ, ACC)                                                 \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m512 acc[4][4];                                                                   \
-        UNROLL for (int r = 0; r < NX; r++)                                                 \
-            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();             \
-        const int64_t np = n & ~(int64_t)63;                                                \
-        for (int64_t j = 0; j < np; j += 64) {                                              \
-            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                        \
-            UNROLL for (int k = 0; k < 4; k++) {                                            \
-                __m512 W = LOAD(w, j + 16 * k);                                             \
-                UNROLL for (int r = 0; r < NX; r++)                                         \
-                    acc[r][k] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j + 16 * k), acc[r][k]); \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            __m512 a = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]),                   \
-                                     _mm512_add_ps(acc[r][1], acc[r][3]));                  \
-            ACC sum = (ACC)_mm512_reduce_add_ps(a);                                         \
-            const void *xr = row_at(x, xs, r);                                              \
-            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
-            out[r] = (float)sum;                                                            \
-        }                                                                                   \
-    }
-
-FLOAT_KERNEL(f32_kernel, load_f32, sc_f32, 4, float)
-FLOAT_KERNEL(f16_kernel, load_f16, sc_f16, 2, double)
-FLOAT_KERNEL(bf16_kernel, load_bf16, sc_bf16, 2, double)
-
-/* Rows in chunks of 4, 2, 1 (four accumulators per row). */
-#define BD_DISPATCH_NX4(NAME, KERNEL)                                                         \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
-            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
-            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-BD_DISPATCH_NX4(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX4(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX4(dot_n_bf16, bf16_kernel)
-BD_SINGLE(dot_f32, dot_n_f32)
-BD_SINGLE(dot_f16, dot_n_f16)
-BD_SINGLE(dot_bf16, dot_n_bf16)
+BD_FLOAT_KERNEL(f32_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_f32, sc_f32, 4, float, 4)
+BD_FLOAT_KERNEL(f16_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_f16, sc_f16, 2, double, 4)
+BD_FLOAT_KERNEL(bf16_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_bf16, sc_bf16, 2, double,
+                4)
+BD_DOT_N(dot_n_f32, f32_kernel, 4)
+BD_DOT_N(dot_n_f16, f16_kernel, 4)
+BD_DOT_N(dot_n_bf16, bf16_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * BF16 with AVX512-BF16 (vdpbf16ps), ggml's order for that ISA: two
  * accumulators over steps of 64 elements (pairs of bf16 products per lane),
  * each reduced across lanes and added to a double, then the n % 64
- * leftovers in double. Installed only when the CPU has AVX512-BF16.
+ * leftovers in double. The only code here that needs AVX512-BF16: compiled
+ * for it alone (the file's flags do not include it, kernels.c) and
+ * installed only where the CPU has it.
  * ---------------------------------------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
 
 BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out,
                              const int NX) {
@@ -988,8 +739,9 @@ BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs,
         out[r] = (float)sum;
     }
 }
-BD_DISPATCH_NX4(dot_n_bf16dp, bf16dp_kernel)
-BD_SINGLE(dot_bf16dp, dot_n_bf16dp)
+BD_DOT_N(dot_n_bf16dp, bf16dp_kernel, 4)
+
+#pragma GCC pop_options
 
 /* ------------------------------------------------------------------------
  * Attention (f32): the canonical order of attn_ref.c, lane for lane
@@ -1194,33 +946,24 @@ static void silu_mul(int64_t n, float *g, const float *u) {
  * ---------------------------------------------------------------------- */
 
 void bd_kernels_fill_avx512(bd_kernels *k) {
-    k->name = "avx512";
-#define SET(T, D, DN)               \
-    k->vec_dot[BD_TYPE_##T] = D;    \
-    k->vec_dot_n[BD_TYPE_##T] = DN;
-    SET(Q4_K, dot_q4_K, dot_n_q4_K)
-    SET(Q5_K, dot_q5_K, dot_n_q5_K)
-    SET(Q6_K, dot_q6_K, dot_n_q6_K)
-    SET(Q8_0, dot_q8_0, dot_n_q8_0)
-    SET(Q4_0, dot_q4_0, dot_n_q4_0)
-    SET(Q5_0, dot_q5_0, dot_n_q5_0)
-    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
-    SET(Q4_1, dot_q4_1, dot_n_q4_1)
-    SET(Q5_1, dot_q5_1, dot_n_q5_1)
-    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
-    SET(F32, dot_f32, dot_n_f32)
-    SET(F16, dot_f16, dot_n_f16)
-    SET(BF16, dot_bf16, dot_n_bf16)
-#undef SET
-    if (bd_cpu_get()->avx512bf16) {
-        k->vec_dot[BD_TYPE_BF16] = dot_bf16dp;
-        k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16dp;
-    }
+    k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
+    k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
+    k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;
+    k->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;
+    k->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;
+    k->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;
+    k->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;
+    k->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;
+    k->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;
+    k->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;
+    k->vec_dot_n[BD_TYPE_F32] = dot_n_f32;
+    k->vec_dot_n[BD_TYPE_F16] = dot_n_f16;
+    k->vec_dot_n[BD_TYPE_BF16] = bd_cpu_has(bd_cpu_get(), BD_CPU_AVX512BF16) ? dot_n_bf16dp : dot_n_bf16;
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
-    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
+    k->silu_mul = silu_mul;
 }
