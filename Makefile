@@ -23,6 +23,12 @@ AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
 CORE_DIRS = base gguf tensor tokenizer model decode
 APP_DIRS  = chat gallery server cli
 CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
+# The x86 kernel files are built only for an x86-64 target; elsewhere the
+# reference kernels are the only level (src/tensor/kernels.c).
+TARGET   := $(shell $(CC) -dumpmachine)
+ifeq ($(filter x86_64-%,$(TARGET)),)
+CORE_SRC := $(filter-out %_avx2.c %_avx512.c %_amx.c,$(CORE_SRC))
+endif
 APP_SRC   = $(filter-out src/cli/main.c,$(foreach d,$(APP_DIRS),$(wildcard src/$(d)/*.c)))
 CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ   = $(APP_SRC:%.c=$(BUILD)/%.o)
@@ -35,7 +41,7 @@ UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare
+.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests oracle bench-compare
 
 all: $(BUILD)/blockdraft
 
@@ -74,6 +80,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
 
 tests: all $(UNIT_BIN)
+
+# The unit tests that need only the engine core, linked without the app
+# libraries: what a cross build runs (tests/e2e/cross_aarch64.sh builds
+# them with CC=aarch64-linux-gnu-gcc BUILD=build-aarch64 and runs them
+# under qemu-user).
+CORE_TESTS = test_gguf test_kernels test_quant test_tokenizer test_spec_adapt test_spec_sampling \
+             test_synth test_dflash_load
+core-tests: $(CORE_TESTS:%=$(BUILD)/core-tests/%)
+$(BUILD)/core-tests/%: tests/unit/%.c $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDFLAGS) -lcmocka $(LDLIBS)
 
 # Installs missing Debian packages (and nothing when all are present).
 deps:
@@ -144,4 +161,4 @@ bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
 clean:
-	rm -rf build build-debug build-fuzz
+	rm -rf build build-debug build-fuzz build-aarch64
