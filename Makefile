@@ -41,7 +41,7 @@ UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests oracle bench-compare
+.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench oracle bench-compare
 
 all: $(BUILD)/blockdraft
 
@@ -159,6 +159,12 @@ $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
 # BENCH_SHAPES, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
+
+# Kernel microbenchmark (tools/kbench.c): every level's vec_dot_n on one
+# matrix, alternating in one process. Not part of `make` or `make test`.
+kbench: $(BUILD)/kbench
+$(BUILD)/kbench: tools/kbench.c $(BUILD)/libbdcore.a $(HDRS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 
 clean:
 	rm -rf build build-debug build-fuzz build-aarch64

@@ -176,24 +176,31 @@ BD_INLINE __m512i kq_block_sums(const __m512i W[4], const __m512i SC[4], const b
  * to packed pairs of chunks (as for Q6_K below): |lane| <= 4 * 15 * 128
  * fits int16. vpackssdw of chunks 2p and 2p+1 holds, in 128-bit lane k,
  * int32 lanes 4k..4k+3 of chunk 2p, then of 2p+1; int32 lane l of chunk c
- * belongs to sub-block 2c + l/8. k_q4_packidx[p] names the sub-block of
- * each int16 lane. The integer is the same as kq_block_sums' (integer adds
+ * belongs to sub-block 2c + l/8. k_q4_scsel[p] picks the scale of each
+ * int16 lane. The integer is the same as kq_block_sums' (integer adds
  * in another grouping), with fewer multiplies on the one port that does
  * 512-bit integer products. */
-static const int16_t k_q4_packidx[2][32] = {
-    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
-    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+#define S_(s) s, (char)0x80 /* vpshufb: byte s of the scales, then a zero high byte */
+static const char k_q4_scsel[2][64] __attribute__((aligned(64))) = {
+    {S_(0), S_(0), S_(0), S_(0), S_(2), S_(2), S_(2), S_(2), S_(0), S_(0), S_(0), S_(0), S_(2), S_(2), S_(2), S_(2),
+     S_(1), S_(1), S_(1), S_(1), S_(3), S_(3), S_(3), S_(3), S_(1), S_(1), S_(1), S_(1), S_(3), S_(3), S_(3), S_(3)},
+    {S_(4), S_(4), S_(4), S_(4), S_(6), S_(6), S_(6), S_(6), S_(4), S_(4), S_(4), S_(4), S_(6), S_(6), S_(6), S_(6),
+     S_(5), S_(5), S_(5), S_(5), S_(7), S_(7), S_(7), S_(7), S_(5), S_(5), S_(5), S_(5), S_(7), S_(7), S_(7), S_(7)}};
+/* int16 lane k of MN: the min of sub-block k/2 */
+static const char k_q4_mnsel[32] __attribute__((aligned(32))) = {S_(0), S_(0), S_(1), S_(1), S_(2), S_(2), S_(3), S_(3),
+                                                                  S_(4), S_(4), S_(5), S_(5), S_(6), S_(6), S_(7), S_(7)};
+#undef S_
 
-/* SCP[p]: int16 scale of each lane of the packed chunk pair p; MN as in
- * kq_block_scales. */
+/* SCP[p]: int16 scale of each lane of the packed chunk pair p (the scale
+ * bytes broadcast to every 128-bit lane, then picked per int16 lane with
+ * vpshufb); MN as in kq_block_scales. */
 BD_INLINE void q4k_block_scales(const uint8_t *scales, __m512i SCP[2], __m256i *MN) {
     uint64_t sc8, m8;
     kq_unpack_scales(scales, &sc8, &m8);
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    SCP[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[0]), sc16);
-    SCP[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[1]), sc16);
-    __m128i m = _mm_cvtsi64_si128((long long)m8);
-    *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m512i sc = _mm512_set1_epi64((long long)sc8);
+    SCP[0] = _mm512_shuffle_epi8(sc, _mm512_load_si512(k_q4_scsel[0]));
+    SCP[1] = _mm512_shuffle_epi8(sc, _mm512_load_si512(k_q4_scsel[1]));
+    *MN = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_mnsel));
 }
 
 BD_INLINE __m512i q4k_block_sums(const __m512i W[4], const __m512i SCP[2], const block_q8_K *y) {
@@ -243,69 +250,56 @@ BD_INLINE void store_lanes(float *out, __m512 acc, const int NX) {
     _mm512_mask_storeu_ps(out, (__mmask16)(NX >= 16 ? 0xFFFFu : (1u << NX) - 1), acc);
 }
 
-/* One activation row (decode): the same reduction with blocks in place of
- * rows. Z[b] of up to 16 consecutive blocks is kept (as for rows), the
- * reduction gives one lane per block, and the f32 steps, which must follow
- * the blocks in order, run as a scalar chain over those lanes. */
-typedef struct {
-    __m512i z[16];
-} kq_blocks;
+/* One activation row (decode). Two blocks per step: each block's sums
+ * reduced to 8 lanes (sumi parts, then summ parts), both blocks' four
+ * integers finished in one horizontal-add tree, then the f32 steps in
+ * block order (a scalar chain: the tile order). */
 
-/* Q4_K block sums of one row: Z lanes as in q4k_kernel. */
-BD_INLINE __m512i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+#define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
     __m512i W[4], SCP[2];
     __m256i MN;
     kq_block_codes(w->qs, NULL, W);
     q4k_block_scales(w->scales, SCP, &MN);
     const __m512i t = q4k_block_sums(W, SCP, y);
-    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-    const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
+    const __m256i si = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
-#define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
-
-/* Defined with the Q6_K kernel below. */
-BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y);
-
-/* Blocks i0 .. i0 + nbg - 1 (nbg <= 16) of one row, reduced to one lane
- * per block: si[b] the block's sumi, and for Q4_K sm[b] its summ. */
-BD_INLINE void one_row_sums(const int q4, const void *w, const block_q8_K *y, int64_t i0, int nbg, int32_t si[16],
-                            int32_t sm[16]) {
-    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    kq_blocks zb;
-    for (int b = 0; b < nbg; b++) {
-        const uint8_t *wb = (const uint8_t *)w + (size_t)(i0 + b) * bb;
-        for (int l = 0; l < (q4 ? 3 : 4); l++) _mm_prefetch((const char *)wb + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-        zb.z[b] = q4 ? q4k_block_z((const block_q4_K *)wb, y + i0 + b) : q6k_block_z((const block_q6_K *)wb, y + i0 + b);
-    }
-    for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
-    if (q4) {
-        /* three levels: (sumi, summ) in neighbouring lanes, 8 blocks per vector */
-        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        rows_reduce(zb.z, 16, 3);
-        _mm512_storeu_si512(si, _mm512_permutex2var_epi32(zb.z[0], ie, zb.z[1]));
-        _mm512_storeu_si512(sm, _mm512_permutex2var_epi32(zb.z[0], io, zb.z[1]));
-    } else {
-        rows_reduce(zb.z, 16, 4);
-        _mm512_storeu_si512(si, zb.z[0]);
-    }
+/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
+BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
+    int32_t h;
+    memcpy(&h, w, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
 }
 
 static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
     const int64_t nb = n / QK_K;
     float acc = 0.0f;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
-        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        int32_t si[16], sm[16];
-        one_row_sums(1, w, y, i0, nbg, si, sm);
-        for (int b = 0; b < nbg; b++) {
-            const block_q4_K *wb = w + i0 + b;
-            const float dx = y[i0 + b].d;
-            acc = fmaf(dx * f16f(wb->d), (float)si[b], acc);
-            acc = fmaf(-(dx * f16f(wb->dmin)), (float)sm[b], acc);
-        }
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));
+        h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */
+        const __m256 f = _mm256_cvtepi32_ps(h);
+        const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);
+        const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);
+        acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);
+        acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);
+    }
+    if (i < nb) {
+        __m256i h = q4k_block_z(w + i, y + i);
+        h = _mm256_hadd_epi32(h, h);
+        h = _mm256_hadd_epi32(h, h);
+        const __m128 d0 = q4k_dd(w + i, y[i].d);
+        acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)),
+                   acc);
     }
     return acc;
 }
@@ -447,16 +441,26 @@ BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
     return q6k_block_sums(W, SC, SCB, y);
 }
 
-/* One activation row: blocks in place of rows, as q4k_one_row. */
+/* One activation row, two blocks per step as q4k_one_row. */
 static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
     const int64_t nb = n / QK_K;
     float acc = 0.0f;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
-        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        int32_t si[16];
-        one_row_sums(0, w, y, i0, nbg, si, NULL);
-        for (int b = 0; b < nbg; b++) acc = fmaf(y[i0 + b].d * f16f(w[i0 + b].d), (float)si[b], acc);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 7; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        const __m512i t0 = q6k_block_z(w + i, y + i), t1 = q6k_block_z(w + i + 1, y + i + 1);
+        /* 128-bit lanes [t0 0+2, t0 1+3, t1 0+2, t1 1+3], reordered so the
+         * 256-bit halves add up to [t0 (4 lanes), t1 (4 lanes)] */
+        __m512i u = _mm512_add_epi32(_mm512_shuffle_i64x2(t0, t1, 0x44), _mm512_shuffle_i64x2(t0, t1, 0xEE));
+        u = _mm512_shuffle_i64x2(u, u, 0xD8);
+        __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        h = _mm256_hadd_epi32(h, h);
+        h = _mm256_hadd_epi32(h, h); /* lane 0: block i's sumi, lane 4: block i + 1's */
+        const __m256 f = _mm256_cvtepi32_ps(h);
+        acc = fmaf(y[i].d * f16f(w[i].d), _mm256_cvtss_f32(f), acc);
+        acc = fmaf(y[i + 1].d * f16f(w[i + 1].d), _mm_cvtss_f32(_mm256_extractf128_ps(f, 1)), acc);
     }
+    if (i < nb) acc = fmaf(y[i].d * f16f(w[i].d), (float)_mm512_reduce_add_epi32(q6k_block_z(w + i, y + i)), acc);
     return acc;
 }
 
