@@ -3,7 +3,7 @@
 # Layers (one folder each, see README): base gguf tensor tokenizer model
 # decode (the engine core: libc/libm/pthreads only), then chat gallery
 # server cli (these link jansson, libyaml, libcurl, libcrypto, libmicrohttpd).
-# Files ending in _avx2.c / _avx512.c / _amx.c are compiled with their ISA's flags;
+# Files ending in _avx2.c / _avxvnni.c / _avx512.c / _amx.c are compiled with their ISA's flags;
 # the kernel is chosen at run time from CPUID (src/tensor/kernels.c).
 
 CC      ?= gcc
@@ -17,6 +17,7 @@ APPLIBS  = -ljansson -lyaml -lcurl -lcrypto -lmicrohttpd
 # Each level's flags, feature for feature what kernels.c checks before it
 # installs that level's table (NEED_AVX2 / NEED_AVX512 / NEED_AMX there).
 AVX2_FLAGS   = -mavx2 -mfma -mf16c
+AVXVNNI_FLAGS = $(AVX2_FLAGS) -mavxvnni
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512vnni
 AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
 
@@ -27,7 +28,7 @@ CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 # reference kernels are the only level (src/tensor/kernels.c).
 TARGET   := $(shell $(CC) -dumpmachine)
 ifeq ($(filter x86_64-%,$(TARGET)),)
-CORE_SRC := $(filter-out %_avx2.c %_avx512.c %_amx.c,$(CORE_SRC))
+CORE_SRC := $(filter-out %_avx2.c %_avxvnni.c %_avx512.c %_amx.c,$(CORE_SRC))
 endif
 APP_SRC   = $(filter-out src/cli/main.c,$(foreach d,$(APP_DIRS),$(wildcard src/$(d)/*.c)))
 CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -59,6 +60,10 @@ $(BUILD)/blockdraft: $(BUILD)/src/cli/main.o $(BUILD)/libbdapp.a $(BUILD)/libbdc
 $(BUILD)/%_avx2.o: %_avx2.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
+
+$(BUILD)/%_avxvnni.o: %_avxvnni.c %_avx2.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(AVXVNNI_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
 	@mkdir -p $(@D)

@@ -36,11 +36,12 @@ static void fill_ref(bd_kernels *k) {
  * ---------------------------------------------------------------------- */
 
 #define F(x) BD_CPU_BIT(BD_CPU_##x)
-/* AVX2_FLAGS, AVX512_FLAGS and the AMX flags in the Makefile, feature for
+/* AVX2_FLAGS, AVXVNNI_FLAGS, AVX512_FLAGS and AMX_FLAGS in the Makefile, feature for
  * feature. (AVX-512 BF16 is not among them: kernels_avx512.c compiles its
  * one BF16 kernel with a target pragma and installs it only where the CPU
  * has the feature.) */
 #define NEED_AVX2 (F(AVX2) | F(FMA) | F(F16C))
+#define NEED_AVXVNNI (NEED_AVX2 | F(AVXVNNI))
 #define NEED_AVX512 (NEED_AVX2 | F(AVX512F) | F(AVX512DQ) | F(AVX512BW) | F(AVX512VL) | F(AVX512VNNI))
 #define NEED_AMX (NEED_AVX512 | F(AMX_TILE) | F(AMX_INT8))
 
@@ -61,6 +62,7 @@ typedef struct {
 static const level_desc k_levels[BD_ISA_COUNT] = {
     [BD_ISA_REF] = {"ref", BD_ISA_REF, 0, fill_ref, NULL},
     [BD_ISA_AVX2] = {"avx2", BD_ISA_REF, NEED_AVX2, X86(bd_kernels_fill_avx2), NULL},
+    [BD_ISA_AVXVNNI] = {"avxvnni", BD_ISA_AVX2, NEED_AVXVNNI, X86(bd_kernels_fill_avxvnni), NULL},
     [BD_ISA_AVX512] = {"avx512", BD_ISA_AVX2, NEED_AVX512, X86(bd_kernels_fill_avx512), NULL},
     [BD_ISA_AMX] = {"amx", BD_ISA_AVX512, NEED_AMX, X86(bd_kernels_fill_amx), X86(bd_amx_enable)},
 };

@@ -6,7 +6,8 @@
  * tile matmul. There is one table per ISA level (bd_isa): the scalar
  * reference (the type table's functions, tensor.h, and attn_ref.c), then
  * levels compiled in their own translation units with their own -m flags
- * (kernels_avx2.c, kernels_avx512.c, kernels_amx.c; kernels_simd.h holds
+ * (kernels_avx2.c, kernels_avxvnni.c, kernels_avx512.c, kernels_amx.c;
+ * kernels_simd.h holds
  * what they share). kernels.c describes each level once (name, the CPU
  * features its file is compiled for, its fill function, the table it is
  * laid over) and builds every table the CPU can run at first use;
@@ -49,6 +50,7 @@ typedef void (*bd_silu_mul_fn)(int64_t n, float *g, const float *u);
 typedef enum bd_isa {
     BD_ISA_REF = 0, /* "ref": portable C, the scalar twins */
     BD_ISA_AVX2,    /* "avx2": AVX2 + FMA + F16C (Haswell, Zen 1 on) */
+    BD_ISA_AVXVNNI, /* "avxvnni": avx2's kernels with VEX vpdpbusd (Alder Lake, Zen 5 on) */
     BD_ISA_AVX512,  /* "avx512": AVX-512 F/DQ/BW/VL/VNNI (Ice Lake, Zen 4 on) */
     BD_ISA_AMX,     /* "amx": the avx512 table plus AMX int8 tiles (Sapphire Rapids on) */
     BD_ISA_COUNT
@@ -112,6 +114,7 @@ bool bd_isa_parse(const char *name, bd_isa *isa);
  * come from the table below). */
 void bd_attn_kernels_fill_ref(bd_kernels *k);
 void bd_kernels_fill_avx2(bd_kernels *k);
+void bd_kernels_fill_avxvnni(bd_kernels *k);
 void bd_kernels_fill_avx512(bd_kernels *k);
 void bd_kernels_fill_amx(bd_kernels *k);
 /* AMX: ask Linux for this process's tile state (arch_prctl); false with

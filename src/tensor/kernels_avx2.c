@@ -1,5 +1,6 @@
 /*
- * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags).
+ * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags;
+ * kernels_avxvnni.c compiles it again with AVX-VNNI added).
  *
  * The level for x86 CPUs without AVX-512 VNNI. Same structure as the
  * AVX-512 file, but with only 16 vector registers: each weight block is
@@ -187,8 +188,151 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
     UNROLL for (int r = 0; r < NX; r++) out[r] = q5 ? hsum8(acc[r]) + summ[r] : acc1[r];
 }
 
+/* ------------------------------------------------------------------------
+ * One activation row (decode), Q4_K and Q6_K: everything in registers.
+ * Per block, the 32-element products come as dot4_u8s8 int32 lanes (four
+ * products each; vpdpbusd where the file is built with AVX-VNNI), are
+ * packed in pairs to int16 and scaled with vpmaddwd by a vector of the
+ * lanes' sub-block scales (picked from the broadcast scale bytes with
+ * vpshufb). Two blocks share one horizontal-add tree for their integers;
+ * the f32 steps are the tile order's (dot_ref.c), block by block.
+ * ---------------------------------------------------------------------- */
+
+#define ONE_ROW_AHEAD 2048 /* software prefetch distance, bytes */
+
+#define S_(s) s, (char)0x80 /* vpshufb: byte s, then a zero high byte */
+/* Q4_K: packs_epi32(d[2c], d[2c+1]) has, per 128-bit lane, 4 int16 of
+ * sub-block 2c then 4 of 2c + 1; k_q4_pairsel[c] picks those scales. */
+static const char k_q4_pairsel[4][32] __attribute__((aligned(32))) = {
+    {S_(0), S_(0), S_(0), S_(0), S_(1), S_(1), S_(1), S_(1), S_(0), S_(0), S_(0), S_(0), S_(1), S_(1), S_(1), S_(1)},
+    {S_(2), S_(2), S_(2), S_(2), S_(3), S_(3), S_(3), S_(3), S_(2), S_(2), S_(2), S_(2), S_(3), S_(3), S_(3), S_(3)},
+    {S_(4), S_(4), S_(4), S_(4), S_(5), S_(5), S_(5), S_(5), S_(4), S_(4), S_(4), S_(4), S_(5), S_(5), S_(5), S_(5)},
+    {S_(6), S_(6), S_(6), S_(6), S_(7), S_(7), S_(7), S_(7), S_(6), S_(6), S_(6), S_(6), S_(7), S_(7), S_(7), S_(7)}};
+/* int16 lane k: the min of sub-block k/2 (the bsums lanes' sub-blocks) */
+static const char k_q4_minsel[32] __attribute__((aligned(32))) = {S_(0), S_(0), S_(1), S_(1), S_(2), S_(2), S_(3), S_(3),
+                                                                   S_(4), S_(4), S_(5), S_(5), S_(6), S_(6), S_(7), S_(7)};
+#undef S_
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    uint64_t sc8, m8;
+    kq_unpack_scales(w->scales, &sc8, &m8);
+    const __m256i scb = _mm256_set1_epi64x((long long)sc8);
+    __m256i si = _mm256_setzero_si256();
+    UNROLL for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+        const __m256i d0 = dot4_u8s8(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i d1 = dot4_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                     _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        const __m256i sc = _mm256_shuffle_epi8(scb, _mm256_load_si256((const __m256i *)k_q4_pairsel[c]));
+        si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
+    }
+    const __m256i mn = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_minsel));
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mn);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
+}
+
+/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
+BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
+    int32_t h;
+    memcpy(&h, w, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
+}
+
+static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
+    const int64_t nb = n / QK_K;
+    float acc = 0.0f;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));
+        h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */
+        const __m256 f = _mm256_cvtepi32_ps(h);
+        const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);
+        const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);
+        acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);
+        acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);
+    }
+    if (i < nb) {
+        __m256i h = q4k_block_z(w + i, y + i);
+        h = _mm256_hadd_epi32(h, h);
+        h = _mm256_hadd_epi32(h, h);
+        const __m128 d0 = q4k_dd(w + i, y[i].d);
+        acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);
+        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)),
+                   acc);
+    }
+    return acc;
+}
+
+/* Q6_K codes of elements 32k .. 32k + 31 (k = 4h + j) of a block */
+BD_INLINE void q6k_codes(const block_q6_K *w, __m256i q[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    UNROLL for (int h = 0; h < 2; h++) {
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        q[4 * h] = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), _mm256_and_si256(qh, m30));
+        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+}
+
+/* Q6_K: packs_epi32(d[2j], d[2j+1]) has, per 128-bit lane, 4 int16 of group
+ * 4j (low lane) / 4j + 1 (high lane), then 4 of 4j + 2 / 4j + 3;
+ * k_q6_pairsel picks those scales from the int16 scales of groups 8p ..
+ * 8p + 7 broadcast to both lanes (p = j / 2). */
+#define P_(a, b) 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, \
+                 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1
+static const char k_q6_pairsel[2][32] __attribute__((aligned(32))) = {{P_(0, 2), P_(1, 3)}, {P_(4, 6), P_(5, 7)}};
+#undef P_
+
+/* One Q6_K block's sumi for one row, in 8 lanes. */
+BD_INLINE __m256i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
+    __m256i q[8];
+    q6k_codes(w, q);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    /* -32 sc_g against the group sums of y: the codes' offset */
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
+                                  _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5)));
+    UNROLL for (int p = 0; p < 2; p++) {
+        const __m256i sp = _mm256_permute2x128_si256(s16, s16, p ? 0x11 : 0x00); /* groups 8p .. 8p + 7 */
+        UNROLL for (int jj = 0; jj < 2; jj++) {
+            const int j = 2 * p + jj; /* chunks 2j, 2j + 1 */
+            const __m256i d0 = dot4_u8s8(q[2 * j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+            const __m256i d1 = dot4_u8s8(q[2 * j + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+            const __m256i sc = _mm256_shuffle_epi8(sp, _mm256_load_si256((const __m256i *)k_q6_pairsel[jj]));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
+        }
+    }
+    return s;
+}
+
+static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
+    const int64_t nb = n / QK_K;
+    float acc = 0.0f;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 7; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i h = _mm256_hadd_epi32(q6k_block_z(w + i, y + i), q6k_block_z(w + i + 1, y + i + 1));
+        h = _mm256_hadd_epi32(h, h); /* per 128-bit lane: block i's, block i + 1's partial sums */
+        const __m128i v = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128 f = _mm_cvtepi32_ps(v);
+        acc = fmaf(y[i].d * f16f(w[i].d), _mm_cvtss_f32(f), acc);
+        acc = fmaf(y[i + 1].d * f16f(w[i + 1].d), _mm_cvtss_f32(_mm_movehdup_ps(f)), acc);
+    }
+    if (i < nb) acc = fmaf(y[i].d * f16f(w[i].d), (float)hsum8i(q6k_block_z(w + i, y + i)), acc);
+    return acc;
+}
+
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
-    kq45_kernel(n, w, x, xs, out, NX, 0);
+    if (NX == 1) out[0] = q4k_one_row(n, w, x);
+    else kq45_kernel(n, w, x, xs, out, NX, 0);
 }
 BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     kq45_kernel(n, w, x, xs, out, NX, 1);
@@ -201,6 +345,10 @@ BD_DOT_N(dot_n_q5_K, q5k_kernel, 4)
 BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q6_K *w = vw;
+    if (NX == 1) {
+        out[0] = q6k_one_row(n, w, x);
+        return;
+    }
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
@@ -519,7 +667,12 @@ static void silu_mul(int64_t n, float *g, const float *u) {
  * Table
  * ---------------------------------------------------------------------- */
 
-void bd_kernels_fill_avx2(bd_kernels *k) {
+/* kernels_avxvnni.c builds this file again under another name */
+#ifndef BD_AVX2_FILL
+#define BD_AVX2_FILL bd_kernels_fill_avx2
+#endif
+
+void BD_AVX2_FILL(bd_kernels *k) {
     k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
     k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
     k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;

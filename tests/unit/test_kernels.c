@@ -527,6 +527,10 @@ static void test_avx2(void **state) {
     (void)state;
     run_isa(BD_ISA_AVX2);
 }
+static void test_avxvnni(void **state) {
+    (void)state;
+    run_isa(BD_ISA_AVXVNNI);
+}
 static void test_avx512(void **state) {
     (void)state;
     run_isa(BD_ISA_AVX512);
@@ -730,7 +734,7 @@ static void test_isa_levels(void **state) {
     (void)state;
     char why[200];
     bd_isa isa;
-    static const char *const names[BD_ISA_COUNT] = {"ref", "avx2", "avx512", "amx"};
+    static const char *const names[BD_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512", "amx"};
     for (int i = 0; i < BD_ISA_COUNT; i++) {
         assert_true(bd_isa_parse(names[i], &isa));
         assert_int_equal(isa, i);
@@ -757,6 +761,12 @@ static void test_isa_levels(void **state) {
     assert_false(bd_isa_runs_on(BD_ISA_AVX512, &no_dq, why, sizeof why));
     assert_string_equal(why, "CPU lacks avx512dq");
     assert_true(bd_isa_runs_on(BD_ISA_AVX512, &zen4, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AVXVNNI, &zen4, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avxvnni");
+    const bd_cpu adl = {avx2 | BD_CPU_BIT(BD_CPU_AVXVNNI)};
+    assert_true(bd_isa_runs_on(BD_ISA_AVXVNNI, &adl, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AVX512, &adl, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avx512f avx512dq avx512bw avx512vl avx512vnni");
     assert_false(bd_isa_runs_on(BD_ISA_AMX, &zen4, why, sizeof why));
     assert_string_equal(why, "CPU lacks amx-tile amx-int8");
     assert_true(bd_isa_runs_on(BD_ISA_AMX, &spr, why, sizeof why));
@@ -775,7 +785,7 @@ static void test_isa_levels(void **state) {
     char err[300];
     setenv("BLOCKDRAFT_ISA", "avx9000", 1);
     assert_false(bd_kernels_check(err, sizeof err));
-    assert_string_equal(err, "BLOCKDRAFT_ISA=avx9000: unknown kernel level (known: ref avx2 avx512 amx)");
+    assert_string_equal(err, "BLOCKDRAFT_ISA=avx9000: unknown kernel level (known: ref avx2 avxvnni avx512 amx)");
     for (int i = 0; i < BD_ISA_COUNT; i++) {
         setenv("BLOCKDRAFT_ISA", names[i], 1);
         const bool ok = bd_kernels_check(err, sizeof err);
@@ -797,6 +807,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_table),
         cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avxvnni),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_chosen),
