@@ -12,7 +12,9 @@
  *     -m 0 reuses one copy, which then sits in cache: the kernel's compute
  *     rate). -l: comma-separated levels (default: every level that runs).
  * Prints per level: best and median ms per repetition, weight GB/s (best),
- * and integer GOPS (2 x weights x nx / time).
+ * and integer GOPS (2 x weights x nx / time); a level with row-group
+ * kernels for the type (the table's tile entry) is measured a second time
+ * through them ("LEVEL/rows").
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -41,6 +43,8 @@ typedef struct {
     size_t xs;
     int nx;
     float *y; /* [nx][rows] */
+    bool tiles;         /* through k->tile->rows, 64 rows per call */
+    const void *pack;
     atomic_llong next;
 } job;
 
@@ -54,9 +58,18 @@ static void run(void *arg, int ith, int nth) {
     long long c;
     while ((c = atomic_fetch_add(&j->next, 1)) * CHUNK < j->rows) {
         const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < j->rows ? r0 + CHUNK : j->rows;
-        for (int64_t r = r0; r < r1; r++) {
-            j->k->vec_dot_n[j->type](j->cols, j->w + (size_t)r * j->row_bytes, j->x, j->xs, j->nx, out);
-            for (int t = 0; t < j->nx; t++) j->y[t * j->rows + r] = out[t];
+        if (j->tiles) {
+            j->k->tile->rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
+                             j->xs, j->pack, j->nx, j->y + r0, j->rows);
+            continue;
+        }
+        for (int t0 = 0; t0 < j->nx; t0 += 16) {
+            const int n = j->nx - t0 < 16 ? j->nx - t0 : 16;
+            for (int64_t r = r0; r < r1; r++) {
+                j->k->vec_dot_n[j->type](j->cols, j->w + (size_t)r * j->row_bytes, j->x + (size_t)t0 * j->xs, j->xs, n,
+                                         out);
+                for (int t = 0; t < n; t++) j->y[(t0 + t) * j->rows + r] = out[t];
+            }
         }
     }
 }
@@ -90,7 +103,7 @@ int main(int argc, char **argv) {
     for (uint32_t t = 0; t < BD_TYPE_COUNT; t++)
         if (bd_type_get(t) && !strcmp(bd_type_name(t), tname)) type = t;
     const bd_type_traits *tr = bd_type_get(type);
-    if (!tr || !tr->supported || nx < 1 || nx > 16) {
+    if (!tr || !tr->supported || nx < 1 || nx > 512) {
         fprintf(stderr, "kbench: bad type %s or nx %d\n", tname, nx);
         return 2;
     }
@@ -100,8 +113,8 @@ int main(int argc, char **argv) {
     const int copies = mib > 0 ? (int)((mib * 1048576.0 + (double)mat - 1) / (double)mat) : 1;
     uint8_t *w = bd_alloc(mat * (size_t)copies);
     const size_t xs = ((size_t)xb + 63) & ~(size_t)63;
-    uint8_t *x = bd_alloc(xs * 16);
-    float *y = bd_alloc(sizeof(float) * 16 * (size_t)rows), *f = bd_alloc(sizeof(float) * (size_t)cols);
+    uint8_t *x = bd_alloc(xs * 512);
+    float *y = bd_alloc(sizeof(float) * 512 * (size_t)rows), *f = bd_alloc(sizeof(float) * (size_t)cols);
     if (!w || !x || !y || !f) return 1;
     /* weights: quantized gaussian rows (real scales and codes), copied */
     float *row = bd_alloc(sizeof(float) * (size_t)cols);
@@ -110,11 +123,13 @@ int main(int argc, char **argv) {
         bd_quantize_row(type, row, w + (size_t)r * rb, cols);
     }
     for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mat, w, mat);
-    for (int t = 0; t < 16; t++) {
+    for (int t = 0; t < nx; t++) {
         for (int64_t c = 0; c < cols; c++) f[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
         bd_quantize_row(tr->vec_dot_type, f, x + (size_t)t * xs, cols);
     }
-    const bd_kernels *ks[BD_ISA_COUNT];
+    const bd_kernels *ks[2 * BD_ISA_COUNT];
+    bool kt[2 * BD_ISA_COUNT];
+    char kname[2 * BD_ISA_COUNT][24];
     int nk = 0;
     for (int i = 0; i < BD_ISA_COUNT; i++) {
         const bd_kernels *k = bd_kernels_for((bd_isa)i);
@@ -126,8 +141,22 @@ int main(int argc, char **argv) {
             snprintf(pat, sizeof pat, ",%s,", k->name);
             if (!strstr(buf, pat)) continue;
         }
-        ks[nk++] = k;
+        ks[nk] = k;
+        kt[nk] = false;
+        snprintf(kname[nk++], sizeof kname[0], "%s", k->name);
+        if (k->tile && k->tile->supports(type, cols)) {
+            ks[nk] = k;
+            kt[nk] = true;
+            snprintf(kname[nk++], sizeof kname[0], "%s/rows", k->name);
+        }
     }
+    /* packed activations for the row groups that want them */
+    void *pack[2 * BD_ISA_COUNT] = {0};
+    for (int i = 0; i < nk; i++)
+        if (kt[i] && ks[i]->tile->pack) {
+            pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
+            for (int64_t g = 0; g < (nx + 15) / 16; g++) ks[i]->tile->pack(type, cols, x, xs, nx, g, pack[i]);
+        }
     bd_pool *pool = threads > 1 ? bd_pool_create(threads) : NULL;
     double *ms = calloc((size_t)nk * (size_t)reps, sizeof(double));
     printf("kbench: %s %lld x %lld, nx %d, %d thread(s), %d copies (%.0f MiB streamed per rep), %d reps; cpu: %s\n",
@@ -138,7 +167,7 @@ int main(int argc, char **argv) {
             const double t0 = bd_time_ms();
             for (int c = 0; c < copies; c++) {
                 job j = {.k = ks[i], .type = type, .w = w + (size_t)c * mat, .row_bytes = rb, .rows = rows,
-                         .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y};
+                         .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y, .tiles = kt[i], .pack = pack[i]};
                 atomic_init(&j.next, 0);
                 if (pool) bd_pool_run(pool, run, &j);
                 else run(&j, 0, 1);
@@ -149,7 +178,7 @@ int main(int argc, char **argv) {
         double *m = ms + i * reps;
         qsort(m, (size_t)reps, sizeof *m, cmp_d);
         const double bytes = (double)mat * copies, ops = 2.0 * (double)rows * (double)cols * nx * copies;
-        printf("  %-8s best %8.3f ms  median %8.3f ms  %6.2f GB/s  %7.1f GOPS\n", ks[i]->name, m[0], m[reps / 2],
+        printf("  %-14s best %8.3f ms  median %8.3f ms  %6.2f GB/s  %7.1f GOPS\n", kname[i], m[0], m[reps / 2],
                bytes / m[0] / 1e6, ops / m[0] / 1e6);
     }
     if (pool) bd_pool_free(pool);

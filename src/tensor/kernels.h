@@ -57,23 +57,28 @@ typedef enum bd_isa {
 } bd_isa;
 
 /*
- * AMX tile matmul (kernels_amx.c). Types: Q4_K, Q6_K (activations Q8_K)
- * and Q8_0 (activations Q8_0), those supports() accepts. Activation rows
- * (xq, row stride xs) are packed per group g of 16 tokens into pack
- * (pack_bytes for all groups). rows(): nw weight rows at w (row stride ws;
- * taken 16 at a time) against all n_tok packed tokens, y[t*ldy + r]; each
- * element in the f32 order of its type's vec_dot_tile (tensor.h), whatever
- * n_tok and nw are. Which batches matmul.c sends there: exact_rows[type]
- * (callers that need a row's bits independent of its batch) and
- * fast_rows[type] (bd_matmul_fast) are the smallest batch sizes that take
- * the tiles, 0 for never.
+ * Row-group matmul ("tiles"): a kernel that takes 16 weight rows at a time
+ * against a batch of activation rows, unpacking each weight block once for
+ * the whole batch. The AMX level's (kernels_amx.c: Q4_K, Q6_K, Q8_0 on the
+ * int8 tiles) and the AVX-512 level's (kernels_avx512.c: Q4_K, Q6_K with
+ * vpdpbusd) fill it; matmul.c sends them the batches of at least
+ * exact_rows[type] rows (callers that need a row's bits independent of its
+ * batch) or fast_rows[type] (bd_matmul_fast), 0 for never.
+ *   supports(): whether the kernel takes this type and width;
+ *   pack_bytes() / pack() (optional, NULL: nothing to pack): a copy of the
+ *     activation rows (xq, row stride xs) per group g of 16 rows in the
+ *     kernel's own layout, into pack;
+ *   rows(): nw weight rows at w (row stride ws; taken 16 at a time)
+ *     against all n_tok activation rows (xq / xs, and pack if packed),
+ *     y[t*ldy + r]; each element in the f32 order of its type's
+ *     vec_dot_tile (tensor.h), whatever n_tok and nw are.
  */
 typedef struct bd_tile_ops {
     bool (*supports)(uint32_t type, int64_t ncols);
     size_t (*pack_bytes)(uint32_t type, int64_t ncols, int64_t n_tok);
     void (*pack)(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack);
-    void (*rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack, int64_t n_tok,
-                 float *y, int64_t ldy);
+    void (*rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                 const void *pack, int64_t n_tok, float *y, int64_t ldy);
     int16_t exact_rows[BD_TYPE_COUNT];
     int16_t fast_rows[BD_TYPE_COUNT];
 } bd_tile_ops;
@@ -87,7 +92,7 @@ typedef struct bd_kernels {
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
     bd_silu_mul_fn silu_mul;
-    const bd_tile_ops *tile;                     /* AMX tiles; NULL on the other levels */
+    const bd_tile_ops *tile;                     /* row-group matmul; NULL where there is none */
 } bd_kernels;
 
 /* The table in use: the level BLOCKDRAFT_ISA names if this machine runs it,

@@ -550,8 +550,9 @@ static void tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, i
     else kq_pack(ncols, xq, xs, n_tok, g, pack);
 }
 
-static void tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
-                      int64_t n_tok, float *y, int64_t ldy) {
+static void tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                      const void *pack, int64_t n_tok, float *y, int64_t ldy) {
+    (void)xq, (void)xs; /* the tiles read the packed copy */
     for (int r0 = 0; r0 < nw; r0 += 16) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
         const int n = nw - r0 < 16 ? nw - r0 : 16;

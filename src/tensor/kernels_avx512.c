@@ -22,6 +22,7 @@
  * sum((y+128) w) - 128 sum(w) = sum(y w) exactly.
  */
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels_simd.h"
@@ -946,6 +947,303 @@ static void silu_mul(int64_t n, float *g, const float *u) {
 }
 
 /* ------------------------------------------------------------------------
+ * Row groups (verify batches and prompts): 16 weight rows against a batch
+ * of activation rows (kernels.h's bd_tile_ops; matmul.c sends them the
+ * batches of at least k_rg_ops' row counts).
+ *
+ * Each weight block of 16 rows is unpacked once for the whole batch into a
+ * row-interleaved layout (rg_q4k / rg_q6k): a vector holds 4 consecutive
+ * codes of each of the 16 rows, so one vpdpbusd against the broadcast of
+ * 4 activation bytes gives each row's 4-product sum in its own lane, and a
+ * sub-block's sums come out per row with no horizontal reduction. The
+ * integer sums are then the scalar twin's (sub-block scales applied with
+ * vpmulld, mins / offsets with vpdpwssd against the activations' bsums),
+ * and the f32 steps, done for 16 rows at once, are dot_ref.c's tile order
+ * for every row: the bits of vec_dot_n, whatever the batch size. The
+ * activation rows are read where they are (no packing).
+ * ---------------------------------------------------------------------- */
+
+/* 16 x 16 int32 transpose: out[j] lane r = in[r] lane j. */
+BD_INLINE void transpose16_epi32(const __m512i in[16], __m512i out[16]) {
+    __m512i t[16], u[16];
+    UNROLL for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+    }
+    /* u[4m + k], 128-bit lane q: element 4q + k of rows 4m .. 4m + 3 */
+    UNROLL for (int m = 0; m < 4; m++) {
+        u[4 * m] = _mm512_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 1] = _mm512_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 2] = _mm512_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
+        u[4 * m + 3] = _mm512_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
+    }
+    UNROLL for (int k = 0; k < 4; k++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44),
+                      v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xEE);
+        out[k] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        out[4 + k] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        out[8 + k] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        out[12 + k] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+/* The 16 bytes at off in block i of each of the 16 rows as four vectors:
+ * q[k] lane r = dword k of row r (rows >= nw read as zero). Rows go four
+ * to a vector as {m, m + 4, m + 8, m + 12} so that the in-lane transposes
+ * leave row r in lane r. */
+BD_INLINE void rg_load16x4(const uint8_t *w, size_t ws, int nw, size_t bb, int64_t i, size_t off, __m512i q[4]) {
+    __m512i a[4];
+    UNROLL for (int m = 0; m < 4; m++) {
+        a[m] = _mm512_setzero_si512();
+        UNROLL for (int l = 0; l < 4; l++) {
+            const int r = m + 4 * l;
+            if (r < nw)
+                a[m] = _mm512_inserti32x4(a[m], _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + (size_t)i * bb + off)), l);
+        }
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    q[0] = _mm512_unpacklo_epi64(t0, t2);
+    q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3);
+    q[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+#define RG_AHEAD 1 /* blocks of each row prefetched ahead of their unpacking */
+
+/* Q4_K, 16 rows of one block. */
+typedef struct {
+    __m512i u[8][8]; /* [sub-block s][g]: lane r = codes of elements 32 s + 4 g .. + 3 of row r */
+    __m512i sc[8];   /* [s]: lane r = the scale of sub-block s of row r */
+    __m512i mn[8];   /* [s]: lane r = (m_s, m_s), the min of sub-block s as an int16 pair */
+    __m512 d, dmin;
+} rg_q4k;
+
+BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q4k *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q4_K) + 64 * l,
+                         _MM_HINT_T0);
+    /* codes: qs byte 32 c + j holds element 64 c + j (low nibble, sub-block
+     * 2 c) and 64 c + 32 + j (high nibble, 2 c + 1) */
+    UNROLL for (int half = 0; half < 2; half++) {
+        __m512i in[16], out[16];
+        UNROLL for (int r = 0; r < 16; r++)
+            in[r] = r < nw ? _mm512_loadu_si512(w + (size_t)r * ws + (size_t)i * sizeof(block_q4_K) +
+                                                offsetof(block_q4_K, qs) + 64 * half)
+                           : _mm512_setzero_si512();
+        transpose16_epi32(in, out);
+        UNROLL for (int j = 0; j < 16; j++) {
+            const int c = 2 * half + j / 8, g = j % 8;
+            u->u[2 * c][g] = _mm512_and_si512(out[j], m4);
+            u->u[2 * c + 1][g] = _mm512_and_si512(_mm512_srli_epi16(out[j], 4), m4);
+        }
+    }
+    /* d, dmin and the 12 scale bytes (kq_unpack_scales, 16 rows at once) */
+    __m512i q[4];
+    rg_load16x4(w, ws, nw, sizeof(block_q4_K), i, 0, q);
+    const __m512i m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(q[1], m6), m_lo = _mm512_and_si512(q[2], m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(q[3], lo4), _mm512_and_si512(_mm512_srli_epi32(q[1], 2), hi2));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q[3], 4), lo4),
+                                         _mm512_and_si512(_mm512_srli_epi32(q[2], 2), hi2));
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    UNROLL for (int s = 0; s < 8; s++) {
+        const __m512i scs = s < 4 ? sc_lo : sc_hi, ms = s < 4 ? m_lo : m_hi;
+        u->sc[s] = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
+        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
+        u->mn[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+    u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q[0]));
+    u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q[0], 16)));
+}
+
+/* 4 bytes at p broadcast to every lane, straight from memory (a vpdpbusd
+ * can take it as its {1to16} operand) */
+BD_INLINE __m512i bcast32(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
+
+/* NT (<= 8) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
+ * block: acc[j] lane r = row r's dot so far. A sub-block's 8 code vectors
+ * stay in registers while the rows go by, two vpdpbusd chains per row. */
+BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t i, __m512 *acc, const int NT) {
+    const rg_q4k *u = vu;
+    __m512i sumi[8], summ[8];
+    UNROLL for (int j = 0; j < NT; j++) sumi[j] = summ[j] = _mm512_setzero_si512();
+    UNROLL for (int s = 0; s < 8; s++) {
+        __m512i U[8];
+        UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[s][g]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            const int8_t *q = x[j][i].qs + 32 * s;
+            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
+            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
+            UNROLL for (int g = 2; g < 8; g += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(q + 4 * g));
+                a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(q + 4 * g + 4));
+            }
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[s]));
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+        UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j][i].bsums + 2 * s));
+        const __m512 dx = _mm512_set1_ps(x[j][i].d);
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(u->dmin, dx), _mm512_cvtepi32_ps(summ[j]), acc[j]);
+    }
+}
+
+/* Q6_K, 16 rows of one block. */
+typedef struct {
+    __m512i u[16][4]; /* [group G][k]: lane r = codes (0..63) of elements 16 G + 4 k .. + 3 of row r */
+    __m512i sc[16];   /* [G]: lane r = the scale of group G of row r */
+    __m512i scb[8];   /* [p]: lane r = (-32 sc_2p, -32 sc_2p+1) as an int16 pair: the codes' offset */
+    __m512 d;
+} rg_q6k;
+
+BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q6k *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 4; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q6_K) + 64 * l,
+                         _MM_HINT_T0);
+    /* codes in element order (as q6k_block): quarter h2 (64 elements) of each row */
+    UNROLL for (int h2 = 0; h2 < 4; h2++) {
+        const int h = h2 / 2, hi = h2 % 2;
+        __m512i in[16], out[16];
+        UNROLL for (int r = 0; r < 16; r++) {
+            if (r >= nw) {
+                in[r] = _mm512_setzero_si512();
+                continue;
+            }
+            const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * ws) + i;
+            const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            in[r] = hi ? _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh2, m30))
+                       : _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
+        }
+        transpose16_epi32(in, out);
+        UNROLL for (int j = 0; j < 16; j++) u->u[4 * h2 + j / 4][j % 4] = out[j];
+    }
+    __m512i q[4];
+    rg_load16x4(w, ws, nw, sizeof(block_q6_K), i, offsetof(block_q6_K, scales), q);
+    UNROLL for (int G = 0; G < 16; G++)
+        u->sc[G] = _mm512_srai_epi32(_mm512_slli_epi32(q[G / 4], 24 - 8 * (G % 4)), 24);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    UNROLL for (int p = 0; p < 8; p++) {
+        const __m512i a = _mm512_slli_epi32(u->sc[2 * p], 5), b = _mm512_slli_epi32(u->sc[2 * p + 1], 5);
+        u->scb[p] = _mm512_or_si512(_mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), a), lo16),
+                                    _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), b), 16));
+    }
+    uint16_t dh[16] = {0};
+    for (int r = 0; r < nw; r++) memcpy(&dh[r], &((const block_q6_K *)(w + (size_t)r * ws) + i)->d, 2);
+    u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+}
+
+BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, int64_t i, __m512 *acc, const int NT) {
+    const rg_q6k *u = vu;
+    __m512i sumi[8];
+    UNROLL for (int j = 0; j < NT; j++) {
+        sumi[j] = _mm512_setzero_si512();
+        UNROLL for (int p = 0; p < 8; p++) sumi[j] = _mm512_dpwssd_epi32(sumi[j], u->scb[p], bcast32(x[j][i].bsums + 2 * p));
+    }
+    UNROLL for (int G = 0; G < 16; G++) {
+        __m512i U[4];
+        UNROLL for (int k = 0; k < 4; k++) U[k] = _mm512_load_si512(&u->u[G][k]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            const int8_t *q = x[j][i].qs + 16 * G;
+            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
+            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
+            a0 = _mm512_dpbusd_epi32(a0, U[2], bcast32(q + 8));
+            a1 = _mm512_dpbusd_epi32(a1, U[3], bcast32(q + 12));
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[G]));
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++)
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j][i].d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+}
+
+#define RG_PASS 64 /* activation rows per pass over a row group */
+
+/* One block against up to 8 (Q4_K) or 4 (Q6_K) activation rows, one
+ * function per type and row count (kept out of line: inlined into the loop
+ * below they crowd its register allocation). */
+typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, int64_t i, __m512 *acc);
+#define RG_BLOCK_FN(T, N)                                                                        \
+    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, int64_t i, __m512 *acc) { \
+        rg_block_##T(u, x, i, acc, N);                                                           \
+    }
+#define RG_BLOCK_FNS4(T) RG_BLOCK_FN(T, 1) RG_BLOCK_FN(T, 2) RG_BLOCK_FN(T, 3) RG_BLOCK_FN(T, 4)
+#define RG_BLOCK_FNS8(T) \
+    RG_BLOCK_FNS4(T) RG_BLOCK_FN(T, 5) RG_BLOCK_FN(T, 6) RG_BLOCK_FN(T, 7) RG_BLOCK_FN(T, 8)
+/* Q4_K 8 rows at a time, Q6_K 4 (it keeps fewer registers free) */
+RG_BLOCK_FNS8(q4k)
+RG_BLOCK_FNS4(q6k)
+static const rg_block_fn k_rg_q4k[8] = {rg_q4k_1, rg_q4k_2, rg_q4k_3, rg_q4k_4, rg_q4k_5, rg_q4k_6, rg_q4k_7, rg_q4k_8};
+static const rg_block_fn k_rg_q6k[4] = {rg_q6k_1, rg_q6k_2, rg_q6k_3, rg_q6k_4};
+
+/* nw (<= 16) rows at w against activation rows t0 .. t0 + nt - 1. */
+static void rg_group(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
+                     int64_t t0, int nt, float *y, int64_t ldy) {
+    union {
+        rg_q4k q4;
+        rg_q6k q6;
+    } ub __attribute__((aligned(64)));
+    __m512 acc[RG_PASS];
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    const bool q4 = type == BD_TYPE_Q4_K;
+    const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
+    const int step = q4 ? 8 : 4;
+    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
+    for (int64_t i = 0; i < nb; i++) {
+        /* the next 16 rows' block i (the caller's next group, or the next
+         * work item's: a prefetch past the matrix is harmless), so that the
+         * next group starts warm */
+        for (int r = 16; r < 32; r++)
+            for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * bb + o, _MM_HINT_T1);
+        if (q4) rg_unpack_q4k(w, ws, nw, i, &ub.q4);
+        else rg_unpack_q6k(w, ws, nw, i, &ub.q6);
+        for (int t = 0; t < nt; t += step) {
+            const block_q8_K *x[8];
+            const int n = nt - t < step ? nt - t : step;
+            for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs);
+            fn[n - 1](&ub, x, i, acc + t);
+        }
+    }
+    const __mmask16 mw = (__mmask16)(nw >= 16 ? 0xFFFFu : (1u << nw) - 1);
+    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mw, acc[t]);
+}
+
+static bool rg_supports(uint32_t type, int64_t ncols) {
+    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
+}
+
+/* Passes of up to RG_PASS activation rows, each over all row groups of the
+ * call: a pass's activations stay in cache while the groups' weights come
+ * by (from L2 after the first pass). */
+static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                    const void *pack, int64_t n_tok, float *y, int64_t ldy) {
+    (void)pack;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
+        const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
+        for (int r0 = 0; r0 < nw; r0 += 16)
+            rg_group(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws, nw - r0 < 16 ? nw - r0 : 16, xq, xs,
+                     t0, nt, y + r0, ldy);
+    }
+}
+
+/* Same bits as vec_dot_n, so exact callers may send any batch. From these
+ * sizes on the row groups measured faster than vec_dot_n (tools/kbench, one
+ * Zen 5 core, 2560-column rows in cache; Q6_K's unpacking costs more). */
+static const bd_tile_ops k_rg_ops = {
+    .supports = rg_supports,
+    .rows = rg_rows,
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
+    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
+};
+
+/* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
 
@@ -970,4 +1268,5 @@ void bd_kernels_fill_avx512(bd_kernels *k) {
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
     k->silu_mul = silu_mul;
+    k->tile = &k_rg_ops;
 }

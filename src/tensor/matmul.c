@@ -60,7 +60,7 @@ static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
     row = (row + 63) & ~(uint64_t)63;
     size_t bytes = (size_t)(row * (uint64_t)n_tok);
     const bd_kernels *k = bd_kernels_get();
-    if (use_tiles(k, W, n_tok, exact)) bytes += k->tile->pack_bytes(W->type, W->ncols, n_tok);
+    if (use_tiles(k, W, n_tok, exact) && k->tile->pack) bytes += k->tile->pack_bytes(W->type, W->ncols, n_tok);
     return bytes;
 }
 
@@ -160,7 +160,7 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
     const int64_t r0 = t->rows * g;
     const int nw = (int)(W->nrows - r0 < t->rows ? W->nrows - r0 : t->rows);
     c->k->tile->rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
-                 nw, c->pack, c->n_tok, t->Y + r0, t->ldy);
+                     nw, c->xq, c->xq_stride, c->pack, c->n_tok, t->Y + r0, t->ldy);
 }
 
 static void mm_dot(void *arg, int ith, int nth) {
@@ -241,7 +241,7 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (any_tiles) {
+    if (any_tiles && c.k->tile->pack) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);

@@ -422,25 +422,27 @@ static void test_expf_dd(void **state) {
 }
 
 /*
- * AMX tile matmul: every output element bit-identical to
- * bd_vec_dot_tile_ref (the scalar twin of the tile order), for 1..16, 17,
- * 40 and 150 tokens and 16, 5 and 33 weight rows (partial row groups) --
- * which is also batch invariance, since the twin sees one row at a time.
- * For Q4_K / Q6_K the twin is the reference dot itself (so the tiles give
- * the bits of one-row decoding); the Q8_0 twin has its own f32 order and
- * must agree with the reference dot within f32 rounding.
+ * Row-group matmul (the tables' tile entry: AMX tiles, AVX-512 row
+ * groups): every output element bit-identical to bd_vec_dot_tile_ref (the
+ * scalar twin of the tile order), for 1..16, 17, 40, 70 and 150 tokens and
+ * 16, 5 and 33 weight rows (partial row groups) -- which is also batch
+ * invariance, since the twin sees one row at a time. For Q4_K / Q6_K the
+ * twin is the reference dot itself (so the tiles give the bits of one-row
+ * decoding); the Q8_0 twin has its own f32 order and must agree with the
+ * reference dot within f32 rounding. Every table with row groups takes
+ * Q4_K and Q6_K.
  */
-static void run_isa(bd_isa isa);
-
-static void check_tiles(const bd_tile_ops *tile) {
+static void check_tiles(const bd_kernels *k) {
     static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0};
-    static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 150};
+    static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 70, 150};
     static const int rows_n[] = {16, 5, 33};
     const int64_t n = 768;
-    assert_false(tile->supports(BD_TYPE_Q8_0, 96)); /* Q8_0 takes blocks by 4 */
+    const bd_tile_ops *tile = k->tile;
+    if (k->isa == BD_ISA_AMX) assert_false(tile->supports(BD_TYPE_Q8_0, 96)); /* Q8_0 takes blocks by 4 */
+    assert_true(tile->supports(BD_TYPE_Q4_K, n) && tile->supports(BD_TYPE_Q6_K, n));
     for (size_t ti = 0; ti < 3; ti++) {
         uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
-        assert_true(tile->supports(type, n));
+        if (!tile->supports(type, n)) continue;
         size_t wb = row_bytes(type, n), xs = (row_bytes(xt, n) + 63) & ~(size_t)63;
         uint8_t *w = xalloc(33 * wb), *x = xalloc(150 * xs);
         float *f = xalloc((size_t)n * sizeof(float)), *y = xalloc(150 * 40 * sizeof(float));
@@ -460,18 +462,18 @@ static void check_tiles(const bd_tile_ops *tile) {
                     fail();
                 }
             }
-        void *pack = xalloc(tile->pack_bytes(type, n, 150));
+        void *pack = tile->pack ? xalloc(tile->pack_bytes(type, n, 150)) : NULL;
         for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
             for (size_t ri = 0; ri < 3; ri++) {
                 int nt = toks[ki], nr = rows_n[ri];
-                for (int64_t g = 0; g < (nt + 15) / 16; g++) tile->pack(type, n, x, xs, nt, g, pack);
+                for (int64_t g = 0; tile->pack && g < (nt + 15) / 16; g++) tile->pack(type, n, x, xs, nt, g, pack);
                 for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
                 /* 16 rows per call, or all rows in one call (the groups
                  * after the first then come prefetched: same bits) */
                 const bool one_call = (ki + ri) % 2 == 1;
                 for (int r0 = 0; r0 < nr; r0 += one_call ? nr : 16)
-                    tile->rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, pack,
-                                 nt, y + r0, 40);
+                    tile->rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, x, xs,
+                               pack, nt, y + r0, 40);
                 for (int t = 0; t < nt; t++)
                     for (int r = 0; r < 40; r++) {
                         float got = y[t * 40 + r];
@@ -481,8 +483,8 @@ static void check_tiles(const bd_tile_ops *tile) {
                         }
                         float want = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
                         if (memcmp(&got, &want, sizeof got) != 0) {
-                            print_error("amx %s tokens=%d rows=%d%s: [t %d][r %d] %.9g, twin %.9g\n",
-                                        bd_type_name(type), nt, nr, one_call ? " (one call)" : "", t, r, got,
+                            print_error("%s tiles %s tokens=%d rows=%d%s: [t %d][r %d] %.9g, twin %.9g\n",
+                                        k->name, bd_type_name(type), nt, nr, one_call ? " (one call)" : "", t, r, got,
                                         want);
                             fail();
                         }
@@ -496,13 +498,13 @@ static void check_tiles(const bd_tile_ops *tile) {
     }
 }
 
+static void run_isa(bd_isa isa);
+
 static void test_amx(void **state) {
     (void)state;
     char why[200];
     if (!bd_isa_available(BD_ISA_AMX, why, sizeof why)) SKIP_BECAUSE("amx: %s", why);
-    const bd_kernels *k = bd_kernels_for(BD_ISA_AMX);
-    assert_non_null(k->tile);
-    check_tiles(k->tile);
+    assert_non_null(bd_kernels_for(BD_ISA_AMX)->tile);
     run_isa(BD_ISA_AMX); /* the rest of the table is the AVX-512 one */
 }
 
@@ -517,6 +519,7 @@ static void run_isa(bd_isa isa) {
     check_batch_invariance(k);
     check_attention(k);
     check_silu(k);
+    if (k->tile) check_tiles(k);
 }
 
 static void test_ref_table(void **state) {
@@ -570,7 +573,9 @@ static void test_matmul_paths(void **state) {
             const int nt = toks[ki];
             bd_matmul(NULL, &W, x, n, nt, ya, nr, scratch);
             bd_matmul_fast(NULL, &W, x, n, nt, yb, nr, scratch);
-            const bool tiles = k->tile && type == BD_TYPE_Q8_0 && nt >= BD_MATMUL_TILE_Q8_ROWS;
+            /* Q8_0 batches the fast entry sends to the tiles (AMX) */
+            const bool tiles = k->tile && type == BD_TYPE_Q8_0 && k->tile->fast_rows[type] &&
+                               nt >= k->tile->fast_rows[type] && k->tile->supports(type, n);
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
                     const float e = ya[t * nr + r], f = yb[t * nr + r];
