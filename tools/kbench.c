@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
     /* packed activations for the row groups that want them */
     void *pack[2 * BD_ISA_COUNT] = {0};
     for (int i = 0; i < nk; i++)
-        if (kt[i] && ks[i]->tile->pack) {
+        if (kt[i] && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
             pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
             for (int64_t g = 0; g < (nx + 15) / 16; g++) ks[i]->tile->pack(type, cols, x, xs, nx, g, pack[i]);
         }

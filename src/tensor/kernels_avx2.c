@@ -789,7 +789,7 @@ BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
 
 /* NT (<= 4) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
  * block: acc[j] lane r = row r's dot so far. */
-BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t i, __m256 *acc, const int NT) {
+BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *acc, const int NT) {
     const rg_q4k *u = vu;
     __m256i sumi[4], summ[4];
     UNROLL for (int j = 0; j < NT; j++) sumi[j] = summ[j] = _mm256_setzero_si256();
@@ -799,7 +799,7 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t 
         UNROLL for (int g = 0; g < 8; g++) {
             const __m256i U = _mm256_load_si256(&u->u[s][g]);
             UNROLL for (int j = 0; j < NT; j++) {
-                const __m256i b = bcast32(x[j][i].qs + 32 * s + 4 * g);
+                const __m256i b = bcast32(x[j]->qs + 32 * s + 4 * g);
 #if defined(__AVXVNNI__)
                 t[j] = _mm256_dpbusd_avx_epi32(t[j], U, b);
 #else
@@ -817,8 +817,8 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t 
     }
     UNROLL for (int j = 0; j < NT; j++) {
         UNROLL for (int s = 0; s < 8; s++)
-            summ[j] = _mm256_add_epi32(summ[j], _mm256_madd_epi16(u->mn[s], bcast32(x[j][i].bsums + 2 * s)));
-        const __m256 dx = _mm256_set1_ps(x[j][i].d);
+            summ[j] = _mm256_add_epi32(summ[j], _mm256_madd_epi16(u->mn[s], bcast32(x[j]->bsums + 2 * s)));
+        const __m256 dx = _mm256_set1_ps(x[j]->d);
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, dx), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
         acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(u->dmin, dx), _mm256_cvtepi32_ps(summ[j]), acc[j]);
     }
@@ -866,32 +866,32 @@ BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
     u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
 }
 
-BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, int64_t i, __m256 *acc, const int NT) {
+BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *acc, const int NT) {
     const rg_q6k *u = vu;
     __m256i sumi[4];
     UNROLL for (int j = 0; j < NT; j++) {
         sumi[j] = _mm256_setzero_si256();
         UNROLL for (int p = 0; p < 8; p++)
-            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(u->scb[p], bcast32(x[j][i].bsums + 2 * p)));
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(u->scb[p], bcast32(x[j]->bsums + 2 * p)));
     }
     UNROLL for (int G = 0; G < 16; G++) {
         UNROLL for (int h = 0; h < 2; h++) { /* two products of a group at a time (int16 room) */
             const __m256i U0 = _mm256_load_si256(&u->u[G][2 * h]), U1 = _mm256_load_si256(&u->u[G][2 * h + 1]);
             UNROLL for (int j = 0; j < NT; j++) {
-                const int8_t *q = x[j][i].qs + 16 * G + 8 * h;
+                const int8_t *q = x[j]->qs + 16 * G + 8 * h;
                 const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U0, bcast32(q)), _mm256_maddubs_epi16(U1, bcast32(q + 4)));
                 sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(t, u->sc[G]));
             }
         }
     }
     UNROLL for (int j = 0; j < NT; j++)
-        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j][i].d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
 }
 
-typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, int64_t i, __m256 *acc);
+typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, __m256 *acc);
 #define RG_BLOCK_FN(T, N)                                                                        \
-    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, int64_t i, __m256 *acc) { \
-        rg_block_##T(u, x, i, acc, N);                                                           \
+    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, __m256 *acc) { \
+        rg_block_##T(u, x, acc, N);                                                     \
     }
 RG_BLOCK_FN(q4k, 1)
 RG_BLOCK_FN(q4k, 2)
@@ -904,34 +904,45 @@ RG_BLOCK_FN(q6k, 4)
 static const rg_block_fn k_rg_q4k[4] = {rg_q4k_1, rg_q4k_2, rg_q4k_3, rg_q4k_4};
 static const rg_block_fn k_rg_q6k[4] = {rg_q6k_1, rg_q6k_2, rg_q6k_3, rg_q6k_4};
 
-#define RG_PASS 64 /* activation rows per pass over a row group */
+#define RG_PASS 64   /* activation rows per pass */
+#define RG_GROUPS 8  /* row groups (of 8 rows) unpacked per block step */
 
-/* nw (<= 8) rows at w against activation rows t0 .. t0 + nt - 1. */
-static void rg_group(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
-                     int64_t t0, int nt, float *y, int64_t ldy) {
-    union {
+/* nw (<= 8 RG_GROUPS) rows at w against activation rows t0 .. t0 + nt - 1;
+ * as kernels_avx512.c's rg_groups. */
+static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
+                      const void *pack, int64_t t0, int nt, float *y, int64_t ldy) {
+    union rg_u {
         rg_q4k q4;
         rg_q6k q6;
-    } ub __attribute__((aligned(64)));
-    __m256 acc[RG_PASS];
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    } ub[RG_GROUPS] __attribute__((aligned(64)));
+    __m256 acc[RG_GROUPS][RG_PASS];
+    const int ng = (nw + 7) / 8;
+    for (int g = 0; g < ng; g++)
+        for (int t = 0; t < nt; t++) acc[g][t] = _mm256_setzero_ps();
     const bool q4 = type == BD_TYPE_Q4_K;
     const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
     const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
     for (int64_t i = 0; i < nb; i++) {
-        for (int r = 8; r < 16; r++) /* the next group's block i (see kernels_avx512.c) */
+        for (int r = 8 * ng; r < 8 * ng + 16; r++) /* the next rows' block i (see kernels_avx512.c) */
             for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * bb + o, _MM_HINT_T1);
-        if (q4) rg_unpack_q4k(w, ws, nw, i, &ub.q4);
-        else rg_unpack_q6k(w, ws, nw, i, &ub.q6);
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *wg = w + (size_t)(8 * g) * ws;
+            const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
+            if (q4) rg_unpack_q4k(wg, ws, n, i, &ub[g].q4);
+            else rg_unpack_q6k(wg, ws, n, i, &ub[g].q6);
+        }
         for (int t = 0; t < nt; t += 4) {
             const block_q8_K *x[4];
             const int n = nt - t < 4 ? nt - t : 4;
-            for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs);
-            fn[n - 1](&ub, x, i, acc + t);
+            for (int j = 0; j < n; j++) x[j] = rg_xblock(xq, xs, pack, nb, t0 + t + j, i);
+            for (int g = 0; g < ng; g++) fn[n - 1](&ub[g], x, &acc[g][t]);
         }
     }
-    const __m256i mw = _mm256_cmpgt_epi32(_mm256_set1_epi32(nw), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    for (int t = 0; t < nt; t++) _mm256_maskstore_ps(y + (t0 + t) * ldy, mw, acc[t]);
+    for (int g = 0; g < ng; g++) {
+        const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
+        const __m256i mw = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int t = 0; t < nt; t++) _mm256_maskstore_ps(y + (t0 + t) * ldy + 8 * g, mw, acc[g][t]);
+    }
 }
 
 static bool rg_supports(uint32_t type, int64_t ncols) {
@@ -940,12 +951,11 @@ static bool rg_supports(uint32_t type, int64_t ncols) {
 
 static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
                     const void *pack, int64_t n_tok, float *y, int64_t ldy) {
-    (void)pack;
     for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
         const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
-        for (int r0 = 0; r0 < nw; r0 += 8)
-            rg_group(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws, nw - r0 < 8 ? nw - r0 : 8, xq, xs, t0,
-                     nt, y + r0, ldy);
+        for (int r0 = 0; r0 < nw; r0 += 8 * RG_GROUPS)
+            rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
+                      nw - r0 < 8 * RG_GROUPS ? nw - r0 : 8 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
     }
 }
 
@@ -954,6 +964,8 @@ static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
  * core, 2560-column rows, AVX2 and AVX-VNNI builds alike). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
+    .pack_bytes = rg_pack_bytes,
+    .pack = rg_pack,
     .rows = rg_rows,
     .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},
     .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},

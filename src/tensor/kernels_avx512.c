@@ -1067,7 +1067,7 @@ BD_INLINE __m512i bcast32(const void *p) { return _mm512_broadcastd_epi32(_mm_lo
 /* NT (<= 8) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
  * block: acc[j] lane r = row r's dot so far. A sub-block's 8 code vectors
  * stay in registers while the rows go by, two vpdpbusd chains per row. */
-BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t i, __m512 *acc, const int NT) {
+BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
     const rg_q4k *u = vu;
     __m512i sumi[8], summ[8];
     UNROLL for (int j = 0; j < NT; j++) sumi[j] = summ[j] = _mm512_setzero_si512();
@@ -1075,7 +1075,7 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t 
         __m512i U[8];
         UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[s][g]);
         UNROLL for (int j = 0; j < NT; j++) {
-            const int8_t *q = x[j][i].qs + 32 * s;
+            const int8_t *q = x[j]->qs + 32 * s;
             __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
             __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
             UNROLL for (int g = 2; g < 8; g += 2) {
@@ -1086,8 +1086,8 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, int64_t 
         }
     }
     UNROLL for (int j = 0; j < NT; j++) {
-        UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j][i].bsums + 2 * s));
-        const __m512 dx = _mm512_set1_ps(x[j][i].d);
+        UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
+        const __m512 dx = _mm512_set1_ps(x[j]->d);
         acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
         acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(u->dmin, dx), _mm512_cvtepi32_ps(summ[j]), acc[j]);
     }
@@ -1141,18 +1141,18 @@ BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
     u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
 }
 
-BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, int64_t i, __m512 *acc, const int NT) {
+BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
     const rg_q6k *u = vu;
     __m512i sumi[8];
     UNROLL for (int j = 0; j < NT; j++) {
         sumi[j] = _mm512_setzero_si512();
-        UNROLL for (int p = 0; p < 8; p++) sumi[j] = _mm512_dpwssd_epi32(sumi[j], u->scb[p], bcast32(x[j][i].bsums + 2 * p));
+        UNROLL for (int p = 0; p < 8; p++) sumi[j] = _mm512_dpwssd_epi32(sumi[j], u->scb[p], bcast32(x[j]->bsums + 2 * p));
     }
     UNROLL for (int G = 0; G < 16; G++) {
         __m512i U[4];
         UNROLL for (int k = 0; k < 4; k++) U[k] = _mm512_load_si512(&u->u[G][k]);
         UNROLL for (int j = 0; j < NT; j++) {
-            const int8_t *q = x[j][i].qs + 16 * G;
+            const int8_t *q = x[j]->qs + 16 * G;
             __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
             __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
             a0 = _mm512_dpbusd_epi32(a0, U[2], bcast32(q + 8));
@@ -1161,18 +1161,19 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, int64_t 
         }
     }
     UNROLL for (int j = 0; j < NT; j++)
-        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j][i].d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
 }
 
-#define RG_PASS 64 /* activation rows per pass over a row group */
+#define RG_PASS 64   /* activation rows per pass */
+#define RG_GROUPS 4  /* row groups unpacked per block step */
 
 /* One block against up to 8 (Q4_K) or 4 (Q6_K) activation rows, one
  * function per type and row count (kept out of line: inlined into the loop
  * below they crowd its register allocation). */
-typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, int64_t i, __m512 *acc);
+typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, __m512 *acc);
 #define RG_BLOCK_FN(T, N)                                                                        \
-    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, int64_t i, __m512 *acc) { \
-        rg_block_##T(u, x, i, acc, N);                                                           \
+    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, __m512 *acc) { \
+        rg_block_##T(u, x, acc, N);                                                     \
     }
 #define RG_BLOCK_FNS4(T) RG_BLOCK_FN(T, 1) RG_BLOCK_FN(T, 2) RG_BLOCK_FN(T, 3) RG_BLOCK_FN(T, 4)
 #define RG_BLOCK_FNS8(T) \
@@ -1183,53 +1184,63 @@ RG_BLOCK_FNS4(q6k)
 static const rg_block_fn k_rg_q4k[8] = {rg_q4k_1, rg_q4k_2, rg_q4k_3, rg_q4k_4, rg_q4k_5, rg_q4k_6, rg_q4k_7, rg_q4k_8};
 static const rg_block_fn k_rg_q6k[4] = {rg_q6k_1, rg_q6k_2, rg_q6k_3, rg_q6k_4};
 
-/* nw (<= 16) rows at w against activation rows t0 .. t0 + nt - 1. */
-static void rg_group(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
-                     int64_t t0, int nt, float *y, int64_t ldy) {
-    union {
+/* nw (<= 16 RG_GROUPS) rows at w against activation rows t0 .. t0 + nt - 1:
+ * per block, every group's rows are unpacked, then each chunk of
+ * activation rows meets all the groups while it is in L1 (so the
+ * activations are read once per 64 weight rows, not per 16). */
+static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
+                      const void *pack, int64_t t0, int nt, float *y, int64_t ldy) {
+    union rg_u {
         rg_q4k q4;
         rg_q6k q6;
-    } ub __attribute__((aligned(64)));
-    __m512 acc[RG_PASS];
-    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+    } ub[RG_GROUPS] __attribute__((aligned(64)));
+    __m512 acc[RG_GROUPS][RG_PASS];
+    const int ng = (nw + 15) / 16;
+    for (int g = 0; g < ng; g++)
+        for (int t = 0; t < nt; t++) acc[g][t] = _mm512_setzero_ps();
     const bool q4 = type == BD_TYPE_Q4_K;
     const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
     const int step = q4 ? 8 : 4;
     const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
     for (int64_t i = 0; i < nb; i++) {
-        /* the next 16 rows' block i (the caller's next group, or the next
-         * work item's: a prefetch past the matrix is harmless), so that the
-         * next group starts warm */
-        for (int r = 16; r < 32; r++)
+        /* the next 16 rows' block i (the caller's next work item, often:
+         * a prefetch past the matrix is harmless), so that it starts warm */
+        for (int r = 16 * ng; r < 16 * ng + 16; r++)
             for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * bb + o, _MM_HINT_T1);
-        if (q4) rg_unpack_q4k(w, ws, nw, i, &ub.q4);
-        else rg_unpack_q6k(w, ws, nw, i, &ub.q6);
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *wg = w + (size_t)(16 * g) * ws;
+            const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
+            if (q4) rg_unpack_q4k(wg, ws, n, i, &ub[g].q4);
+            else rg_unpack_q6k(wg, ws, n, i, &ub[g].q6);
+        }
         for (int t = 0; t < nt; t += step) {
             const block_q8_K *x[8];
             const int n = nt - t < step ? nt - t : step;
-            for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs);
-            fn[n - 1](&ub, x, i, acc + t);
+            for (int j = 0; j < n; j++) x[j] = rg_xblock(xq, xs, pack, nb, t0 + t + j, i);
+            for (int g = 0; g < ng; g++) fn[n - 1](&ub[g], x, &acc[g][t]);
         }
     }
-    const __mmask16 mw = (__mmask16)(nw >= 16 ? 0xFFFFu : (1u << nw) - 1);
-    for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy, mw, acc[t]);
+    for (int g = 0; g < ng; g++) {
+        const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
+        const __mmask16 mw = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1);
+        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + 16 * g, mw, acc[g][t]);
+    }
 }
 
 static bool rg_supports(uint32_t type, int64_t ncols) {
     return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
 }
 
-/* Passes of up to RG_PASS activation rows, each over all row groups of the
- * call: a pass's activations stay in cache while the groups' weights come
- * by (from L2 after the first pass). */
+/* Passes of up to RG_PASS activation rows, each over all rows of the call
+ * (RG_GROUPS groups at a time): a pass's activations stay in cache while
+ * the weights come by (from L2 after the first pass). */
 static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
                     const void *pack, int64_t n_tok, float *y, int64_t ldy) {
-    (void)pack;
     for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
         const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
-        for (int r0 = 0; r0 < nw; r0 += 16)
-            rg_group(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws, nw - r0 < 16 ? nw - r0 : 16, xq, xs,
-                     t0, nt, y + r0, ldy);
+        for (int r0 = 0; r0 < nw; r0 += 16 * RG_GROUPS)
+            rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
+                      nw - r0 < 16 * RG_GROUPS ? nw - r0 : 16 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
     }
 }
 
@@ -1238,6 +1249,8 @@ static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
  * Zen 5 core, 2560-column rows in cache; Q6_K's unpacking costs more). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
+    .pack_bytes = rg_pack_bytes,
+    .pack = rg_pack,
     .rows = rg_rows,
     .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
     .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},

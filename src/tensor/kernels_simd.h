@@ -272,6 +272,41 @@ BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((cons
     }
 
 /* ------------------------------------------------------------------------
+ * Row groups' activations (kernels_avx2.c, kernels_avx512.c)
+ *
+ * A row group takes block i of every activation row of its batch in turn.
+ * For prompts, whose Q8_K rows lie a whole row apart (up to 11 KiB), that
+ * is dozens of interleaved streams the hardware prefetcher does not
+ * follow; so batches of more than 16 rows are first copied block-major per
+ * group of 16 rows ([block i][row t], 16 blocks in a row). Verify batches
+ * (at most 16 rows) are read in place.
+ * ---------------------------------------------------------------------- */
+
+static inline size_t rg_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+    (void)type;
+    if (n_tok <= 16) return 0;
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK_K) * sizeof(block_q8_K);
+}
+
+static inline void rg_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
+                           void *pack) {
+    (void)type;
+    const int64_t nb = ncols / QK_K;
+    block_q8_K *dst = (block_q8_K *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_K *src = (const block_q8_K *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) memcpy(&dst[i * 16 + t], &src[i], sizeof *src);
+    }
+}
+
+/* Block i of activation row t: packed (pack != NULL) or in place. */
+static inline const block_q8_K *rg_xblock(const void *xq, size_t xs, const void *pack, int64_t nb, int64_t t, int64_t i) {
+    if (pack) return (const block_q8_K *)pack + ((t / 16) * nb + i) * 16 + t % 16;
+    return (const block_q8_K *)((const uint8_t *)xq + (size_t)t * xs) + i;
+}
+
+/* ------------------------------------------------------------------------
  * Activation quantizers
  * ---------------------------------------------------------------------- */
 

@@ -241,7 +241,11 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (any_tiles && c.k->tile->pack) {
+    uint32_t tile_type = 0;
+    for (int j = n_outs - 1; j >= 0; j--)
+        if (c.t[j].tiles) tile_type = c.t[j].W->type;
+    /* packing is the kernel's choice (none for some batch sizes) */
+    if (any_tiles && c.k->tile->pack && c.k->tile->pack_bytes(tile_type, c.ncols, n_tok) > 0) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);

@@ -466,14 +466,16 @@ static void check_tiles(const bd_kernels *k) {
         for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
             for (size_t ri = 0; ri < 3; ri++) {
                 int nt = toks[ki], nr = rows_n[ri];
-                for (int64_t g = 0; tile->pack && g < (nt + 15) / 16; g++) tile->pack(type, n, x, xs, nt, g, pack);
+                /* packed where the kernel packs this batch size, as matmul.c does */
+                const bool packed = tile->pack && tile->pack_bytes(type, n, nt) > 0;
+                for (int64_t g = 0; packed && g < (nt + 15) / 16; g++) tile->pack(type, n, x, xs, nt, g, pack);
                 for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
                 /* 16 rows per call, or all rows in one call (the groups
                  * after the first then come prefetched: same bits) */
                 const bool one_call = (ki + ri) % 2 == 1;
                 for (int r0 = 0; r0 < nr; r0 += one_call ? nr : 16)
                     tile->rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, x, xs,
-                               pack, nt, y + r0, 40);
+                               packed ? pack : NULL, nt, y + r0, 40);
                 for (int t = 0; t < nt; t++)
                     for (int r = 0; r < 40; r++) {
                         float got = y[t * 40 + r];
