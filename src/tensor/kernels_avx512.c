@@ -1227,8 +1227,155 @@ static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, in
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Q8_0 row groups, in the tile order (dot_ref.c's bd_ref_dot_tile_q8_0:
+ * each 32-element block's whole int sum, then one fma): the order of the
+ * AMX tiles, not vec_dot_n's eight f32 lanes, so exact callers send only
+ * prompts here and bd_matmul_fast (the DFlash drafter) its small batches
+ * too. vpdpbusd wants unsigned weights: they are unpacked as w + 128, and
+ * each activation block carries -128 sum(y) (packed with it), so that
+ * sum (w + 128) y - 128 sum(y) = sum w y exactly.
+ * ---------------------------------------------------------------------- */
+
+/* One Q8_0 activation block, packed [group of 16 rows][block i][row t]. */
+typedef struct {
+    int8_t qs[QK8_0];
+    float d;
+    int32_t corr; /* -128 * sum(qs) */
+} rg_x8;
+
+static size_t rg8_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK8_0) * sizeof(rg_x8);
+}
+
+static void rg8_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK8_0;
+    rg_x8 *dst = (rg_x8 *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            rg_x8 *o = &dst[i * 16 + t];
+            memcpy(o->qs, src[i].qs, QK8_0);
+            o->d = f16f(src[i].d);
+            int sum = 0;
+            for (int e = 0; e < QK8_0; e++) sum += src[i].qs[e];
+            o->corr = -128 * sum;
+        }
+    }
+}
+
+/* Blocks i and i + 1 (if there) of 16 rows: u[b][g] lane r = bytes 4 g ..
+ * 4 g + 3 of row r's block i + b, plus 128 (as unsigned bytes). */
+typedef struct {
+    __m512i u[2][8];
+    __m512 d[2];
+} rg_q80;
+
+BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, int two, rg_q80 *u) {
+    __m512i in[16], out[16];
+    uint16_t dh[2][16] = {{0}};
+    for (int r = 0; r < 16; r++) {
+        if (r >= nw) {
+            in[r] = _mm512_setzero_si512();
+            continue;
+        }
+        const block_q8_0 *b = (const block_q8_0 *)(w + (size_t)r * ws) + i;
+        UNROLL for (int l = 0; l < 2; l++) _mm_prefetch((const char *)(b + 2) + 64 * l, _MM_HINT_T0);
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+        in[r] = _mm512_castsi256_si512(lo);
+        memcpy(&dh[0][r], &b[0].d, 2);
+        if (two) {
+            in[r] = _mm512_inserti64x4(in[r], _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+            memcpy(&dh[1][r], &b[1].d, 2);
+        }
+    }
+    transpose16_epi32(in, out);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    UNROLL for (int j = 0; j < 16; j++) u->u[j / 8][j % 8] = _mm512_xor_si512(out[j], flip);
+    u->d[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh[0]));
+    u->d[1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh[1]));
+}
+
+/* NT (<= 8) activation blocks x[j] against block b of an unpacked pair */
+BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc, const int NT) {
+    __m512i U[8];
+    UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[b][g]);
+    UNROLL for (int j = 0; j < NT; j++) {
+        __m512i a0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(x[j]->corr), U[0], bcast32(x[j]->qs));
+        __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(x[j]->qs + 4));
+        UNROLL for (int g = 2; g < 8; g += 2) {
+            a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(x[j]->qs + 4 * g));
+            a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(x[j]->qs + 4 * g + 4));
+        }
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                 _mm512_mul_ps(_mm512_set1_ps(x[j]->d), u->d[b]), acc[j]);
+    }
+}
+
+typedef void (*rg8_block_fn)(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc);
+#define RG8_BLOCK_FN(N)                                                                          \
+    static void rg_q80_##N(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc) {         \
+        rg_block_q80(u, b, x, acc, N);                                                           \
+    }
+RG8_BLOCK_FN(1)
+RG8_BLOCK_FN(2)
+RG8_BLOCK_FN(3)
+RG8_BLOCK_FN(4)
+RG8_BLOCK_FN(5)
+RG8_BLOCK_FN(6)
+RG8_BLOCK_FN(7)
+RG8_BLOCK_FN(8)
+static const rg8_block_fn k_rg_q80[8] = {rg_q80_1, rg_q80_2, rg_q80_3, rg_q80_4, rg_q80_5, rg_q80_6, rg_q80_7, rg_q80_8};
+
+/* nw (<= 16 RG_GROUPS) Q8_0 rows against packed activation rows t0 .. t0 + nt - 1 */
+static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const void *pack, int64_t t0, int nt, float *y,
+                       int64_t ldy) {
+    rg_q80 ub[RG_GROUPS] __attribute__((aligned(64)));
+    __m512 acc[RG_GROUPS][RG_PASS];
+    const int ng = (nw + 15) / 16;
+    for (int g = 0; g < ng; g++)
+        for (int t = 0; t < nt; t++) acc[g][t] = _mm512_setzero_ps();
+    const rg_x8 *xp = pack;
+    for (int64_t i = 0; i < nb; i += 2) {
+        const int two = i + 1 < nb;
+        for (int r = 16 * ng; r < 16 * ng + 16; r++) /* the next rows' blocks (see rg_groups) */
+            _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * sizeof(block_q8_0), _MM_HINT_T1);
+        for (int g = 0; g < ng; g++) {
+            const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
+            rg_unpack_q80(w + (size_t)(16 * g) * ws, ws, n, i, two, &ub[g]);
+        }
+        for (int b = 0; b <= two; b++)
+            for (int t = 0; t < nt; t += 8) {
+                const rg_x8 *x[8];
+                const int n = nt - t < 8 ? nt - t : 8;
+                for (int j = 0; j < n; j++) {
+                    const int64_t T = t0 + t + j;
+                    x[j] = xp + ((T / 16) * nb + i + b) * 16 + T % 16;
+                }
+                for (int g = 0; g < ng; g++) k_rg_q80[n - 1](&ub[g], b, x, &acc[g][t]);
+            }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
+        const __mmask16 mw = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1);
+        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + 16 * g, mw, acc[g][t]);
+    }
+}
+
 static bool rg_supports(uint32_t type, int64_t ncols) {
-    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
+    if (ncols <= 0) return false;
+    if (type == BD_TYPE_Q8_0) return ncols % QK8_0 == 0;
+    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
+}
+
+static size_t rg512_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+    return type == BD_TYPE_Q8_0 ? rg8_pack_bytes(ncols, n_tok) : rg_pack_bytes(type, ncols, n_tok);
+}
+
+static void rg512_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    if (type == BD_TYPE_Q8_0) rg8_pack(ncols, xq, xs, n_tok, g, pack);
+    else rg_pack(type, ncols, xq, xs, n_tok, g, pack);
 }
 
 /* Passes of up to RG_PASS activation rows, each over all rows of the call
@@ -1239,21 +1386,26 @@ static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
     for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
         const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
         for (int r0 = 0; r0 < nw; r0 += 16 * RG_GROUPS)
-            rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
+            if (type == BD_TYPE_Q8_0)
+                rg8_groups(ncols / QK8_0, (const uint8_t *)w + (size_t)r0 * ws, ws,
+                           nw - r0 < 16 * RG_GROUPS ? nw - r0 : 16 * RG_GROUPS, pack, t0, nt, y + r0, ldy);
+            else
+                rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
                       nw - r0 < 16 * RG_GROUPS ? nw - r0 : 16 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
     }
 }
 
-/* Same bits as vec_dot_n, so exact callers may send any batch. From these
- * sizes on the row groups measured faster than vec_dot_n (tools/kbench, one
- * Zen 5 core, 2560-column rows in cache; Q6_K's unpacking costs more). */
+/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
+ * from these sizes on the row groups measured faster than vec_dot_n
+ * (tools/kbench, one Zen 5 core, 2560-column rows in cache; Q6_K's
+ * unpacking costs more). Q8_0: the tile order (see rg8_pack). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
-    .pack_bytes = rg_pack_bytes,
-    .pack = rg_pack,
+    .pack_bytes = rg512_pack_bytes,
+    .pack = rg512_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
-    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
 };
 
 /* ------------------------------------------------------------------------
