@@ -222,8 +222,8 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
 /* As bd_matmul, for callers that do not need a row's result to be
  * independent of its batch: the DFlash drafter, whose output only decides
  * which tokens are proposed, never which are emitted. Small batches may
- * then take the tile path too where it is the faster one (Q8_0, from
- * BD_MATMUL_TILE_Q8_ROWS rows). Results agree with bd_matmul's to f32
+ * then take the tile path too where it is the faster one (Q8_0: the
+ * tables' fast_rows; BD_MATMUL_TILE_Q8_ROWS on AMX). Results agree with bd_matmul's to f32
  * rounding. Scratch: bd_matmul_fast_scratch_size. */
 #define BD_MATMUL_TILE_Q8_ROWS 4
 size_t bd_matmul_fast_scratch_size(const bd_mat *W, int64_t n_tok);

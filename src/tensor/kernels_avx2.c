@@ -302,7 +302,8 @@ BD_INLINE __m256i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
     __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
                                   _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5)));
     UNROLL for (int p = 0; p < 2; p++) {
-        const __m256i sp = _mm256_permute2x128_si256(s16, s16, p ? 0x11 : 0x00); /* groups 8p .. 8p + 7 */
+        /* groups 8p .. 8p + 7 (immediates spelled out: -O1 builds do not fold p) */
+        const __m256i sp = p ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
         UNROLL for (int jj = 0; jj < 2; jj++) {
             const int j = 2 * p + jj; /* chunks 2j, 2j + 1 */
             const __m256i d0 = dot4_u8s8(q[2 * j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
@@ -945,8 +946,117 @@ static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, in
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Q8_0 row groups, in the tile order (kernels_avx512.c explains it and who
+ * takes them): 8 rows of one block per 8 x 8 transpose. AVX-VNNI: weights
+ * + 128 against the packed activations with their -128 sum(y) correction.
+ * AVX2: |w| with vpsignb moving w's sign onto the broadcast activations
+ * (|w| y pairs fit int16: <= 2 x 128 x 127), then vpmaddwd with ones.
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    __m256i u[8]; /* [g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: |w|) */
+#if !defined(__AVXVNNI__)
+    __m256i s[8]; /* AVX2: the weights themselves, for their signs */
+#endif
+    __m256 d;
+} rg_q80;
+
+BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q80 *u) {
+    __m256i in[8], out[8];
+    uint16_t dh[8] = {0};
+    for (int r = 0; r < 8; r++) {
+        if (r >= nw) {
+            in[r] = _mm256_setzero_si256();
+            continue;
+        }
+        const block_q8_0 *b = (const block_q8_0 *)(w + (size_t)r * ws) + i;
+        _mm_prefetch((const char *)(b + 2), _MM_HINT_T0);
+        in[r] = _mm256_loadu_si256((const __m256i *)b->qs);
+        memcpy(&dh[r], &b->d, 2);
+    }
+    transpose8_epi32(in, out);
+    UNROLL for (int g = 0; g < 8; g++) {
+#if defined(__AVXVNNI__)
+        u->u[g] = _mm256_xor_si256(out[g], _mm256_set1_epi8((char)0x80));
+#else
+        u->u[g] = _mm256_abs_epi8(out[g]);
+        u->s[g] = out[g];
+#endif
+    }
+    u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+}
+
+BD_INLINE void rg_block_q80(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc, const int NT) {
+    UNROLL for (int j = 0; j < NT; j++) {
+#if defined(__AVXVNNI__)
+        __m256i a0 = _mm256_set1_epi32(x[j]->corr), a1 = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g += 2) {
+            a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256(&u->u[g]), bcast32(x[j]->qs + 4 * g));
+            a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256(&u->u[g + 1]), bcast32(x[j]->qs + 4 * g + 4));
+        }
+#else
+        const __m256i one = _mm256_set1_epi16(1);
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g += 2) {
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&u->u[g]),
+                                                    _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g), _mm256_load_si256(&u->s[g])));
+            const __m256i p1 = _mm256_maddubs_epi16(
+                _mm256_load_si256(&u->u[g + 1]), _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g + 4), _mm256_load_si256(&u->s[g + 1])));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, one));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, one));
+        }
+#endif
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)), _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d),
+                                 acc[j]);
+    }
+}
+
+typedef void (*rg8_block_fn)(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc);
+#define RG8_BLOCK_FN(N)                                                                          \
+    static void rg_q80_##N(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc) { rg_block_q80(u, x, acc, N); }
+RG8_BLOCK_FN(1)
+RG8_BLOCK_FN(2)
+RG8_BLOCK_FN(3)
+RG8_BLOCK_FN(4)
+static const rg8_block_fn k_rg_q80[4] = {rg_q80_1, rg_q80_2, rg_q80_3, rg_q80_4};
+
+static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const void *pack, int64_t t0, int nt, float *y,
+                       int64_t ldy) {
+    rg_q80 ub[RG_GROUPS] __attribute__((aligned(64)));
+    __m256 acc[RG_GROUPS][RG_PASS];
+    const int ng = (nw + 7) / 8;
+    for (int g = 0; g < ng; g++)
+        for (int t = 0; t < nt; t++) acc[g][t] = _mm256_setzero_ps();
+    const rg_x8 *xp = pack;
+    for (int64_t i = 0; i < nb; i++) {
+        for (int r = 8 * ng; r < 8 * ng + 16; r++) /* the next rows' block (see kernels_avx512.c) */
+            _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * sizeof(block_q8_0), _MM_HINT_T1);
+        for (int g = 0; g < ng; g++) {
+            const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
+            rg_unpack_q80(w + (size_t)(8 * g) * ws, ws, n, i, &ub[g]);
+        }
+        for (int t = 0; t < nt; t += 4) {
+            const rg_x8 *x[4];
+            const int n = nt - t < 4 ? nt - t : 4;
+            for (int j = 0; j < n; j++) {
+                const int64_t T = t0 + t + j;
+                x[j] = xp + ((T / 16) * nb + i) * 16 + T % 16;
+            }
+            for (int g = 0; g < ng; g++) k_rg_q80[n - 1](&ub[g], x, &acc[g][t]);
+        }
+    }
+    for (int g = 0; g < ng; g++) {
+        const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
+        const __m256i mw = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int t = 0; t < nt; t++) _mm256_maskstore_ps(y + (t0 + t) * ldy + 8 * g, mw, acc[g][t]);
+    }
+}
+
 static bool rg_supports(uint32_t type, int64_t ncols) {
-    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols > 0 && ncols % QK_K == 0;
+    if (ncols <= 0) return false;
+    if (type == BD_TYPE_Q8_0) return ncols % QK8_0 == 0;
+    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
 }
 
 static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
@@ -954,21 +1064,26 @@ static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
     for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
         const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
         for (int r0 = 0; r0 < nw; r0 += 8 * RG_GROUPS)
-            rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
+            if (type == BD_TYPE_Q8_0)
+                rg8_groups(ncols / QK8_0, (const uint8_t *)w + (size_t)r0 * ws, ws,
+                           nw - r0 < 8 * RG_GROUPS ? nw - r0 : 8 * RG_GROUPS, pack, t0, nt, y + r0, ldy);
+            else
+                rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
                       nw - r0 < 8 * RG_GROUPS ? nw - r0 : 8 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
     }
 }
 
-/* Same bits as vec_dot_n, so exact callers may send any batch. From these
- * row counts on they measured faster than vec_dot_n (tools/kbench, one Zen 5
- * core, 2560-column rows, AVX2 and AVX-VNNI builds alike). */
+/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
+ * from these row counts on they measured faster than vec_dot_n
+ * (tools/kbench, one Zen 5 core, 2560-column rows, AVX2 and AVX-VNNI builds
+ * alike). Q8_0: the tile order (see above). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},
-    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = 8},
 };
 
 /* kernels_avxvnni.c builds this file again under another name */

@@ -995,12 +995,13 @@ BD_INLINE void transpose16_epi32(const __m512i in[16], __m512i out[16]) {
 BD_INLINE void rg_load16x4(const uint8_t *w, size_t ws, int nw, size_t bb, int64_t i, size_t off, __m512i q[4]) {
     __m512i a[4];
     UNROLL for (int m = 0; m < 4; m++) {
-        a[m] = _mm512_setzero_si512();
+        __m128i v[4];
         UNROLL for (int l = 0; l < 4; l++) {
             const int r = m + 4 * l;
-            if (r < nw)
-                a[m] = _mm512_inserti32x4(a[m], _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + (size_t)i * bb + off)), l);
+            v[l] = r < nw ? _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + (size_t)i * bb + off)) : _mm_setzero_si128();
         }
+        /* immediates spelled out: -O1 builds do not fold l */
+        a[m] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(v[0]), v[1], 1), v[2], 2), v[3], 3);
     }
     const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
     const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
@@ -1237,34 +1238,6 @@ static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, in
  * sum (w + 128) y - 128 sum(y) = sum w y exactly.
  * ---------------------------------------------------------------------- */
 
-/* One Q8_0 activation block, packed [group of 16 rows][block i][row t]. */
-typedef struct {
-    int8_t qs[QK8_0];
-    float d;
-    int32_t corr; /* -128 * sum(qs) */
-} rg_x8;
-
-static size_t rg8_pack_bytes(int64_t ncols, int64_t n_tok) {
-    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK8_0) * sizeof(rg_x8);
-}
-
-static void rg8_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
-    const int64_t nb = ncols / QK8_0;
-    rg_x8 *dst = (rg_x8 *)pack + g * 16 * nb;
-    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
-    for (int t = 0; t < nt; t++) {
-        const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
-        for (int64_t i = 0; i < nb; i++) {
-            rg_x8 *o = &dst[i * 16 + t];
-            memcpy(o->qs, src[i].qs, QK8_0);
-            o->d = f16f(src[i].d);
-            int sum = 0;
-            for (int e = 0; e < QK8_0; e++) sum += src[i].qs[e];
-            o->corr = -128 * sum;
-        }
-    }
-}
-
 /* Blocks i and i + 1 (if there) of 16 rows: u[b][g] lane r = bytes 4 g ..
  * 4 g + 3 of row r's block i + b, plus 128 (as unsigned bytes). */
 typedef struct {
@@ -1369,14 +1342,7 @@ static bool rg_supports(uint32_t type, int64_t ncols) {
     return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
 }
 
-static size_t rg512_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
-    return type == BD_TYPE_Q8_0 ? rg8_pack_bytes(ncols, n_tok) : rg_pack_bytes(type, ncols, n_tok);
-}
 
-static void rg512_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
-    if (type == BD_TYPE_Q8_0) rg8_pack(ncols, xq, xs, n_tok, g, pack);
-    else rg_pack(type, ncols, xq, xs, n_tok, g, pack);
-}
 
 /* Passes of up to RG_PASS activation rows, each over all rows of the call
  * (RG_GROUPS groups at a time): a pass's activations stay in cache while
@@ -1401,8 +1367,8 @@ static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
  * unpacking costs more). Q8_0: the tile order (see rg8_pack). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
-    .pack_bytes = rg512_pack_bytes,
-    .pack = rg512_pack,
+    .pack_bytes = rg_pack_bytes,
+    .pack = rg_pack,
     .rows = rg_rows,
     .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
     .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},

@@ -279,18 +279,54 @@ BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((cons
  * is dozens of interleaved streams the hardware prefetcher does not
  * follow; so batches of more than 16 rows are first copied block-major per
  * group of 16 rows ([block i][row t], 16 blocks in a row). Verify batches
- * (at most 16 rows) are read in place.
+ * (at most 16 rows) are read in place. Q8_0 activation blocks are always
+ * packed, each with -128 times the sum of its bytes: the row groups feed
+ * vpdpbusd the weights plus 128 (it wants unsigned bytes) and start the
+ * dot at that correction, so sum (w + 128) y - 128 sum(y) = sum w y.
  * ---------------------------------------------------------------------- */
 
+/* One Q8_0 activation block, packed [group of 16 rows][block i][row t]. */
+typedef struct {
+    int8_t qs[QK8_0];
+    float d;
+    int32_t corr; /* -128 * sum(qs) */
+} rg_x8;
+
+static inline size_t rg8_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK8_0) * sizeof(rg_x8);
+}
+
+static inline void rg8_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK8_0;
+    rg_x8 *dst = (rg_x8 *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            rg_x8 *o = &dst[i * 16 + t];
+            memcpy(o->qs, src[i].qs, QK8_0);
+            o->d = bd_f16_to_f32(src[i].d);
+            int sum = 0;
+            for (int e = 0; e < QK8_0; e++) sum += src[i].qs[e];
+            o->corr = -128 * sum;
+        }
+    }
+}
+
+/* K-quants (Q8_K activations): packed beyond 16 rows; Q8_0: always (the
+ * blocks carry their correction). */
 static inline size_t rg_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
-    (void)type;
+    if (type == BD_TYPE_Q8_0) return rg8_pack_bytes(ncols, n_tok);
     if (n_tok <= 16) return 0;
     return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK_K) * sizeof(block_q8_K);
 }
 
 static inline void rg_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
                            void *pack) {
-    (void)type;
+    if (type == BD_TYPE_Q8_0) {
+        rg8_pack(ncols, xq, xs, n_tok, g, pack);
+        return;
+    }
     const int64_t nb = ncols / QK_K;
     block_q8_K *dst = (block_q8_K *)pack + g * 16 * nb;
     const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);

@@ -19,18 +19,19 @@
  * bit-for-bit the logits plain decoding would, which keeps greedy output
  * identical even at near-ties.
  *
- * Where the CPU has AMX, Q4_K / Q6_K / Q8_0 weights can take the tile path
- * (kernels_amx.c): activations packed per 16 tokens after the quantized
- * rows, 16 weight rows per call. For Q4_K and Q6_K the tiles compute the
- * same bits as vec_dot_n (both follow dot_ref.c's tile order), so any batch
- * may go there: Q4_K verify batches from BD_MATMUL_TILE_Q4K_ROWS rows, where
- * unpacking a weight block once for the whole batch beats the VNNI
- * products, and prompts. Q6_K's unpacking costs more, so only batches of
- * more than 16 rows take it. Q8_0 tiles have their own f32 order
- * (bd_vec_dot_tile_ref), so exact callers send only prompts (more than
- * BD_MATMUL_EXACT_ROWS rows) there, which plain and speculative decoding
- * process alike; bd_matmul_fast (the drafter) also its small batches.
- * No weights are repacked; an unpacked weight block lives on the stack.
+ * Batches can instead take the table's row-group kernels, its tile entry
+ * (kernels.h's bd_tile_ops): 16 weight rows per call (AMX tiles,
+ * kernels_amx.c; AVX-512 and AVX2 / AVX-VNNI row groups, kernels_avx512.c
+ * and kernels_avx2.c), each weight block unpacked once for the whole batch,
+ * activations packed after the quantized rows where the kernel asks. For
+ * Q4_K and Q6_K they compute the same bits as vec_dot_n (both follow
+ * dot_ref.c's tile order), so any batch may go there, from the table's
+ * exact_rows on (where unpacking a block once beats vec_dot_n's products).
+ * Q8_0 row groups have their own f32 order (bd_vec_dot_tile_ref), so exact
+ * callers send only prompts (more than BD_MATMUL_EXACT_ROWS rows) there,
+ * which plain and speculative decoding process alike; bd_matmul_fast (the
+ * drafter) also its small batches (fast_rows). No weights are repacked;
+ * an unpacked weight block lives on the stack.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -41,11 +42,9 @@
 #define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
 #define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
-/* Tile path (AMX table, Q4_K / Q6_K / Q8_0): the packed activations follow
- * the quantized rows in the scratch. See the file comment for which
- * batches go there; the row counts are where the tiles measured faster.
- * (Q8_0: the tiles load the weight blocks as they are and win from a few
- * rows on.) */
+/* Tile path (row groups): packed activations, if any, follow the quantized
+ * rows in the scratch. See the file comment for which batches go there;
+ * the table's row counts are where its kernels measured faster. */
 static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool exact) {
     if (!k->tile) return false;
     const int64_t min = exact ? k->tile->exact_rows[W->type] : k->tile->fast_rows[W->type];
