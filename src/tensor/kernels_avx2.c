@@ -234,40 +234,7 @@ BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
-/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
-BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
-    int32_t h;
-    memcpy(&h, w, 4);
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
-}
-
-static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
-    const int64_t nb = n / QK_K;
-    float acc = 0.0f;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-        __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));
-        h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */
-        const __m256 f = _mm256_cvtepi32_ps(h);
-        const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);
-        const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);
-        acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);
-        acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);
-    }
-    if (i < nb) {
-        __m256i h = q4k_block_z(w + i, y + i);
-        h = _mm256_hadd_epi32(h, h);
-        h = _mm256_hadd_epi32(h, h);
-        const __m128 d0 = q4k_dd(w + i, y[i].d);
-        acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)),
-                   acc);
-    }
-    return acc;
-}
+BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
 
 /* Q6_K codes of elements 32k .. 32k + 31 (k = 4h + j) of a block */
 BD_INLINE void q6k_codes(const block_q6_K *w, __m256i q[8]) {
@@ -889,63 +856,6 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
 }
 
-typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, __m256 *acc);
-#define RG_BLOCK_FN(T, N)                                                                        \
-    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, __m256 *acc) { \
-        rg_block_##T(u, x, acc, N);                                                     \
-    }
-RG_BLOCK_FN(q4k, 1)
-RG_BLOCK_FN(q4k, 2)
-RG_BLOCK_FN(q4k, 3)
-RG_BLOCK_FN(q4k, 4)
-RG_BLOCK_FN(q6k, 1)
-RG_BLOCK_FN(q6k, 2)
-RG_BLOCK_FN(q6k, 3)
-RG_BLOCK_FN(q6k, 4)
-static const rg_block_fn k_rg_q4k[4] = {rg_q4k_1, rg_q4k_2, rg_q4k_3, rg_q4k_4};
-static const rg_block_fn k_rg_q6k[4] = {rg_q6k_1, rg_q6k_2, rg_q6k_3, rg_q6k_4};
-
-#define RG_PASS 64   /* activation rows per pass */
-#define RG_GROUPS 8  /* row groups (of 8 rows) unpacked per block step */
-
-/* nw (<= 8 RG_GROUPS) rows at w against activation rows t0 .. t0 + nt - 1;
- * as kernels_avx512.c's rg_groups. */
-static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
-                      const void *pack, int64_t t0, int nt, float *y, int64_t ldy) {
-    union rg_u {
-        rg_q4k q4;
-        rg_q6k q6;
-    } ub[RG_GROUPS] __attribute__((aligned(64)));
-    __m256 acc[RG_GROUPS][RG_PASS];
-    const int ng = (nw + 7) / 8;
-    for (int g = 0; g < ng; g++)
-        for (int t = 0; t < nt; t++) acc[g][t] = _mm256_setzero_ps();
-    const bool q4 = type == BD_TYPE_Q4_K;
-    const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
-    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    for (int64_t i = 0; i < nb; i++) {
-        for (int r = 8 * ng; r < 8 * ng + 16; r++) /* the next rows' block i (see kernels_avx512.c) */
-            for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * bb + o, _MM_HINT_T1);
-        for (int g = 0; g < ng; g++) {
-            const uint8_t *wg = w + (size_t)(8 * g) * ws;
-            const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
-            if (q4) rg_unpack_q4k(wg, ws, n, i, &ub[g].q4);
-            else rg_unpack_q6k(wg, ws, n, i, &ub[g].q6);
-        }
-        for (int t = 0; t < nt; t += 4) {
-            const block_q8_K *x[4];
-            const int n = nt - t < 4 ? nt - t : 4;
-            for (int j = 0; j < n; j++) x[j] = rg_xblock(xq, xs, pack, nb, t0 + t + j, i);
-            for (int g = 0; g < ng; g++) fn[n - 1](&ub[g], x, &acc[g][t]);
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
-        const __m256i mw = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int t = 0; t < nt; t++) _mm256_maskstore_ps(y + (t0 + t) * ldy + 8 * g, mw, acc[g][t]);
-    }
-}
-
 /* ------------------------------------------------------------------------
  * Q8_0 row groups, in the tile order (kernels_avx512.c explains it and who
  * takes them): 8 rows of one block per 8 x 8 transpose. AVX-VNNI: weights
@@ -955,123 +865,78 @@ static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, in
  * ---------------------------------------------------------------------- */
 
 typedef struct {
-    __m256i u[8]; /* [g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: |w|) */
+    __m256i u[2][8]; /* [block][g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: |w|) */
 #if !defined(__AVXVNNI__)
-    __m256i s[8]; /* AVX2: the weights themselves, for their signs */
+    __m256i s[2][8]; /* AVX2: the weights themselves, for their signs */
 #endif
-    __m256 d;
+    __m256 d[2];
 } rg_q80;
 
-BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q80 *u) {
-    __m256i in[8], out[8];
-    uint16_t dh[8] = {0};
-    for (int r = 0; r < 8; r++) {
-        if (r >= nw) {
-            in[r] = _mm256_setzero_si256();
-            continue;
+/* Blocks i and i + 1 (if two) of 8 rows. */
+BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, int two, rg_q80 *u) {
+    uint16_t dh[2][8] = {{0}};
+    for (int b = 0; b <= two; b++) {
+        __m256i in[8], out[8];
+        for (int r = 0; r < 8; r++) {
+            if (r >= nw) {
+                in[r] = _mm256_setzero_si256();
+                continue;
+            }
+            const block_q8_0 *q = (const block_q8_0 *)(w + (size_t)r * ws) + i + b;
+            _mm_prefetch((const char *)(q + 2), _MM_HINT_T0);
+            in[r] = _mm256_loadu_si256((const __m256i *)q->qs);
+            memcpy(&dh[b][r], &q->d, 2);
         }
-        const block_q8_0 *b = (const block_q8_0 *)(w + (size_t)r * ws) + i;
-        _mm_prefetch((const char *)(b + 2), _MM_HINT_T0);
-        in[r] = _mm256_loadu_si256((const __m256i *)b->qs);
-        memcpy(&dh[r], &b->d, 2);
-    }
-    transpose8_epi32(in, out);
-    UNROLL for (int g = 0; g < 8; g++) {
+        transpose8_epi32(in, out);
+        UNROLL for (int g = 0; g < 8; g++) {
 #if defined(__AVXVNNI__)
-        u->u[g] = _mm256_xor_si256(out[g], _mm256_set1_epi8((char)0x80));
+            u->u[b][g] = _mm256_xor_si256(out[g], _mm256_set1_epi8((char)0x80));
 #else
-        u->u[g] = _mm256_abs_epi8(out[g]);
-        u->s[g] = out[g];
+            u->u[b][g] = _mm256_abs_epi8(out[g]);
+            u->s[b][g] = out[g];
 #endif
+        }
+        u->d[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh[b]));
     }
-    u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
 }
 
-BD_INLINE void rg_block_q80(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc, const int NT) {
+BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m256 *acc, const int NT) {
     UNROLL for (int j = 0; j < NT; j++) {
 #if defined(__AVXVNNI__)
         __m256i a0 = _mm256_set1_epi32(x[j]->corr), a1 = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g += 2) {
-            a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256(&u->u[g]), bcast32(x[j]->qs + 4 * g));
-            a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256(&u->u[g + 1]), bcast32(x[j]->qs + 4 * g + 4));
+            a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256(&u->u[b][g]), bcast32(x[j]->qs + 4 * g));
+            a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256(&u->u[b][g + 1]), bcast32(x[j]->qs + 4 * g + 4));
         }
 #else
         const __m256i one = _mm256_set1_epi16(1);
         __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g += 2) {
-            const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&u->u[g]),
-                                                    _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g), _mm256_load_si256(&u->s[g])));
-            const __m256i p1 = _mm256_maddubs_epi16(
-                _mm256_load_si256(&u->u[g + 1]), _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g + 4), _mm256_load_si256(&u->s[g + 1])));
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g]),
+                                                    _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g), _mm256_load_si256(&u->s[b][g])));
+            const __m256i p1 =
+                _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g + 1]),
+                                     _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g + 4), _mm256_load_si256(&u->s[b][g + 1])));
             a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, one));
             a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, one));
         }
 #endif
-        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)), _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d),
-                                 acc[j]);
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)),
+                                 _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d[b]), acc[j]);
     }
 }
 
-typedef void (*rg8_block_fn)(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc);
-#define RG8_BLOCK_FN(N)                                                                          \
-    static void rg_q80_##N(const rg_q80 *u, const rg_x8 *const *x, __m256 *acc) { rg_block_q80(u, x, acc, N); }
-RG8_BLOCK_FN(1)
-RG8_BLOCK_FN(2)
-RG8_BLOCK_FN(3)
-RG8_BLOCK_FN(4)
-static const rg8_block_fn k_rg_q80[4] = {rg_q80_1, rg_q80_2, rg_q80_3, rg_q80_4};
-
-static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const void *pack, int64_t t0, int nt, float *y,
-                       int64_t ldy) {
-    rg_q80 ub[RG_GROUPS] __attribute__((aligned(64)));
-    __m256 acc[RG_GROUPS][RG_PASS];
-    const int ng = (nw + 7) / 8;
-    for (int g = 0; g < ng; g++)
-        for (int t = 0; t < nt; t++) acc[g][t] = _mm256_setzero_ps();
-    const rg_x8 *xp = pack;
-    for (int64_t i = 0; i < nb; i++) {
-        for (int r = 8 * ng; r < 8 * ng + 16; r++) /* the next rows' block (see kernels_avx512.c) */
-            _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * sizeof(block_q8_0), _MM_HINT_T1);
-        for (int g = 0; g < ng; g++) {
-            const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
-            rg_unpack_q80(w + (size_t)(8 * g) * ws, ws, n, i, &ub[g]);
-        }
-        for (int t = 0; t < nt; t += 4) {
-            const rg_x8 *x[4];
-            const int n = nt - t < 4 ? nt - t : 4;
-            for (int j = 0; j < n; j++) {
-                const int64_t T = t0 + t + j;
-                x[j] = xp + ((T / 16) * nb + i) * 16 + T % 16;
-            }
-            for (int g = 0; g < ng; g++) k_rg_q80[n - 1](&ub[g], x, &acc[g][t]);
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        const int n = nw - 8 * g < 8 ? nw - 8 * g : 8;
-        const __m256i mw = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        for (int t = 0; t < nt; t++) _mm256_maskstore_ps(y + (t0 + t) * ldy + 8 * g, mw, acc[g][t]);
-    }
-}
-
-static bool rg_supports(uint32_t type, int64_t ncols) {
-    if (ncols <= 0) return false;
-    if (type == BD_TYPE_Q8_0) return ncols % QK8_0 == 0;
-    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
-}
-
-static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
-                    const void *pack, int64_t n_tok, float *y, int64_t ldy) {
-    for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
-        const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
-        for (int r0 = 0; r0 < nw; r0 += 8 * RG_GROUPS)
-            if (type == BD_TYPE_Q8_0)
-                rg8_groups(ncols / QK8_0, (const uint8_t *)w + (size_t)r0 * ws, ws,
-                           nw - r0 < 8 * RG_GROUPS ? nw - r0 : 8 * RG_GROUPS, pack, t0, nt, y + r0, ldy);
-            else
-                rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
-                      nw - r0 < 8 * RG_GROUPS ? nw - r0 : 8 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
-    }
-}
+#define RG_R 8      /* rows per group: the lanes of a vector */
+#define RG_GROUPS 8 /* groups unpacked per block step: 64 weight rows per chunk of activations */
+#define RG_PASS 64  /* activation rows per pass */
+#define RG_V __m256
+#define RG_VZERO _mm256_setzero_ps
+#define RG_VSTORE(p, n, v) \
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v)
+#define RG_NT_Q4 4 /* activation rows per block-kernel call (16 registers) */
+#define RG_NT_Q6 4
+#define RG_NT_Q8 4
+#include "kernels_rows.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
  * from these row counts on they measured faster than vec_dot_n

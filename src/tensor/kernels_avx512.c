@@ -270,40 +270,7 @@ BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
     return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
-/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
-BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
-    int32_t h;
-    memcpy(&h, w, 4);
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
-}
-
-static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
-    const int64_t nb = n / QK_K;
-    float acc = 0.0f;
-    int64_t i = 0;
-    for (; i + 1 < nb; i += 2) {
-        UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-        __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));
-        h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */
-        const __m256 f = _mm256_cvtepi32_ps(h);
-        const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);
-        const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);
-        acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);
-        acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);
-    }
-    if (i < nb) {
-        __m256i h = q4k_block_z(w + i, y + i);
-        h = _mm256_hadd_epi32(h, h);
-        h = _mm256_hadd_epi32(h, h);
-        const __m128 d0 = q4k_dd(w + i, y[i].d);
-        acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);
-        acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)),
-                   acc);
-    }
-    return acc;
-}
+BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
 
 /* Q4_K x Q8_K, tile order. Z[r]: lanes 0-7 the row's sumi parts (the two
  * halves of the chunk sums added), lanes 8-15 its summ parts (vpmaddwd of
@@ -1165,69 +1132,6 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m512 *
         acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
 }
 
-#define RG_PASS 64   /* activation rows per pass */
-#define RG_GROUPS 4  /* row groups unpacked per block step */
-
-/* One block against up to 8 (Q4_K) or 4 (Q6_K) activation rows, one
- * function per type and row count (kept out of line: inlined into the loop
- * below they crowd its register allocation). */
-typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, __m512 *acc);
-#define RG_BLOCK_FN(T, N)                                                                        \
-    static void rg_##T##_##N(const void *u, const block_q8_K *const *x, __m512 *acc) { \
-        rg_block_##T(u, x, acc, N);                                                     \
-    }
-#define RG_BLOCK_FNS4(T) RG_BLOCK_FN(T, 1) RG_BLOCK_FN(T, 2) RG_BLOCK_FN(T, 3) RG_BLOCK_FN(T, 4)
-#define RG_BLOCK_FNS8(T) \
-    RG_BLOCK_FNS4(T) RG_BLOCK_FN(T, 5) RG_BLOCK_FN(T, 6) RG_BLOCK_FN(T, 7) RG_BLOCK_FN(T, 8)
-/* Q4_K 8 rows at a time, Q6_K 4 (it keeps fewer registers free) */
-RG_BLOCK_FNS8(q4k)
-RG_BLOCK_FNS4(q6k)
-static const rg_block_fn k_rg_q4k[8] = {rg_q4k_1, rg_q4k_2, rg_q4k_3, rg_q4k_4, rg_q4k_5, rg_q4k_6, rg_q4k_7, rg_q4k_8};
-static const rg_block_fn k_rg_q6k[4] = {rg_q6k_1, rg_q6k_2, rg_q6k_3, rg_q6k_4};
-
-/* nw (<= 16 RG_GROUPS) rows at w against activation rows t0 .. t0 + nt - 1:
- * per block, every group's rows are unpacked, then each chunk of
- * activation rows meets all the groups while it is in L1 (so the
- * activations are read once per 64 weight rows, not per 16). */
-static void rg_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t ws, int nw, const uint8_t *xq, size_t xs,
-                      const void *pack, int64_t t0, int nt, float *y, int64_t ldy) {
-    union rg_u {
-        rg_q4k q4;
-        rg_q6k q6;
-    } ub[RG_GROUPS] __attribute__((aligned(64)));
-    __m512 acc[RG_GROUPS][RG_PASS];
-    const int ng = (nw + 15) / 16;
-    for (int g = 0; g < ng; g++)
-        for (int t = 0; t < nt; t++) acc[g][t] = _mm512_setzero_ps();
-    const bool q4 = type == BD_TYPE_Q4_K;
-    const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
-    const int step = q4 ? 8 : 4;
-    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    for (int64_t i = 0; i < nb; i++) {
-        /* the next 16 rows' block i (the caller's next work item, often:
-         * a prefetch past the matrix is harmless), so that it starts warm */
-        for (int r = 16 * ng; r < 16 * ng + 16; r++)
-            for (size_t o = 0; o < bb; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * bb + o, _MM_HINT_T1);
-        for (int g = 0; g < ng; g++) {
-            const uint8_t *wg = w + (size_t)(16 * g) * ws;
-            const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
-            if (q4) rg_unpack_q4k(wg, ws, n, i, &ub[g].q4);
-            else rg_unpack_q6k(wg, ws, n, i, &ub[g].q6);
-        }
-        for (int t = 0; t < nt; t += step) {
-            const block_q8_K *x[8];
-            const int n = nt - t < step ? nt - t : step;
-            for (int j = 0; j < n; j++) x[j] = rg_xblock(xq, xs, pack, nb, t0 + t + j, i);
-            for (int g = 0; g < ng; g++) fn[n - 1](&ub[g], x, &acc[g][t]);
-        }
-    }
-    for (int g = 0; g < ng; g++) {
-        const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
-        const __mmask16 mw = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1);
-        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + 16 * g, mw, acc[g][t]);
-    }
-}
-
 /* ------------------------------------------------------------------------
  * Q8_0 row groups, in the tile order (dot_ref.c's bd_ref_dot_tile_q8_0:
  * each 32-element block's whole int sum, then one fma): the order of the
@@ -1286,80 +1190,16 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
     }
 }
 
-typedef void (*rg8_block_fn)(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc);
-#define RG8_BLOCK_FN(N)                                                                          \
-    static void rg_q80_##N(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc) {         \
-        rg_block_q80(u, b, x, acc, N);                                                           \
-    }
-RG8_BLOCK_FN(1)
-RG8_BLOCK_FN(2)
-RG8_BLOCK_FN(3)
-RG8_BLOCK_FN(4)
-RG8_BLOCK_FN(5)
-RG8_BLOCK_FN(6)
-RG8_BLOCK_FN(7)
-RG8_BLOCK_FN(8)
-static const rg8_block_fn k_rg_q80[8] = {rg_q80_1, rg_q80_2, rg_q80_3, rg_q80_4, rg_q80_5, rg_q80_6, rg_q80_7, rg_q80_8};
-
-/* nw (<= 16 RG_GROUPS) Q8_0 rows against packed activation rows t0 .. t0 + nt - 1 */
-static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const void *pack, int64_t t0, int nt, float *y,
-                       int64_t ldy) {
-    rg_q80 ub[RG_GROUPS] __attribute__((aligned(64)));
-    __m512 acc[RG_GROUPS][RG_PASS];
-    const int ng = (nw + 15) / 16;
-    for (int g = 0; g < ng; g++)
-        for (int t = 0; t < nt; t++) acc[g][t] = _mm512_setzero_ps();
-    const rg_x8 *xp = pack;
-    for (int64_t i = 0; i < nb; i += 2) {
-        const int two = i + 1 < nb;
-        for (int r = 16 * ng; r < 16 * ng + 16; r++) /* the next rows' blocks (see rg_groups) */
-            _mm_prefetch((const char *)w + (size_t)r * ws + (size_t)i * sizeof(block_q8_0), _MM_HINT_T1);
-        for (int g = 0; g < ng; g++) {
-            const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
-            rg_unpack_q80(w + (size_t)(16 * g) * ws, ws, n, i, two, &ub[g]);
-        }
-        for (int b = 0; b <= two; b++)
-            for (int t = 0; t < nt; t += 8) {
-                const rg_x8 *x[8];
-                const int n = nt - t < 8 ? nt - t : 8;
-                for (int j = 0; j < n; j++) {
-                    const int64_t T = t0 + t + j;
-                    x[j] = xp + ((T / 16) * nb + i + b) * 16 + T % 16;
-                }
-                for (int g = 0; g < ng; g++) k_rg_q80[n - 1](&ub[g], b, x, &acc[g][t]);
-            }
-    }
-    for (int g = 0; g < ng; g++) {
-        const int n = nw - 16 * g < 16 ? nw - 16 * g : 16;
-        const __mmask16 mw = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1);
-        for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(y + (t0 + t) * ldy + 16 * g, mw, acc[g][t]);
-    }
-}
-
-static bool rg_supports(uint32_t type, int64_t ncols) {
-    if (ncols <= 0) return false;
-    if (type == BD_TYPE_Q8_0) return ncols % QK8_0 == 0;
-    return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
-}
-
-
-
-/* Passes of up to RG_PASS activation rows, each over all rows of the call
- * (RG_GROUPS groups at a time): a pass's activations stay in cache while
- * the weights come by (from L2 after the first pass). */
-static void rg_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
-                    const void *pack, int64_t n_tok, float *y, int64_t ldy) {
-    for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
-        const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
-        for (int r0 = 0; r0 < nw; r0 += 16 * RG_GROUPS)
-            if (type == BD_TYPE_Q8_0)
-                rg8_groups(ncols / QK8_0, (const uint8_t *)w + (size_t)r0 * ws, ws,
-                           nw - r0 < 16 * RG_GROUPS ? nw - r0 : 16 * RG_GROUPS, pack, t0, nt, y + r0, ldy);
-            else
-                rg_groups(type, ncols / QK_K, (const uint8_t *)w + (size_t)r0 * ws, ws,
-                      nw - r0 < 16 * RG_GROUPS ? nw - r0 : 16 * RG_GROUPS, xq, xs, pack, t0, nt, y + r0, ldy);
-    }
-}
+#define RG_R 16     /* rows per group: the lanes of a vector */
+#define RG_GROUPS 4 /* groups unpacked per block step: 64 weight rows per chunk of activations */
+#define RG_PASS 64  /* activation rows per pass */
+#define RG_V __m512
+#define RG_VZERO _mm512_setzero_ps
+#define RG_VSTORE(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((n) >= 16 ? 0xFFFFu : (1u << (n)) - 1), v)
+#define RG_NT_Q4 8 /* Q4_K 8 activation rows per call, Q6_K 4 (it keeps fewer registers free) */
+#define RG_NT_Q6 4
+#define RG_NT_Q8 8
+#include "kernels_rows.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
  * from these sizes on the row groups measured faster than vec_dot_n

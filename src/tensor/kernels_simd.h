@@ -22,6 +22,7 @@
 #define BD_KERNELS_SIMD_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -230,6 +231,49 @@ BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
     *sc8 = sc_lo | ((uint64_t)sc_hi << 32);
     *m8 = m_lo | ((uint64_t)m_hi << 32);
 }
+
+/* ------------------------------------------------------------------------
+ * Q4_K one-row dot (decode), the tile order's f32 steps: the including file
+ * defines q4k_block_z(w, y), a block's integers as 8 int32 lanes (0-3 add
+ * up to sumi, 4-7 to summ), then instantiates BD_Q4K_ONE_ROW. Two blocks
+ * share one horizontal-add tree.
+ * ---------------------------------------------------------------------- */
+
+/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
+BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
+    int32_t h;
+    memcpy(&h, w, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
+}
+
+#define BD_Q4K_ONE_ROW(NAME, AHEAD)                                                                              \
+    static float NAME(int64_t n, const block_q4_K *w, const block_q8_K *y) {                                     \
+        const int64_t nb = n / QK_K;                                                                             \
+        float acc = 0.0f;                                                                                        \
+        int64_t i = 0;                                                                                           \
+        for (; i + 1 < nb; i += 2) {                                                                             \
+            UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + (AHEAD) + 64 * l, _MM_HINT_T0); \
+            __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));          \
+            h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */         \
+            const __m256 f = _mm256_cvtepi32_ps(h);                                                              \
+            const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);                       \
+            const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);                         \
+            acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);                                               \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);                             \
+            acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);                              \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);            \
+        }                                                                                                        \
+        if (i < nb) {                                                                                            \
+            __m256i h = q4k_block_z(w + i, y + i);                                                               \
+            h = _mm256_hadd_epi32(h, h);                                                                         \
+            h = _mm256_hadd_epi32(h, h);                                                                         \
+            const __m128 d0 = q4k_dd(w + i, y[i].d);                                                             \
+            acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);                                  \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)), \
+                       acc);                                                                                     \
+        }                                                                                                        \
+        return acc;                                                                                              \
+    }
 
 /* ------------------------------------------------------------------------
  * F32 / F16 / BF16 dots in ggml's summation order (llama.cpp's build for
