@@ -32,7 +32,7 @@ UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare
+.PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare readme-archs
 
 all: $(BUILD)/blockdraft
 
@@ -139,6 +139,10 @@ $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
 # BENCH_SHAPES, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
+
+# The README's model table, regenerated from the architecture table.
+readme-archs: all
+	tools/readme-archs.sh $(BUILD)/blockdraft
 
 clean:
 	rm -rf build build-debug build-fuzz

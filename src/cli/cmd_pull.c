@@ -115,8 +115,8 @@ void cli_pull_opts_init(struct gallery_pull_opts *o, bool quiet) {
 void cli_print_pull_result(const struct gallery_pull_result *r) {
     close_bar(&g_progress);
     for (int i = 0; i < r->report.n_checks; i++) {
-        const pairing_check *c = &r->report.checks[i];
-        if (c->verdict == PAIRING_WARN)
+        const bd_pairing_check *c = &r->report.checks[i];
+        if (c->verdict == BD_PAIRING_WARN)
             fprintf(stderr, "  warning: %s: %s\n", c->name, c->detail);
     }
     if (!strcmp(r->status, "unsupported"))

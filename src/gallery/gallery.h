@@ -57,7 +57,7 @@ typedef struct gallery_pull_result {
     char reason[320];  /* for "unsupported" */
     char config_path[GALLERY_PATH_MAX + 256];
     int n_downloaded;  /* files fetched (0: everything was already there) */
-    pairing_report report;
+    bd_pairing_report report;
 } gallery_pull_result;
 
 /* Install gallery entry `name` (case-insensitive). See the contract above.

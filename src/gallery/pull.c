@@ -154,12 +154,12 @@ static bool validate_files(const pull_file *files, int n, gallery_pull_result *r
                           df->ref->filename, e1);
         }
     }
-    pairing_report_init(&res->report);
-    bool ok = pairing_run(t, d, &res->report, NULL, e1, sizeof e1);
+    bd_pairing_report_init(&res->report);
+    bool ok = bd_pairing_run(t, d, &res->report, NULL, e1, sizeof e1);
     bd_gguf_close(t);
     if (d) bd_gguf_close(d);
     if (!ok) {
-        const pairing_check *c = pairing_report_first(&res->report, PAIRING_FAIL);
+        const bd_pairing_check *c = bd_pairing_report_first(&res->report, BD_PAIRING_FAIL);
         if (c && !strncmp(c->name, "drafter.", 8))
             return bd_err(err, errlen, "drafter %s refused: %s", df->ref->filename, e1);
         if (c && !strncmp(c->name, "fit.", 4))
@@ -167,8 +167,8 @@ static bool validate_files(const pull_file *files, int n, gallery_pull_result *r
                           df->ref->filename, tf->ref->filename, e1);
         return bd_err(err, errlen, "target %s refused: %s", tf->ref->filename, e1);
     }
-    const pairing_check *u = pairing_report_first(&res->report, PAIRING_UNSUPPORTED);
-    if (u && u->verdict == PAIRING_UNSUPPORTED) {
+    const bd_pairing_check *u = bd_pairing_report_first(&res->report, BD_PAIRING_UNSUPPORTED);
+    if (u && u->verdict == BD_PAIRING_UNSUPPORTED) {
         snprintf(res->status, sizeof res->status, "unsupported");
         snprintf(res->reason, sizeof res->reason, "%s", u->detail);
     } else {
@@ -344,7 +344,7 @@ bool gallery_pull(const char *name, const gallery_pull_opts *o, gallery_pull_res
         gallery_state_check *c = &st.checks[st.n_checks++];
         snprintf(c->name, sizeof c->name, "%s", res->report.checks[i].name);
         snprintf(c->verdict, sizeof c->verdict, "%s",
-                 pairing_verdict_name(res->report.checks[i].verdict));
+                 bd_pairing_verdict_name(res->report.checks[i].verdict));
         snprintf(c->detail, sizeof c->detail, "%s", res->report.checks[i].detail);
     }
     if (!gallery_state_write(models, &st, err, errlen)) goto out;

@@ -90,7 +90,7 @@ static void rows_add(bd_session *s, float *x, const float *h, int64_t count) {
     rows_run(s, &c, 1 << 16);
 }
 
-static void forward_chunk(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode) {
+void bd_forward_dense(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode) {
     bd_model *m = s->m;
     const bd_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd,
@@ -182,7 +182,7 @@ bool bd_session_forward(bd_session *s, const int32_t *tokens, int32_t n, enum bd
     for (int32_t off = 0; off < n; off += s->n_batch) {
         int32_t nb = n - off < s->n_batch ? n - off : s->n_batch;
         bool last = off + nb == n;
-        forward_chunk(s, tokens + off, nb, last ? mode : BD_LOGITS_NONE);
+        s->m->arch_info->forward(s, tokens + off, nb, last ? mode : BD_LOGITS_NONE);
     }
     return true;
 }

@@ -22,14 +22,10 @@
 #include "../gguf/bd_gguf.h"
 #include "../tensor/kernels.h"
 #include "../tokenizer/tokenizer.h"
+#include "arch.h"
 
 /* Rows of one feed-forward pass within a batch (forward.c). */
 #define BD_FFN_ROWS 128
-
-#define BD_MAX_TAPS 16
-
-enum bd_arch { BD_ARCH_LLAMA = 0, BD_ARCH_QWEN3 = 1, BD_ARCH_DFLASH = 2 };
-enum bd_rope_type { BD_ROPE_NORM = 0, BD_ROPE_NEOX = 1 };
 
 typedef struct bd_hparams {
     int32_t n_vocab;
@@ -70,12 +66,15 @@ typedef struct bd_dflash_hp {
     bd_mat fc;                          /* [n_embd][n_target_layers*n_embd] */
     const float *enc_norm;              /* [n_embd] */
     bool causal;                        /* dflash.attention.causal (default false) */
+    int32_t swa_window;                 /* 0: every layer sees the whole context */
+    bool swa_layer[BD_MAX_LAYERS];      /* [n_layer] true: layer attends within swa_window */
 } bd_dflash_hp;
 
 struct bd_model {
     char path[1024];
     char arch_name[32];
     enum bd_arch arch;
+    const bd_arch_info *arch_info; /* its row of the architecture table */
     bd_gguf_file *gguf;
     bd_tokenizer *tok;          /* NULL only if the file has no vocabulary */
     bd_hparams hp;
@@ -100,7 +99,7 @@ struct bd_session {
     int32_t *tokens;              /* [n_ctx] ids of the cached tokens, [0, n_past) valid */
     int32_t n_tap;
     int32_t tap_layers[BD_MAX_TAPS];
-    int32_t tap_slot[257];        /* layer -> index into taps or -1; [n_layer+1] used */
+    int32_t tap_slot[BD_MAX_LAYERS + 1]; /* layer -> index into taps or -1; [n_layer+1] used */
 
     float *k_cache;               /* [n_layer][n_ctx][n_kv*hd] */
     float *v_cache;               /* [n_layer][n_ctx][n_kv*hd] */
@@ -120,6 +119,11 @@ struct bd_session {
     float *taps;                  /* [n_batch][n_tap][n_embd] */
     int32_t n_taps_rows;
 };
+
+/* ---- per-architecture entry points (the architecture table's rows) ---- */
+bool bd_load_dense(bd_model *m, char *err, size_t errlen);        /* model_load.c: llama, qwen3 */
+void bd_forward_dense(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode); /* forward.c */
+bool bd_dflash_load(bd_model *m, char *err, size_t errlen);       /* dflash_load.c */
 
 /* ---- loading (model_load.c) ---- */
 /* Read <prefix>.block_count, embedding_length, ... with llama.cpp's defaults. */

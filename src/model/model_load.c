@@ -106,7 +106,7 @@ bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen)
         !hp_u32(m, p, "attention.head_count", true, 0, &hp->n_head, err, errlen) ||
         !hp_u32(m, p, "context_length", false, 2048, &hp->n_ctx_train, err, errlen))
         return false;
-    if (hp->n_layer < 1 || hp->n_layer > 256 || hp->n_embd < 1 || hp->n_head < 1 || hp->n_ff < 1)
+    if (hp->n_layer < 1 || hp->n_layer > BD_MAX_LAYERS || hp->n_embd < 1 || hp->n_head < 1 || hp->n_ff < 1)
         return bd_err(err, errlen, "%s: implausible hyper-parameters (layers %d, width %d, heads %d)",
                       m->path, hp->n_layer, hp->n_embd, hp->n_head);
     if (!hp_u32(m, p, "attention.head_count_kv", false, hp->n_head, &hp->n_kv, err, errlen)) return false;
@@ -149,7 +149,7 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return bd_err(err, errlen, "out of memory");
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
-    bool qk_norm = m->arch != BD_ARCH_LLAMA;
+    bool qk_norm = m->arch_info->qk_norm;
     char name[96];
 #define T(field, fmt_suffix, ne0, ne1, req)                                                   \
     do {                                                                                      \
@@ -192,9 +192,8 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
  * Open
  * ---------------------------------------------------------------------- */
 
-bool bd_dflash_load(bd_model *m, char *err, size_t errlen); /* dflash.c */
-
-static bool load_target(bd_model *m, char *err, size_t errlen) {
+/* Dense llama / qwen3 targets (their rows in arch.c). */
+bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
     const char *p = m->arch_name;
     if (!bd_model_load_hparams(m, p, err, errlen)) return false;
     const bd_hparams *hp = &m->hp;
@@ -217,7 +216,7 @@ static bool load_target(bd_model *m, char *err, size_t errlen) {
     }
     const bd_gguf_tensor *rf = bd_gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (rf) return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported", m->path);
-    m->hp.rope_type = m->arch == BD_ARCH_LLAMA ? BD_ROPE_NORM : BD_ROPE_NEOX;
+    m->hp.rope_type = m->arch_info->rope;
     return bd_model_load_layers(m, p, err, errlen);
 }
 
@@ -234,26 +233,18 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         bd_err(err, errlen, "%s: missing key 'general.architecture'", path);
         goto fail;
     }
-    if (!strcmp(m->arch_name, "llama")) m->arch = BD_ARCH_LLAMA;
-    else if (!strcmp(m->arch_name, "qwen3")) m->arch = BD_ARCH_QWEN3;
-    else if (!strcmp(m->arch_name, "dflash")) m->arch = BD_ARCH_DFLASH;
-    else if (!strcmp(m->arch_name, "dflash-draft")) {
-        bd_err(err, errlen,
-               "%s: architecture 'dflash-draft' is a llama.cpp fork's DFlash schema, which blockdraft "
-               "does not load; convert the drafter with upstream llama.cpp's converter (architecture "
-               "'dflash', key 'dflash.target_layers')",
-               path);
-        goto fail;
-    } else if (!strncmp(m->arch_name, "qwen35", 6) || !strcmp(m->arch_name, "qwen3moe") ||
-               !strcmp(m->arch_name, "qwen3next")) {
-        bd_err(err, errlen, "%s: architecture '%s' is not supported by this build yet (supported: llama, qwen3, dflash)",
-               path, m->arch_name);
-        goto fail;
-    } else {
-        bd_err(err, errlen, "%s: unknown architecture '%s' (supported: llama, qwen3, dflash)", path,
-               m->arch_name);
+    m->arch_info = bd_arch_find(m->arch_name);
+    if (!m->arch_info || m->arch_info->unsupported || !m->arch_info->load) {
+        char why[400];
+        if (m->arch_info && m->arch_info->role == BD_ROLE_DRAFTER)
+            snprintf(why, sizeof why, "architecture '%s' is not loadable: %s", m->arch_name,
+                     m->arch_info->unsupported ? m->arch_info->unsupported : "no loader");
+        else
+            bd_arch_target_problem(m->arch_name, why, sizeof why);
+        bd_err(err, errlen, "%s: %s", path, why);
         goto fail;
     }
+    m->arch = m->arch_info->id;
     /* Room for converting every 1-D tensor if the file stores norms as F16. */
     size_t cap = 0;
     for (int64_t i = 0; i < bd_gguf_tensor_count(m->gguf); i++) {
@@ -283,8 +274,7 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         memcpy(m->chat_template, tmpl, tlen);
         m->chat_template[tlen] = '\0';
     }
-    bool ok = m->arch == BD_ARCH_DFLASH ? bd_dflash_load(m, err, errlen) : load_target(m, err, errlen);
-    if (!ok) goto fail;
+    if (!m->arch_info->load(m, err, errlen)) goto fail;
     return m;
 fail:
     bd_model_free(m);

@@ -71,7 +71,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         bd_err(err, errlen, "invalid tap layer count %d (max %d)", p->n_tap, BD_MAX_TAPS);
         goto fail;
     }
-    for (int i = 0; i <= hp->n_layer && i < 257; i++) s->tap_slot[i] = -1;
+    for (int i = 0; i <= hp->n_layer && i <= BD_MAX_LAYERS; i++) s->tap_slot[i] = -1;
     s->n_tap = p->n_tap;
     for (int i = 0; i < p->n_tap; i++) {
         int32_t l = p->tap_layers[i];

@@ -68,7 +68,7 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
         char buf[256];
         if (!strcmp(k, "general.alignment")) continue;
         if (!strcmp(k, "general.architecture")) {
-            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen35" : NULL;
+            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen3next" : NULL;
             if (arch) {
                 ok = bd_gguf_writer_set_str(w, k, arch);
                 continue;
@@ -104,7 +104,7 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
                 continue;
             }
         } else if (v == V_TARGET_QWEN35) {
-            nk = renamed(k, "llama.", "qwen35.", buf, sizeof buf);
+            nk = renamed(k, "llama.", "qwen3next.", buf, sizeof buf);
         }
         if (nk == k) {
             ok = bd_gguf_writer_copy_kv(w, kv);
@@ -157,7 +157,7 @@ static bool make_fixtures(const char *dir, char *err, size_t errlen) {
     } list[] = {{V_FORK, "drafter-fork.gguf", 0},
                 {V_LAYER_IDS, "drafter-layer-ids.gguf", 0},
                 {V_WIDTH, "drafter-width96.gguf", 0},
-                {V_TARGET_QWEN35, "target-qwen35.gguf", 1}};
+                {V_TARGET_QWEN35, "target-qwen3next.gguf", 1}};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         snprintf(out, sizeof out, "%s/%s", dir, list[i].name);
         if (!make_variant(list[i].from_target ? tgt : drf, out, list[i].v, err, errlen))
@@ -381,7 +381,7 @@ static void test_sha256_file(void **state) {
  * Pairing
  * ---------------------------------------------------------------------- */
 
-static bool pair(const char *target, const char *drafter, pairing_report *r, char *err,
+static bool pair(const char *target, const char *drafter, bd_pairing_report *r, char *err,
                  size_t errlen) {
     bd_gguf_file *t = bd_gguf_open(target, err, errlen), *d = NULL;
     assert_non_null(t);
@@ -389,8 +389,8 @@ static bool pair(const char *target, const char *drafter, pairing_report *r, cha
         d = bd_gguf_open(drafter, err, errlen);
         assert_non_null(d);
     }
-    pairing_report_init(r);
-    bool ok = pairing_run(t, d, r, NULL, err, errlen);
+    bd_pairing_report_init(r);
+    bool ok = bd_pairing_run(t, d, r, NULL, err, errlen);
     bd_gguf_close(t);
     if (d) bd_gguf_close(d);
     return ok;
@@ -401,14 +401,14 @@ static void test_pairing(void **state) {
     char tgt[PATH_MAX], drf[PATH_MAX], bad[PATH_MAX + 64], err[512];
     shared_path(tgt, sizeof tgt, "fixtures/stories260K/stories260K.gguf");
     shared_path(drf, sizeof drf, "fixtures/stories260K/stories260K-dflash.gguf");
-    pairing_report r;
+    bd_pairing_report r;
     assert_true(pair(tgt, drf, &r, err, sizeof err));
-    assert_int_equal(r.worst, PAIRING_OK);
+    assert_int_equal(r.worst, BD_PAIRING_OK);
     /* values from the fixture README: taps [2,4], mask 0, width 64 */
     bd_gguf_file *d = bd_gguf_open(drf, err, sizeof err);
-    pairing_drafter_info di;
-    pairing_report_init(&r);
-    assert_true(pairing_drafter_check(d, &di, &r));
+    bd_dflash_schema di;
+    bd_pairing_report_init(&r);
+    assert_true(bd_pairing_drafter_check(d, &di, &r));
     bd_gguf_close(d);
     assert_int_equal(di.n_taps, 2);
     assert_int_equal(di.target_layers[0], 2);
@@ -428,12 +428,12 @@ static void test_pairing(void **state) {
     assert_false(pair(tgt, bad, &r, err, sizeof err));
     assert_non_null(strstr(err, "drafter width 96"));
     assert_non_null(strstr(err, "target's width 64"));
-    snprintf(bad, sizeof bad, "%s/target-qwen35.gguf", g_tmp);
+    snprintf(bad, sizeof bad, "%s/target-qwen3next.gguf", g_tmp);
     assert_true(pair(bad, drf, &r, err, sizeof err));
-    assert_int_equal(r.worst, PAIRING_UNSUPPORTED);
-    assert_non_null(strstr(pairing_report_first(&r, PAIRING_UNSUPPORTED)->detail,
-                           "architecture 'qwen35' (Qwen3.5/3.6 hybrid Gated DeltaNet) is not "
-                           "supported by this build yet"));
+    assert_int_equal(r.worst, BD_PAIRING_UNSUPPORTED);
+    assert_non_null(strstr(bd_pairing_report_first(&r, BD_PAIRING_UNSUPPORTED)->detail,
+                           "architecture 'qwen3next' (Qwen3-Next hybrid (grouped V-head order)) is not "
+                           "supported by this build: not implemented yet"));
     /* a drafter given as the target */
     assert_false(pair(drf, NULL, &r, err, sizeof err));
     assert_non_null(strstr(err, "is a DFlash drafter, not a target"));
