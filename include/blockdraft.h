@@ -81,6 +81,8 @@ typedef struct bd_session_params {
     int32_t n_batch;    /* max tokens per forward chunk; 0 = 512 */
     int32_t n_outputs;  /* max rows with logits in one BD_LOGITS_ALL forward; 0 = 32 */
     int32_t n_threads;  /* 0 = all online CPUs */
+    int32_t n_rollback; /* recurrent (hybrid) models: rows a truncation can undo, counted
+                           from the last checkpoint; 0 = n_outputs. See bd_session_truncate. */
     int32_t n_tap;      /* number of layers whose input is captured */
     const int32_t *tap_layers; /* [n_tap] layer indices (0..n_layer) */
 } bd_session_params;
@@ -92,10 +94,19 @@ void bd_session_free(bd_session *s);
 
 int32_t bd_session_length(const bd_session *s); /* tokens in the KV cache */
 int32_t bd_session_n_ctx(const bd_session *s);
+/* Bytes of recurrent state the session holds (0 for attention-only
+ * models): both state buffers and the rollback inputs. */
+uint64_t bd_session_recurrent_bytes(const bd_session *s);
 /* Ids of the tokens in the cache, [bd_session_length] of them. Borrowed:
  * valid until the next forward or truncate of s. */
 const int32_t *bd_session_tokens(const bd_session *s);
-/* Drop everything after the first n_keep tokens (n_keep <= length). */
+/* Drop everything after the first n_keep tokens (n_keep <= length).
+ * Attention-only models truncate anywhere. Models with recurrent layers
+ * (qwen35, qwen35moe) keep the inputs of the last rows (n_rollback, from
+ * the last checkpoint: a forward that does not fit starts a new one) and
+ * truncate exactly -- to the state plain decoding would have -- within
+ * them, or to 0; a deeper truncation returns false and leaves the session
+ * unchanged. */
 bool bd_session_truncate(bd_session *s, int32_t n_keep);
 
 enum bd_logits_mode {

@@ -184,6 +184,9 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
         dp.n_ctx = t->n_ctx;
         dp.n_batch = t->n_batch;
         dp.n_outputs = 1;
+        /* a recurrent draft model rolls back over one step's forwards: the
+         * catch-up (<= n_max + 1 rows) and n_max - 1 single drafts */
+        dp.n_rollback = 2 * BD_MATMUL_EXACT_ROWS;
         sp->ds = bd_session_create_on_pool(dm, &dp, t->pool, err, errlen);
         if (!sp->ds) goto fail;
         break;
@@ -369,7 +372,14 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
     bd_session *ds = sp->ds;
     int32_t keep = sp->d_valid < bd_session_length(ds) ? sp->d_valid : bd_session_length(ds);
     if (keep >= sp->n_hist) keep = sp->n_hist - 1; /* always re-run the anchor for its logits */
-    bd_session_truncate(ds, keep);
+    if (!bd_session_truncate(ds, keep)) {
+        /* a recurrent draft model keeps only the rows since its last
+         * checkpoint (set below, every step); should that ever not reach,
+         * start over: slow, never wrong */
+        bd_session_truncate(ds, 0);
+        keep = 0;
+    }
+    bd_session_checkpoint(ds);
     /* catch up on committed tokens, anchor included, in one batch */
     if (!bd_session_forward(ds, sp->hist + keep, sp->n_hist - keep, BD_LOGITS_LAST, err, errlen)) return false;
     sp->d_valid = sp->n_hist;

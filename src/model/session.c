@@ -15,6 +15,7 @@ bd_session_params bd_session_default_params(void) {
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
+    const int32_t FR = n_batch < BD_FFN_ROWS ? n_batch : BD_FFN_ROWS;
 #define UPD(W, n)                                                           \
     do {                                                                    \
         if ((W).data) {                                                     \
@@ -31,6 +32,20 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
         UPD(L->w_gate, n_batch);
         UPD(L->w_up, n_batch);
         UPD(L->w_down, n_batch);
+        UPD(L->w_qkv, n_batch);
+        UPD(L->w_z, n_batch);
+        UPD(L->w_beta, n_batch);
+        UPD(L->w_alpha, n_batch);
+        UPD(L->ssm_out, n_batch);
+        UPD(L->router, FR);
+        UPD(L->gate_exps, FR);
+        UPD(L->up_exps, FR);
+        UPD(L->gate_up_exps, FR);
+        UPD(L->down_exps, FR);
+        UPD(L->shexp_gate_inp, FR);
+        UPD(L->gate_shexp, FR);
+        UPD(L->up_shexp, FR);
+        UPD(L->down_shexp, FR);
     }
     UPD(m->output, n_out);
 #undef UPD
@@ -94,7 +109,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     }
     const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
                   KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
-    size_t kv_bytes = (size_t)hp->n_layer * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    size_t kv_bytes = (size_t)hp->n_attn_layers * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
     s->k_cache = bd_alloc(kv_bytes);
     s->v_cache = bd_alloc(kv_bytes);
@@ -102,21 +117,53 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
     const int64_t FR = B < BD_FFN_ROWS ? B : BD_FFN_ROWS;
-    s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
-    s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
+    if (FF > 0) {
+        s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
+        s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
+        if (!s->gate || !s->up) goto oom;
+    }
+    if (hp->n_rec_layers > 0 || m->arch_info->recurrent) {
+        const int64_t VD = (int64_t)hp->ssm_n_v * hp->ssm_d_state;
+        s->qg = bd_alloc((size_t)(B * 2 * Q) * sizeof(float));
+        s->agate = bd_alloc((size_t)(B * Q) * sizeof(float));
+        s->z = bd_alloc((size_t)(B * VD) * sizeof(float));
+        s->o = bd_alloc((size_t)(B * VD) * sizeof(float));
+        if (!s->qg || !s->agate || !s->z || !s->o) goto oom;
+        const int32_t n_save = p->n_rollback > 0 ? p->n_rollback : s->n_out_max;
+        if (n_save > s->n_batch && n_save > s->n_out_max) {
+            bd_err(err, errlen, "n_rollback %d exceeds the batch size %d", n_save, s->n_batch);
+            goto fail;
+        }
+        if (!bd_recurrent_create(&s->rs, m, n_save, s->n_batch, err, errlen)) goto fail;
+    }
+    if (hp->n_expert > 0) {
+        const int64_t U = hp->n_expert_used, FE = hp->n_ff_exp,
+                      FS = hp->n_ff_shexp > FE ? hp->n_ff_shexp : FE;
+        s->moe_logits = bd_alloc((size_t)(FR * hp->n_expert) * sizeof(float));
+        s->moe_sel = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
+        s->moe_w = bd_alloc((size_t)(FR * U) * sizeof(float));
+        s->moe_out = bd_alloc((size_t)(FR * U * E) * sizeof(float));
+        s->moe_rows = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
+        s->moe_x = bd_alloc((size_t)(FR * E) * sizeof(float));
+        s->moe_gu = bd_alloc((size_t)(FR * 2 * FS) * sizeof(float));
+        s->moe_y = bd_alloc((size_t)(FR * E) * sizeof(float));
+        if (!s->moe_logits || !s->moe_sel || !s->moe_w || !s->moe_out || !s->moe_rows || !s->moe_x ||
+            !s->moe_gu || !s->moe_y)
+            goto oom;
+    }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
     s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
-    if (!s->tokens || !s->k_cache || !s->v_cache || !s->x || !s->h || !s->q ||
-        !s->gate || !s->up || !s->scores || !s->logits || !s->mm_scratch ||
-        (s->n_tap > 0 && !s->taps)) {
-        bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB)", s->n_ctx,
-               2.0 * (double)kv_bytes / (1 << 20));
-        goto fail;
-    }
+    if (!s->tokens || (kv_bytes && (!s->k_cache || !s->v_cache)) || !s->x || !s->h || !s->q || !s->scores ||
+        !s->logits || !s->mm_scratch || (s->n_tap > 0 && !s->taps))
+        goto oom;
     return s;
+oom:
+    bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB, recurrent state %.1f MiB)",
+           s->n_ctx, 2.0 * (double)kv_bytes / (1 << 20),
+           (double)bd_recurrent_bytes(m, p->n_rollback > 0 ? p->n_rollback : s->n_out_max) / (1 << 20));
 fail:
     bd_session_free(s);
     return NULL;
@@ -133,6 +180,19 @@ void bd_session_free(bd_session *s) {
     bd_free(s->q);
     bd_free(s->gate);
     bd_free(s->up);
+    bd_recurrent_free(&s->rs);
+    bd_free(s->qg);
+    bd_free(s->agate);
+    bd_free(s->z);
+    bd_free(s->o);
+    bd_free(s->moe_logits);
+    bd_free(s->moe_sel);
+    bd_free(s->moe_w);
+    bd_free(s->moe_out);
+    bd_free(s->moe_rows);
+    bd_free(s->moe_x);
+    bd_free(s->moe_gu);
+    bd_free(s->moe_y);
     bd_free(s->scores);
     bd_free(s->logits);
     bd_free(s->mm_scratch);
@@ -144,8 +204,24 @@ int32_t bd_session_length(const bd_session *s) { return s->n_past; }
 int32_t bd_session_n_ctx(const bd_session *s) { return s->n_ctx; }
 const int32_t *bd_session_tokens(const bd_session *s) { return s->tokens; }
 
+void bd_session_checkpoint(bd_session *s) {
+    bd_recurrent *rs = &s->rs;
+    if (!rs->conv[0]) return;
+    rs->base = rs->cur;
+    rs->p0 = s->n_past;
+    rs->n_saved = 0;
+    rs->saved = true;
+}
+
+uint64_t bd_session_recurrent_bytes(const bd_session *s) {
+    return bd_recurrent_bytes(s->m, s->rs.n_save);
+}
+
 bool bd_session_truncate(bd_session *s, int32_t n_keep) {
     if (n_keep < 0 || n_keep > s->n_past) return false;
+    /* Recurrent layers roll back within the last forward only (or to 0);
+     * the session is unchanged when they cannot. */
+    if (!bd_recurrent_truncate(s, n_keep)) return false;
     /* Cache rows past n_keep are simply overwritten by later forwards:
      * attention only ever reads rows below the current length. */
     s->n_past = n_keep;
