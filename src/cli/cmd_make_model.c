@@ -144,6 +144,9 @@ int cmd_make_model(int argc, char **argv) {
         bd_synth_plan_free(&plan);
         return 0;
     }
+    if (o.recurrent && strcmp(o.recurrent, "auto") && !strchr(o.recurrent, '0'))
+        fprintf(stderr, "make-model: note: no attention layer; llama.cpp v0.5.0 aborts on such files "
+                        "(GGML_ASSERT(buffer) for the empty KV cache)\n");
     double t0 = bd_time_ms();
     if (!bd_synth_write(&o, outpath, err, sizeof err)) {
         fprintf(stderr, "make-model: %s\n", err);

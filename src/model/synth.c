@@ -132,9 +132,11 @@ const char *bd_synth_shape_names(void) { return "tiny small odd 0.6b 4b"; }
  *           output_norm, no output.weight (lemonade-sdk/llamacpp-rocm#75).
  *   9b      Qwen/Qwen3.5-9B: 32 layers, 4096, 12288, 16 / 4 heads of 256, GDN
  *           16 K / 32 V of 128, rotary 64 (model card "8 x (3 x GDN + 1 x
- *           attention)"). Untied: llama.cpp reports 8.95 B parameters for
- *           the GGUF, which needs a separate output matrix (tied would be
- *           7.9 B); not read from config.json's tie_word_embeddings.
+ *           attention)", mirrored e.g. at 2048ai.net). Untied: llama.cpp
+ *           reports 8.95 B parameters for a Qwen3.5-9B Q4_K_M GGUF
+ *           (lzwjava.github.io qwen3-5-9b-hybrid-review), which needs a
+ *           separate output matrix (tied would be 7.9 B); config.json's
+ *           tie_word_embeddings itself was not found.
  *   27b     Qwen/Qwen3.6-27B (= Qwen3.5-27B architecture): 64 layers, 5120,
  *           17408, 24 / 4 heads of 256, GDN 16 K / 48 V of 128 (THUDM/slime
  *           scripts/models/qwen3.5-27B.sh with --untie-embeddings-...;

@@ -1,10 +1,13 @@
 /*
  * synth.h - synthetic models: random weights with the real tensor names,
- * shapes, metadata and quantization mixes of `qwen3` and `llama` GGUFs.
+ * shapes, metadata and quantization mixes of `qwen3`, `llama`, `qwen35`
+ * (Qwen3.5/3.6 dense hybrid: Gated DeltaNet + gated attention) and
+ * `qwen35moe` GGUFs, as llama.cpp v0.5.0 loads them.
  *
  * Used by `blockdraft make-model` to produce test fixtures (compared with
- * llama.cpp in tests/e2e/oracle_*.sh) and benchmark-sized files (Qwen3-0.6B
- * and Qwen3-4B shapes) without downloading anything.
+ * llama.cpp in tests/e2e/oracle_*.sh and synth_hybrid.sh) and
+ * benchmark-sized files (Qwen3-0.6B/4B, Qwen3.5-0.8B/4B/9B, Qwen3.6-27B and
+ * 35B-A3B shapes) without downloading anything.
  *
  * Weights are a pure function of (seed, tensor name, row): every row has
  * its own PRNG stream, so the file is byte-identical whatever the thread
