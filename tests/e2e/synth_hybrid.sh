@@ -160,7 +160,10 @@ done
 if mm "$W/q35-tiny-qv.gguf" --arch qwen35 --shape tiny --quant q8_0 --vocab "$QV" --n-vocab 248320; then
     run_stats q35-tiny-qwen-vocab-248320 "$W/q35-tiny-qv.gguf" 248320
     t=$("$ORACLE" tokenize -m "$W/q35-tiny-qv.gguf" "Hello world" 2>/dev/null)
-    [ "$t" = '{"ids":[9707,1879]}' ] || bad "padded vocabulary: 'Hello world' tokenized as $t, want [9707,1879] (Qwen3 ids)"
+    [ "$t" = '{"ids":[9707,1879]}' ] || bad "padded vocabulary: llama.cpp tokenized 'Hello world' as $t, want [9707,1879] (Qwen3 ids)"
+    # blockdraft's tokenizer takes the qwen35 pre-tokenizer and the padding
+    t=$("$BD_BIN" tokenize -m "$W/q35-tiny-qv.gguf" --json "Hello world" 2>&1)
+    [ "$t" = '{"ids": [9707, 1879]}' ] || bad "padded vocabulary: blockdraft tokenized 'Hello world' as $t"
 fi
 
 # ---- 3. drafters in llama.cpp's draft-dflash loop ------------------------
