@@ -70,7 +70,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
 
-tests: all $(UNIT_BIN)
+# Helper programs of the end-to-end tests (not tests themselves).
+TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit
+$(BUILD)/tests/bd-gguf-edit: tests/tools/gguf_edit.c $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+
+tests: all $(UNIT_BIN) $(TOOL_BIN)
 
 # Installs missing Debian packages (and nothing when all are present).
 deps:

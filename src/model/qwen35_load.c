@@ -147,12 +147,17 @@ static bool read_hparams(bd_model *m, bool *rec, char *err, size_t errlen) {
         if (!key_u32_uniform(m, p, "expert_feed_forward_length", false, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp,
                              err, errlen) ||
             !bd_model_key_u32(m, p, "expert_shared_feed_forward_length", false, hp->n_ff, &hp->n_ff_shexp, err,
-                              errlen) ||
-            !bd_model_key_f32(m, p, "expert_weights_scale", false, 0.0f, &hp->expert_weights_scale, err, errlen))
+                              errlen))
             return false;
         if (hp->n_ff_exp < 1) FAIL("%s: '%s.expert_feed_forward_length' is missing or 0", m->path, p);
-        if (!(hp->expert_weights_scale >= 0.0f))
-            FAIL("%s: '%s.expert_weights_scale' is negative", m->path, p);
+        /* llama.cpp's qwen35moe never reads a routed-weights scale (its
+         * router always normalizes, unscaled): a file carrying one was not
+         * written for this architecture, and either reading would be a guess */
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_weights_scale", p);
+        if (bd_gguf_find(m->gguf, key))
+            FAIL("%s: '%s' is not part of the %s schema (llama.cpp ignores it); refusing rather than guessing",
+                 m->path, key, p);
     }
     return true;
 }
@@ -192,9 +197,10 @@ static bool bind_layer(bd_model *m, int il, char *err, size_t errlen) {
                 FAIL("%s: blk.%d.ssm_a[%lld] = %g is not negative (it holds -exp(A_log))", m->path, il,
                      (long long)h, (double)L->ssm_a[h]);
     } else {
-        if (bd_gguf_find_tensor(m->gguf, NAME("attn_qkv.weight")))
-            FAIL("%s: fused '%s' on an attention layer is not supported (expected attn_q/attn_k/attn_v)", m->path,
-                 name);
+        if (bd_gguf_find_tensor(m->gguf, NAME("attn_qkv.weight")) || bd_gguf_find_tensor(m->gguf, NAME("ssm_a")))
+            FAIL("%s: layer %d is an attention layer by the schedule (%s.attention.recurrent_layers or "
+                 "full_attention_interval) but holds the Gated DeltaNet tensor '%s'",
+                 m->path, il, m->arch_name, name);
         /* each head's query and output gate, back to back */
         MAT(wq, "attn_q.weight", E, 2 * Q);
         MAT(wk, "attn_k.weight", E, KV);
