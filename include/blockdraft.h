@@ -214,6 +214,12 @@ bool bd_spec_type_parse(const char *s, bd_spec_type *out);
 /* The spec type a draft file implies (arch dflash -> DFLASH, else SIMPLE). */
 bd_spec_type bd_spec_type_for_draft(const bd_model *draft);
 
+/* Does the DFlash drafter fit the target (width, taps within the target's
+ * trunk, mask id and vocabulary, same tokenizer)? The checks the gallery
+ * runs at install; false with the first failure in err. Run it before
+ * creating the target session with the drafter's tap layers. */
+bool bd_dflash_check_pair(const bd_model *target, const bd_model *draft, char *err, size_t errlen);
+
 /* Target layers a DFlash drafter taps; the target session must be created
  * with exactly these as tap_layers. Returns the count (0 if not dflash). */
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max);

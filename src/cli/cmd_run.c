@@ -247,6 +247,10 @@ int cmd_run(int argc, char **argv) {
     if (dm && spp.type == BD_SPEC_NONE)
         fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
     if (spp.type == BD_SPEC_DRAFT_DFLASH) {
+        if (!bd_dflash_check_pair(m, dm, err, sizeof err)) {
+            fprintf(stderr, "blockdraft run: drafter %s does not fit target %s: %s\n", draft_path, model_path, err);
+            goto done;
+        }
         sp.n_tap = bd_dflash_tap_layers(dm, taps, 16);
         sp.tap_layers = taps;
     }

@@ -27,6 +27,7 @@
 #include "sampler.h"
 #include "spec_internal.h"
 #include "../model/dflash.h"
+#include "../model/pairing.h"
 #include "../model/model.h"
 #include "../tensor/kernels.h"
 
@@ -102,6 +103,12 @@ bool bd_spec_type_parse(const char *s, bd_spec_type *out) {
 
 bd_spec_type bd_spec_type_for_draft(const bd_model *draft) {
     return draft->arch == BD_ARCH_DFLASH ? BD_SPEC_DRAFT_DFLASH : BD_SPEC_DRAFT_SIMPLE;
+}
+
+bool bd_dflash_check_pair(const bd_model *target, const bd_model *draft, char *err, size_t errlen) {
+    bd_pairing_report rep;
+    bd_pairing_report_init(&rep);
+    return bd_pairing_run(target->gguf, draft->gguf, &rep, NULL, err, errlen);
 }
 
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max) {

@@ -954,14 +954,19 @@ static void put_u(uint8_t *p, uint64_t v, int n) {
 }
 
 /* Copy the tokenizer.* keys of the vocabulary file. A larger n_vocab pads
- * tokens and token_type with "[PAD<id>]" / UNUSED (5) entries, as the HF
+ * tokens and token_type with "[PAD<id>]" / UNUSED (5) entries (and the
+ * SentencePiece scores, when there are any, with 0), as the HF
  * converter pads Qwen vocabularies to the embedding's row count (Qwen3's
  * own 151669..151935 are such tokens; llama.cpp accepts them). The hybrid
  * archs get the Qwen3.5 pre-tokenizer id "qwen35". */
 static bool copy_tokenizer(bd_gguf_writer *w, const bd_gguf_file *voc, uint32_t n_vocab, bool hybrid) {
     const bd_gguf_kv *tok = bd_gguf_find(voc, "tokenizer.ggml.tokens");
     const bd_gguf_kv *typ = bd_gguf_find(voc, "tokenizer.ggml.token_type");
+    const bd_gguf_kv *sco = bd_gguf_find(voc, "tokenizer.ggml.scores");
     const bool pad = n_vocab > tok->arr_count;
+    if (pad && sco && (sco->type != GGUF_VTYPE_ARRAY || sco->arr_type != GGUF_VTYPE_FLOAT32 ||
+                       sco->arr_count != tok->arr_count))
+        return false;
     if (pad && (!typ || typ->type != GGUF_VTYPE_ARRAY || typ->arr_type != GGUF_VTYPE_INT32 ||
                 typ->arr_count != tok->arr_count))
         return false;
@@ -991,14 +996,15 @@ static bool copy_tokenizer(bd_gguf_writer *w, const bd_gguf_file *voc, uint32_t 
             bool ok = bd_gguf_writer_set_raw(w, kv->key, GGUF_VTYPE_ARRAY, e, pos);
             free(e);
             if (!ok) return false;
-        } else if (pad && kv == typ) {
+        } else if (pad && (kv == typ || kv == sco)) {
+            /* 4-byte elements: token types padded with UNUSED (5), scores with 0.0f */
             uint64_t old = kv->data_size - 12;
             uint8_t *e = malloc(12 + old + 4 * (uint64_t)(n_vocab - kv->arr_count));
             if (!e) return false;
-            put_u(e, GGUF_VTYPE_INT32, 4);
+            put_u(e, kv == typ ? GGUF_VTYPE_INT32 : GGUF_VTYPE_FLOAT32, 4);
             put_u(e + 4, n_vocab, 8);
             memcpy(e + 12, kv->data, old);
-            for (uint64_t id = kv->arr_count; id < n_vocab; id++) put_u(e + 12 + 4 * id, 5, 4);
+            for (uint64_t id = kv->arr_count; id < n_vocab; id++) put_u(e + 12 + 4 * id, kv == typ ? 5 : 0, 4);
             bool ok = bd_gguf_writer_set_raw(w, kv->key, GGUF_VTYPE_ARRAY, e, 12 + 4 * (uint64_t)n_vocab);
             free(e);
             if (!ok) return false;
