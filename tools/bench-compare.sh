@@ -296,7 +296,9 @@ KEY_FLAGS=$(tr ' ' '\n' <<<"$CPU_FLAGS" | grep -E '^(avx2|fma|f16c|bmi2|avx_vnni
     echo "memory: $(free -g | awk '/^Mem:/{print $2}') GiB | load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "threads: $THREADS (speculative: $SPEC_THREADS) | reps: $R | pp$P tg$N | verify depth $D, n = 1..$V"
     [ "$BUSY" = 0 ] || echo "oversubscription test: busy-loop processes: $BUSY_PROCS (sh -c 'while :; do :; done')"
-    echo "command: BENCH_ISAS=\"${BENCH_ISAS:-}\" BENCH_THREADS=\"$THREADS\" BENCH_SHAPES=\"$SHAPES\" BENCH_SPEC_SHAPES=\"$SPEC_SHAPES\" BENCH_REPS=$R BENCH_P=$P BENCH_N=$N BENCH_BUSY=$BUSY make bench-compare"
+    if [ $# -gt 0 ]; then what="tools/bench-compare.sh $*"; else
+        what="BENCH_SHAPES=\"$SHAPES\" BENCH_SPEC_SHAPES=\"$SPEC_SHAPES\" make bench-compare"; fi
+    echo "command: BENCH_ISAS=\"${BENCH_ISAS:-}\" BENCH_THREADS=\"$THREADS\" BENCH_REPS=$R BENCH_P=$P BENCH_N=$N BENCH_DEPTH=$D BENCH_VMAX=$V BENCH_BUSY=$BUSY $what"
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 
@@ -317,13 +319,16 @@ if [ -n "${BENCH_ISAS:-}" ]; then
 else
     WANT="${LEVELS[*]}"
 fi
-# probe_model: a file blockdraft loads, for the bandwidth probe and the level check
+# PROBE_MODEL: a file blockdraft loads, for the bandwidth probe (which reads
+# its own buffer) and the level check; the stories260K fixture when blockdraft
+# loads none of the benchmarked files (an architecture it does not run yet).
 PROBE_MODEL=""
-for m in "${MODELS[@]+"${MODELS[@]}"}" $(for p in "${PAIRS[@]+"${PAIRS[@]}"}"; do echo "${p%%:*}"; done); do
+for m in "${MODELS[@]+"${MODELS[@]}"}" $(for p in "${PAIRS[@]+"${PAIRS[@]}"}"; do echo "${p%%:*}"; done) \
+    "$BD_SHARED/fixtures/stories260K/stories260K.gguf"; do
     [ -n "$m" ] || continue
     if "$BD_BIN" bench -m "$m" -p 0 -n 0 --no-verify -t 1 --json >/dev/null 2>&1; then PROBE_MODEL=$m; break; fi
 done
-[ -n "$PROBE_MODEL" ] || die "blockdraft bench loads none of the models (try one by hand)"
+[ -n "$PROBE_MODEL" ] || die "blockdraft bench loads none of the models, nor the stories260K fixture (try one by hand)"
 
 RUN_LEVELS=()
 declare -A L_VARIANT L_DIR L_LOADED L_FEATS L_BDISA

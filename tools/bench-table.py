@@ -210,12 +210,19 @@ for g in groups:
         rb, rl = recurrent(bd), recurrent(ll)
         if rb or rl:
             print(f"| recurrent state MB | {fmt(rb / 1e6 if rb else None, 1)} | {fmt(rl / 1e6 if rl else None, 1)} | |")
+            if ll.get("recurrent_verify_bytes"):
+                print(f"| recurrent state MB with rollback for a {len(vl)}-row verify | "
+                      f"{fmt(bd['recurrent_verify_bytes'] / 1e6 if bd.get('recurrent_verify_bytes') else None, 1)} | "
+                      f"{ll['recurrent_verify_bytes'] / 1e6:.1f} (n_rs_seq {len(vl)} snapshots) | |")
             print(f"| KV cache MB | {fmt(bd['kv_bytes'] / 1e6 if bd.get('kv_bytes') else None, 1)} | "
                   f"{fmt(ll['kv_bytes'] / 1e6 if ll.get('kv_bytes') else None, 1)} | |")
         if vb or vl:
             pg = bd.get("peak_gops", 925)
+            moe = "moe" in (bd.get("arch") or ll.get("arch") or "")
             print(f"\nverify curve at depth {depth} (median ms of one forward of n tokens, logits on all rows; "
-                  f"t/t1 = the cost of n tokens in one-token forwards; GOPS against the {pg:.0f} GOPS int8 peak):\n")
+                  f"t/t1 = the cost of n tokens in one-token forwards; GOPS against the {pg:.0f} GOPS int8 peak"
+                  + ("; MoE: the GOPS count every expert's weights, so they are no utilisation figure" if moe else "")
+                  + "):\n")
             print("| n | blockdraft ms | t/t1 | GOPS | llama.cpp ms | t/t1 | GOPS | bd/llama |")
             print("|---|---|---|---|---|---|---|---|")
             for i in range(n):

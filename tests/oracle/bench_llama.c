@@ -39,7 +39,11 @@
  *                       end (/proc/self/maps): one name when isolation works;
  *   kv_bytes, recurrent_bytes: the KV cache and the recurrent state
  *                       (Gated DeltaNet conv + ssm; 0 for attention-only
- *                       models) as llama.cpp's log reports their sizes.
+ *                       models) as llama.cpp's log reports their sizes;
+ *   recurrent_verify_bytes  recurrent/hybrid models: the state of the verify
+ *                       curve's context, which keeps n_rs_seq = --verify-max
+ *                       per-token snapshots so that llama_memory_seq_rm can
+ *                       drop a verify batch (llama.cpp's speculative setting).
  * Context settings are llama-bench's defaults: KV cache F16, flash attention
  * auto, n_ubatch 512, weight repacking on, mmap on, a warm-up run first.
  * Operation counts for GOPS use llama_model_n_params (every tensor's
@@ -358,36 +362,6 @@ int main(int argc, char **argv) {
      * recurrent state (read once per token; written too, not counted) */
     double tg_gbps = (model_bytes + kv_pos_bytes * (o.n_gen + 1) / 2.0 + recurrent_bytes) * tg_mean / 1e9;
 
-    /* ---- verify curve ---- */
-    double vms[VMAX], vmin[VMAX], vg[VMAX];
-    int vreps = o.reps < 3 ? 3 : o.reps;
-    if (o.vmax > 0) {
-        llama_memory_clear(mem, true);
-        for (int i = 0; i < o.depth; i++) tok[i] = rand_tok(n_vocab);
-        for (int done = 0; done < o.depth;) {
-            int n = o.depth - done < bmax ? o.depth - done : bmax;
-            if (!decode(c, &b, tok + done, n, done, false)) return 1;
-            done += n;
-        }
-        for (int i = 0; i < o.vmax; i++) tok[i] = rand_tok(n_vocab);
-        if (!decode(c, &b, tok, o.vmax, o.depth, true)) return 1; /* warm-up */
-        llama_memory_seq_rm(mem, 0, o.depth, -1);
-        for (int n = 1; n <= o.vmax; n++) {
-            for (int r = 0; r < vreps; r++) {
-                for (int i = 0; i < n; i++) tok[i] = rand_tok(n_vocab);
-                double t0 = now_ms();
-                if (!decode(c, &b, tok, n, o.depth, true)) return 1;
-                v[r] = now_ms() - t0;
-                llama_memory_seq_rm(mem, 0, o.depth, -1);
-            }
-            double mean, sd;
-            stats(v, vreps, &mean, &sd, &vms[n - 1], &vmin[n - 1]);
-            double keys = (double)n * o.depth + (double)n * (n + 1) / 2;
-            double ops = 2.0 * n_params * n + 4.0 * n_attn_layer * n_head * (double)hd * keys;
-            vg[n - 1] = ops / (vms[n - 1] * 1e6);
-        }
-    }
-
     /* ---- plain greedy generation after a prompt ---- */
     double plain_tps = 0;
     if (o.gen_prompt && o.n_gen > 0) {
@@ -406,6 +380,59 @@ int main(int argc, char **argv) {
         plain_tps = 1e3 * o.n_gen / (now_ms() - t0);
     }
 
+    /* ---- verify curve ---- */
+    double vms[VMAX], vmin[VMAX], vg[VMAX];
+    int vreps = o.reps < 3 ? 3 : o.reps;
+    double recurrent_verify_bytes = 0;
+    if (o.vmax > 0 && (llama_model_is_recurrent(m) || llama_model_is_hybrid(m))) {
+        /* A recurrent state cannot drop its last rows unless the context
+         * keeps per-token snapshots: a new context with n_rs_seq = the
+         * largest batch, as llama.cpp's speculative decoding sets it
+         * (n_rs_seq = draft n_max). pp, tg and plain generation above ran
+         * without snapshots, as plain decoding does. */
+        llama_free(c);
+        g_kv_mib = g_recurrent_mib = 0;
+        g_kv_cells = 0;
+        g_kv_layers = 0;
+        cp.n_rs_seq = (uint32_t)o.vmax;
+        c = llama_init_from_model(m, cp);
+        if (!c) { fprintf(stderr, "bd-bench-llama: cannot create a context with n_rs_seq %d\n", o.vmax); return 1; }
+        mem = llama_get_memory(c);
+        recurrent_verify_bytes = g_recurrent_mib * 1048576.0;
+    }
+    if (o.vmax > 0) {
+        llama_memory_clear(mem, true);
+        for (int i = 0; i < o.depth; i++) tok[i] = rand_tok(n_vocab);
+        for (int done = 0; done < o.depth;) {
+            int n = o.depth - done < bmax ? o.depth - done : bmax;
+            if (!decode(c, &b, tok + done, n, done, false)) return 1;
+            done += n;
+        }
+        for (int i = 0; i < o.vmax; i++) tok[i] = rand_tok(n_vocab);
+        if (!decode(c, &b, tok, o.vmax, o.depth, true)) return 1; /* warm-up */
+        if (!llama_memory_seq_rm(mem, 0, o.depth, -1)) {
+            fprintf(stderr, "bd-bench-llama: llama_memory_seq_rm cannot cut the context back to %d\n", o.depth);
+            return 1;
+        }
+        for (int n = 1; n <= o.vmax; n++) {
+            for (int r = 0; r < vreps; r++) {
+                for (int i = 0; i < n; i++) tok[i] = rand_tok(n_vocab);
+                double t0 = now_ms();
+                if (!decode(c, &b, tok, n, o.depth, true)) return 1;
+                v[r] = now_ms() - t0;
+                if (!llama_memory_seq_rm(mem, 0, o.depth, -1)) {
+                    fprintf(stderr, "bd-bench-llama: llama_memory_seq_rm cannot cut the context back to %d\n", o.depth);
+                    return 1;
+                }
+            }
+            double mean, sd;
+            stats(v, vreps, &mean, &sd, &vms[n - 1], &vmin[n - 1]);
+            double keys = (double)n * o.depth + (double)n * (n + 1) / 2;
+            double ops = 2.0 * n_params * n + 4.0 * n_attn_layer * n_head * (double)hd * keys;
+            vg[n - 1] = ops / (vms[n - 1] * 1e6);
+        }
+    }
+
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char feats[512];
@@ -414,9 +441,12 @@ int main(int argc, char **argv) {
     if (!realpath(g_cpu_backend, real)) real[0] = '\0';
     printf("{\"engine\":\"llama.cpp v0.5.0 (node-llama-cpp 3.22.1 prebuilt CPU)\",\"model\":\"");
     put_json_str(o.model);
+    printf("\",\"arch\":\"");
+    put_json_str(arch);
     printf("\",\"threads\":%d,\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"model_bytes\":%.0f,\"n_params\":%.0f,"
-           "\"kv_bytes\":%.0f,\"recurrent_bytes\":%.0f,\"cpu_features\":\"",
-           o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params, g_kv_mib * 1048576.0, recurrent_bytes);
+           "\"kv_bytes\":%.0f,\"recurrent_bytes\":%.0f,\"recurrent_verify_bytes\":%.0f,\"cpu_features\":\"",
+           o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params, kv_pos_bytes * n_ctx, recurrent_bytes,
+           recurrent_verify_bytes);
     put_json_str(feats);
     printf("\",\"cpu_backend\":\"");
     put_json_str(g_cpu_backend);
