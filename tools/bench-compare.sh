@@ -58,8 +58,10 @@
 #                  tg of each engine alone, then with BENCH_BUSY_PROCS
 #                  busy-loop processes running, back to back
 #   BENCH_BUSY_PROCS [1]
-#   BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench; /work/bench-models
-#                  when that folder exists]
+#   BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench]: files are written
+#                  there once and reused (names: <arch>-<shape>[-L<layers>]-q4_k_m.gguf,
+#                  qwen3-<shape>-const.gguf, dflash-<shape>-k{all,5,0}.gguf);
+#                  other files can be passed as arguments instead
 #   BENCH_VOCAB    tokenizer GGUF for make-model [shared qwen3-vocab.gguf];
 #                  BENCH_VOCAB_QWEN35 / BENCH_VOCAB_QWEN35MOE per arch
 #   BENCH_OUT [$BD_BUILD/bench]  raw JSON and logs, and table.md
@@ -104,9 +106,7 @@ SHAPES=${BENCH_SHAPES-"0.6b 4b"}
 SPEC_SHAPES=${BENCH_SPEC_SHAPES-"4b"}
 BUSY=${BENCH_BUSY:-0}
 BUSY_PROCS=${BENCH_BUSY_PROCS:-1}
-if [ -n "${BENCH_MODEL_DIR:-}" ]; then MDIR=$BENCH_MODEL_DIR
-elif [ -d /work/bench-models ]; then MDIR=/work/bench-models
-else MDIR=${TMPDIR:-/tmp}/blockdraft-bench; fi
+MDIR=${BENCH_MODEL_DIR:-${TMPDIR:-/tmp}/blockdraft-bench}
 OUT=${BENCH_OUT:-$BD_BUILD/bench}
 VOCAB=${BENCH_VOCAB:-$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf}
 PROMPT=${BENCH_PROMPT:-"Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends. One day, she saw a big red ball under a tree."}
