@@ -139,10 +139,11 @@ $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
 	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) -lm
 
 # blockdraft vs llama.cpp v0.5.0 (npm node-llama-cpp@3.22.1, prebuilt CPU
-# libraries) on the same GGUF files and threads: pp, tg, verify curve,
-# DFlash end to end; prints a side-by-side table (tools/bench-compare.sh,
-# BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_THREADS, BENCH_REPS,
-# BENCH_SHAPES, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
+# libraries) on the same GGUF files and threads, once per ISA level the host
+# has (llama.cpp held to the matching CPU variant): pp, tg, verify curve,
+# DFlash end to end; prints side-by-side tables (tools/bench-compare.sh,
+# BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_ISAS, BENCH_THREADS,
+# BENCH_REPS, BENCH_SHAPES, BENCH_BUSY, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
