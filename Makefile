@@ -111,10 +111,11 @@ demo: deps all
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_DIR      = build-fuzz
-FUZZ_MAXLEN  ?= 20000
+FUZZ_MAXLEN  ?= 65536
 BD_SHARED    ?= ../shared
-FUZZ_LIB_SRC  = $(wildcard src/gguf/*.c) src/base/base.c src/tensor/types.c
 FUZZ_FLAGS    = -std=c11 -g -O1 -D_GNU_SOURCE -pthread -Iinclude -Isrc
+# The engine core built with clang and libFuzzer's coverage, for the loaders.
+FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 
 fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds
 	@mkdir -p $(FUZZ_DIR)/corpus
@@ -129,14 +130,21 @@ fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds
 	    -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/gguf.dict \
 	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
 
-$(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) $(HDRS)
+FUZZ_CORE     = $(FUZZ_DIR)/core/libbdcore.a
+ifneq ($(BUILD),$(FUZZ_DIR)/core)
+.PHONY: $(FUZZ_CORE)
+$(FUZZ_CORE):
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_DIR)/core CC=$(FUZZ_CC) OPT="-O1 $(FUZZ_SAN)" $(FUZZ_CORE)
+endif
+
+$(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) -lm
+	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) -lm
 
-$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
+$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) -lm
+	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a -lm
 
 # blockdraft vs llama.cpp v0.5.0 (npm node-llama-cpp@3.22.1, prebuilt CPU
 # libraries) on the same GGUF files and threads, once per ISA level the host
