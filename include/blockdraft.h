@@ -129,9 +129,18 @@ typedef struct bd_sampler_params {
     float top_p;       /* >= 1: off */
     float min_p;       /* <= 0: off */
     uint64_t seed;
+    /* Repetition penalty (llama.cpp's penalty_repeat / penalty_last_n), applied
+     * first, to the raw logits, at every temperature (greedy included): each
+     * distinct token among the last repeat_last_n tokens of the history
+     * (prompt + generated) has its logit divided by repeat_penalty when
+     * positive, multiplied when <= 0. */
+    float repeat_penalty;   /* 1.0 = off (0, as in a zeroed struct, reads as 1.0) */
+    int32_t repeat_last_n;  /* history length penalized: 0 = off, -1 = all of it */
 } bd_sampler_params;
 
-bd_sampler_params bd_sampler_default_params(void); /* llama.cpp defaults: T 0.8, k 40, p 0.95, min_p 0.05 */
+/* llama.cpp defaults: T 0.8, k 40, p 0.95, min_p 0.05, repeat_penalty 1.0
+ * (off), repeat_last_n 64, a random seed. */
+bd_sampler_params bd_sampler_default_params(void);
 
 typedef struct bd_spec_stats {
     char type[24];          /* "none", "draft-dflash", ... */

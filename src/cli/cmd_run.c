@@ -2,7 +2,8 @@
  * cmd_run.c - `blockdraft run`: generate text from a model.
  *
  *   blockdraft run (-m MODEL.gguf | NAME) -p PROMPT  (NAME first) [-n N] [--temp T] [--top-k K]
- *                  [--top-p P] [--min-p P] [--seed S] [-t THREADS] [-c CTX]
+ *                  [--top-p P] [--min-p P] [--repeat-penalty P] [--repeat-last-n N]
+ *                  [--seed S] [-t THREADS] [-c CTX]
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
  *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive]
@@ -78,6 +79,8 @@ static void usage(void) {
             "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
             "  --temp T               temperature (default 0.8; 0 = greedy)\n"
             "  --top-k K  --top-p P  --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
+            "  --repeat-penalty P     penalize tokens of the last N (default 1.0 = off)\n"
+            "  --repeat-last-n N      tokens the penalty looks back over (default 64; 0 = off, -1 = all)\n"
             "  -s, --seed S           RNG seed (default random)\n"
             "  -t, --threads N        threads (default: all cores)\n"
             "  -c, --ctx-size N       context length (default 4096)\n"
@@ -100,21 +103,6 @@ static void usage(void) {
             "                         of the trained block length (default)\n");
 }
 
-/* A gallery model's config supplies defaults; command-line flags win. */
-static void apply_config(const gallery_config *c, bd_gen_params *gp, bd_session_params *sp, bd_spec_params *spp) {
-    if (c->context_size > 0) sp->n_ctx = c->context_size;
-    if (c->threads > 0) sp->n_threads = c->threads;
-    if (c->has_temperature) gp->sampling.temperature = (float)c->temperature;
-    if (c->has_top_p) gp->sampling.top_p = (float)c->top_p;
-    if (c->has_top_k) gp->sampling.top_k = (int32_t)c->top_k;
-    if (c->has_min_p) gp->sampling.min_p = (float)c->min_p;
-    if (c->has_seed && c->seed >= 0) gp->sampling.seed = (uint64_t)c->seed;
-    if (c->has_max_tokens) gp->n_predict = (int32_t)c->max_tokens;
-    if (c->spec_n_max > 0) spp->n_max = c->spec_n_max;
-    if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
-    if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
-}
-
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v, *name = NULL;
     bd_gen_params gp = {.n_predict = 128, .sampling = bd_sampler_default_params()};
@@ -135,7 +123,8 @@ int cmd_run(int argc, char **argv) {
         }
         model_path = gm.target_path;
         if (gm.draft_path[0]) draft_path = gm.draft_path;
-        if (gm.has_config) apply_config(&gm.cfg, &gp, &sp, &spp);
+        /* its config supplies defaults; command-line flags win */
+        if (gm.has_config) gallery_config_apply(&gm.cfg, &sp, &gp.sampling, &gp.n_predict, &spp);
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -153,6 +142,14 @@ int cmd_run(int argc, char **argv) {
             gp.sampling.top_p = arg_f32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--min-p", NULL}, &v))
             gp.sampling.min_p = arg_f32(a, v, 0, 1);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-penalty", NULL}, &v)) {
+            gp.sampling.repeat_penalty = arg_f32(a, v, 0, 100);
+            if (!(gp.sampling.repeat_penalty > 0)) {
+                fprintf(stderr, "blockdraft run: --repeat-penalty must be greater than 0 (1 = off)\n");
+                return 2;
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-last-n", NULL}, &v))
+            gp.sampling.repeat_last_n = arg_i32(a, v, -1, 1 << 24);
         else if (arg_take(argc, argv, &i, (const char *[]){"-s", "--seed", NULL}, &v))
             gp.sampling.seed = arg_u64(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))

@@ -29,7 +29,8 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     st->prompt_ms = t1 - t0;
     int32_t n_gen = 0;
     while (ok) {
-        int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0));
+        /* the cache holds exactly the history: prompt + every emitted token */
+        int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0), bd_session_tokens(s), bd_session_length(s));
         if (!gp->ignore_eog && bd_token_is_eog(s->m, tok)) {
             st->stopped_eog = true;
             break;

@@ -396,6 +396,7 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
  * ---------------------------------------------------------------------- */
 
 bool bd_spec_test_wrong_rule = false;
+bool bd_spec_test_wrong_history = false;
 
 /* Draw from dist (ids/probs, count n) with `skip` removed (renormalized). */
 static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float *probs, int32_t n, int32_t skip) {
@@ -414,15 +415,18 @@ static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float
 }
 
 /* Target's token for verify row `row` given draft d (or -1 for the bonus).
- * Returns true if d is accepted; else *tok gets the replacement. */
-static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, int32_t d, int32_t *tok) {
-    if (bd_sampler_is_greedy(smp)) {
-        *tok = bd_sampler_argmax(logits, n_vocab);
-        return d >= 0 && *tok == d;
-    }
+ * hist[0..n_hist) is the history plain decoding would have before this
+ * row (the repetition penalty reads it). Returns true if d is accepted;
+ * else *tok gets the replacement. */
+static bool accept_row(bd_sampler *smp, const float *logits, const int32_t *hist, int32_t n_hist, int32_t d,
+                       int32_t *tok) {
     const int32_t *ids;
     const float *probs;
-    int32_t n = bd_sampler_dist(smp, logits, &ids, &probs);
+    int32_t n = bd_sampler_dist(smp, logits, hist, n_hist, &ids, &probs);
+    if (bd_sampler_is_greedy(smp)) {
+        *tok = ids[0];
+        return d >= 0 && *tok == d;
+    }
     if (d < 0) {
         double u = bd_sampler_uniform(smp), cum = 0.0;
         *tok = ids[n - 1];
@@ -499,7 +503,6 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);
     bd_sampler *smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
     if (!smp) return bd_err(err, errlen, "generate: out of memory");
-    const int32_t V = t->m->hp.n_vocab;
     bd_session_truncate(t, 0);
     if (sp->df) bd_dflash_reset(sp->df);
     if (sp->ds) {
@@ -536,7 +539,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     ss->target_forwards = 1;
     if (ok) {
         int32_t tok;
-        accept_row(smp, bd_session_logits(t, 0), V, -1, &tok);
+        accept_row(smp, bd_session_logits(t, 0), sp->hist, sp->n_hist, -1, &tok);
         emit(&e, tok);
     }
     while (ok && !e.done) {
@@ -583,14 +586,22 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         ss->target_forwards++;
         if (nd > 0) ss->n_steps++;
         ss->n_drafted += nd;
+        /* verify row j samples after the committed history plus drafts
+         * 1..j: lay the drafts after the history (room: n_hist + nd <=
+         * n_ctx), so row j's history is hist[0 .. n_hist + j). emit()
+         * writes the same ids there for accepted drafts. */
+        memcpy(sp->hist + sp->n_hist, sp->drafts, (size_t)nd * sizeof *sp->drafts);
         int32_t a = 0, tok = -1;
         while (a < nd) {
             if (a < 32) ss->drafted_at[a]++;
-            if (!accept_row(smp, bd_session_logits(t, a), V, sp->drafts[a], &tok)) break;
+            int32_t nh = bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + a;
+            if (!accept_row(smp, bd_session_logits(t, a), sp->hist, nh, sp->drafts[a], &tok)) break;
             if (a < 32) ss->accepted_at[a]++;
             a++;
         }
-        if (a == nd) accept_row(smp, bd_session_logits(t, nd), V, -1, &tok);
+        if (a == nd)
+            accept_row(smp, bd_session_logits(t, nd), sp->hist,
+                       bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + nd, -1, &tok);
         for (int32_t i = a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
         ss->n_accepted += a;
         if (sp->trace) sp->trace(sp->trace_user, P, anchor, sp->drafts, nd, a);

@@ -165,14 +165,11 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
 
     /* sampling: request > model config > engine defaults */
     bd_sampler_params sp = bd_sampler_default_params();
-    if (cfg && cfg->has_temperature) sp.temperature = (float)cfg->temperature;
-    if (cfg && cfg->has_top_p) sp.top_p = (float)cfg->top_p;
-    if (cfg && cfg->has_top_k) sp.top_k = (int32_t)cfg->top_k;
-    if (cfg && cfg->has_min_p) sp.min_p = (float)cfg->min_p;
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(srv_now_ms() * 1e3);
     sp.seed = seed;
-    if (cfg && cfg->has_seed && cfg->seed >= 0) sp.seed = (uint64_t)cfg->seed;
+    int32_t cfg_max_tokens = -1;
+    if (cfg) gallery_config_apply(cfg, NULL, &sp, &cfg_max_tokens, NULL);
     double v;
     bool has;
     if (!get_number(root, "temperature", &v, &has) || (has && !(v >= 0 && v <= 2))) {
@@ -190,6 +187,20 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
         return false;
     }
     if (has) sp.min_p = (float)v;
+    /* llama-server's names */
+    if (!get_number(root, "repeat_penalty", &v, &has) || (has && !(v > 0 && v <= 100))) {
+        *rc = bad(r, "repeat_penalty", "must be a number greater than 0 and at most 100 (1 = off)");
+        return false;
+    }
+    if (has) sp.repeat_penalty = (float)v;
+    json_t *jrl = json_object_get(root, "repeat_last_n");
+    if (jrl && !json_is_null(jrl)) {
+        if (!json_is_integer(jrl) || json_integer_value(jrl) < -1 || json_integer_value(jrl) > (1 << 24)) {
+            *rc = bad(r, "repeat_last_n", "must be an integer, -1 (all) or more");
+            return false;
+        }
+        sp.repeat_last_n = (int32_t)json_integer_value(jrl);
+    }
     json_t *jk = json_object_get(root, "top_k");
     if (jk && !json_is_null(jk)) {
         if (!json_is_integer(jk) || json_integer_value(jk) < 0 || json_integer_value(jk) > (1 << 24)) {
@@ -214,7 +225,7 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
 
     /* max_tokens (max_completion_tokens is the newer name) */
     int limit = s->p.max_tokens > 0 ? s->p.max_tokens : m->n_ctx;
-    g->max_tokens = cfg && cfg->has_max_tokens && cfg->max_tokens > 0 ? (int)cfg->max_tokens : -1;
+    g->max_tokens = cfg_max_tokens > 0 ? (int)cfg_max_tokens : -1;
     const char *mt_names[2] = {"max_completion_tokens", "max_tokens"};
     for (int i = 0; i < 2; i++) {
         json_t *jt = json_object_get(root, mt_names[i]);

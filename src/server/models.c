@@ -44,27 +44,22 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     }
     if (m->from_cli && s->p.spec_type >= 0) m->spp.type = (bd_spec_type)s->p.spec_type;
     if (!m->dm && m->spp.type != BD_SPEC_NGRAM_SIMPLE) m->spp.type = BD_SPEC_NONE;
-    if (m->has_cfg) {
-        if (m->cfg.spec_n_max > 0) m->spp.n_max = m->cfg.spec_n_max;
-        else if (m->cfg.n_draft > 0) m->spp.n_max = m->cfg.n_draft;
-        if (m->cfg.spec_n_min > 0) m->spp.n_min = m->cfg.spec_n_min;
-        if (m->cfg.has_spec_p_min) m->spp.p_min = (float)m->cfg.spec_p_min;
-    }
-    if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
-
+    /* defaults, then the model's config (the same mapping as `run NAME`),
+     * then the server's command-line flags */
+    bd_session_params sp = bd_session_default_params();
     int32_t train = bd_model_n_ctx_train(m->m);
-    m->n_ctx = s->p.n_ctx > 0 ? s->p.n_ctx : (train > 0 && train < 4096 ? train : 4096);
-    if (m->has_cfg && m->cfg.context_size > 0 && s->p.n_ctx <= 0) m->n_ctx = m->cfg.context_size;
-    int threads = s->p.n_threads > 0 ? s->p.n_threads : (m->has_cfg && m->cfg.threads > 0 ? m->cfg.threads : 0);
+    sp.n_ctx = train > 0 && train < 4096 ? train : 4096;
+    if (m->has_cfg) gallery_config_apply(&m->cfg, &sp, NULL, NULL, &m->spp);
+    if (s->p.n_ctx > 0) sp.n_ctx = s->p.n_ctx;
+    if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
+    if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
+    m->n_ctx = sp.n_ctx;
     bool spec = m->spp.type != BD_SPEC_NONE;
     /* each speculative slot needs its own drafter state: default to one */
     m->n_slots = s->p.parallel > 0 ? s->p.parallel
                  : (m->has_cfg && m->cfg.parallel > 0) ? m->cfg.parallel
                  : spec ? 1 : 2;
 
-    bd_session_params sp = bd_session_default_params();
-    sp.n_ctx = m->n_ctx;
-    sp.n_threads = threads;
     if (m->spp.type == BD_SPEC_DRAFT_DFLASH) {
         m->n_taps = bd_dflash_tap_layers(m->dm, m->taps, 32);
         sp.n_tap = m->n_taps;
