@@ -56,17 +56,29 @@ const char *bd_model_chat_template(const bd_model *m);
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t *out, int max_out);
 /* Bytes of one token (control tokens only when render_special).
- * Returns bytes written or -(needed). */
+ * Returns bytes written or -(needed) (nothing written). */
 int bd_token_piece(const bd_model *m, int32_t id, char *buf, int bufsize, bool render_special);
+/* The longest piece of the vocabulary in bytes (with this render_special):
+ * a buffer of this size fits any bd_token_piece. Qwen3's is 128 bytes;
+ * vocabularies with longer tokens exist. 0 without a vocabulary. */
+int bd_token_piece_max(const bd_model *m, bool render_special);
 bool bd_token_is_eog(const bd_model *m, int32_t id);
 
 /* Streaming detokenizer: feed ids one by one, get back only complete UTF-8
- * sequences (a character split across tokens is held until complete). */
+ * sequences (a character split across tokens is held until complete).
+ * The concatenated output equals the decoded ids byte for byte. Borrows m:
+ * free the stream before the model. NULL without a vocabulary or memory. */
 typedef struct bd_textstream bd_textstream;
 bd_textstream *bd_textstream_create(const bd_model *m, bool render_special);
-/* Returns bytes written to out (outsize >= 64 is always enough for one
- * token plus a held tail), or -1 if out is too small. */
+/* The most bytes one push or flush can write: the longest piece plus a
+ * held tail of up to 3 bytes. A buffer of this size never gets -(needed). */
+int bd_textstream_max_bytes(const bd_textstream *ts);
+/* Returns the bytes written to out, or -(bytes needed) when outsize is too
+ * small: then nothing is written and the token is not consumed (push the
+ * same id again with a buffer of at least that size). */
 int bd_textstream_push(bd_textstream *ts, int32_t id, char *out, int outsize);
+/* Emits a held incomplete tail (end of generation). Bytes written, or
+ * -(needed) with nothing consumed. */
 int bd_textstream_flush(bd_textstream *ts, char *out, int outsize);
 void bd_textstream_free(bd_textstream *ts);
 int32_t bd_token_bos(const bd_model *m);
@@ -155,11 +167,12 @@ typedef struct bd_spec_stats {
 } bd_spec_stats;
 
 typedef struct bd_gen_stats {
-    int32_t n_prompt;
+    int32_t n_prompt;        /* prompt tokens */
+    int32_t n_prompt_cached; /* of which kept from the session's cache (not forwarded) */
     int32_t n_gen;
     double prompt_ms;
     double gen_ms;
-    double prompt_tps;
+    double prompt_tps;       /* forwarded prompt tokens (n_prompt - n_prompt_cached) per second */
     double gen_tps;
     bool stopped_eog;
     bd_spec_stats spec;
@@ -174,8 +187,12 @@ typedef struct bd_gen_params {
     bool ignore_eog;            /* do not stop at end-of-generation tokens */
 } bd_gen_params;
 
-/* Prefill prompt (the session must be empty or hold a prefix of it) and
- * generate. Tokens are reported through cb. */
+/* Prefill prompt and generate; tokens are reported through cb.
+ * Prefix reuse: whatever s holds, the longest common prefix of
+ * bd_session_tokens(s) and prompt stays in the cache (at most n_prompt - 1
+ * tokens: the last prompt token is always forwarded, for its logits) and
+ * only the rest is forwarded; the output is the same as from an empty
+ * session. stats->n_prompt_cached says how many were kept. */
 bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
                  bd_token_cb cb, void *user, bd_gen_stats *stats, char *err, size_t errlen);
 
@@ -213,7 +230,10 @@ bool bd_spec_type_parse(const char *s, bd_spec_type *out);
 bd_spec_type bd_spec_type_for_draft(const bd_model *draft);
 
 /* Target layers a DFlash drafter taps; the target session must be created
- * with exactly these as tap_layers. Returns the count (0 if not dflash). */
+ * with exactly these as tap_layers. Writes them to layers[0..count) and
+ * returns the count; 0 if draft is not a DFlash drafter; -(count) when max
+ * is smaller than the count, and then nothing is written. (At most 16;
+ * bd_spec_session_create does all of this in one call.) */
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max);
 
 typedef struct bd_spec bd_spec;

@@ -26,6 +26,8 @@ typedef struct {
     bool json;
     void *trace;  /* json_t array of speculative steps (--spec-trace) */
     bd_textstream *ts;
+    char *piece;  /* [piece_cap] one push of ts */
+    int piece_cap;
     int32_t *ids;
     int32_t n, cap;
     char *text;
@@ -51,12 +53,25 @@ static void out_append(run_out *o, const char *s, int n) {
     o->text[o->text_len] = '\0';
 }
 
+/* One push (or, with tok < 0, the final flush) of the text stream into
+ * o->piece; the buffer is sized by bd_textstream_max_bytes and grows if a
+ * push still asks for more, so no text is ever dropped. */
+static int stream_piece(run_out *o, int32_t tok) {
+    for (;;) {
+        int n = tok >= 0 ? bd_textstream_push(o->ts, tok, o->piece, o->piece_cap)
+                         : bd_textstream_flush(o->ts, o->piece, o->piece_cap);
+        if (n >= 0) return n;
+        char *p = realloc(o->piece, (size_t)-n);
+        if (!p) return 0;
+        o->piece = p;
+        o->piece_cap = -n;
+    }
+}
+
 static bool on_token(int32_t tok, void *user) {
     run_out *o = user;
     if (o->n < o->cap) o->ids[o->n++] = tok;
-    char buf[256];
-    int n = bd_textstream_push(o->ts, tok, buf, sizeof buf);
-    out_append(o, buf, n);
+    out_append(o, o->piece, stream_piece(o, tok));
     return true;
 }
 
@@ -277,7 +292,11 @@ int cmd_run(int argc, char **argv) {
     o.cap = gp.n_predict >= 0 ? gp.n_predict : bd_session_n_ctx(s);
     o.ids = malloc(((size_t)o.cap + 1) * sizeof *o.ids);
     o.ts = bd_textstream_create(m, false);
-    if (!o.ids || !o.ts) goto done;
+    if (o.ts) {
+        o.piece_cap = bd_textstream_max_bytes(o.ts);
+        o.piece = malloc((size_t)o.piece_cap);
+    }
+    if (!o.ids || !o.ts || !o.piece) goto done;
     if (echo && !json) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
@@ -289,8 +308,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "\nblockdraft run: %s\n", err);
         goto done;
     }
-    char tail[64];
-    out_append(&o, tail, bd_textstream_flush(o.ts, tail, sizeof tail));
+    out_append(&o, o.piece, stream_piece(&o, -1));
     if (json) {
         json_t *root = json_object(), *jp = json_array(), *jg = json_array(), *js = json_object();
         for (int i = 0; i < np; i++) json_array_append_new(jp, json_integer(pids[i]));
@@ -353,6 +371,7 @@ int cmd_run(int argc, char **argv) {
 done:
     if (o.trace) json_decref(o.trace);
     bd_textstream_free(o.ts);
+    free(o.piece);
     free(o.ids);
     free(o.text);
     free(pids);

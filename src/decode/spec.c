@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
 #include "sampler.h"
 #include "spec_internal.h"
 #include "../model/dflash.h"
@@ -107,7 +108,8 @@ bd_spec_type bd_spec_type_for_draft(const bd_model *draft) {
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max) {
     if (draft->arch != BD_ARCH_DFLASH) return 0;
     int32_t n = draft->dflash.n_target_layers;
-    for (int32_t i = 0; i < n && i < max; i++) layers[i] = draft->dflash.target_layers[i];
+    if (n > max) return -n; /* nothing written */
+    for (int32_t i = 0; i < n; i++) layers[i] = draft->dflash.target_layers[i];
     return n;
 }
 
@@ -503,12 +505,22 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);
     bd_sampler *smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
     if (!smp) return bd_err(err, errlen, "generate: out of memory");
-    bd_session_truncate(t, 0);
-    if (sp->df) bd_dflash_reset(sp->df);
-    if (sp->ds) {
-        bd_session_truncate(sp->ds, 0);
-        sp->d_valid = 0;
+    /* prefix reuse: the target keeps the longest common prefix of its cache
+     * and the prompt. The DFlash context holds the target's features of
+     * the last generation's history (row i <-> hist[i], n_rows of them:
+     * features held back in sp->pend are gone), so it keeps the same
+     * prefix, which cannot exceed its own common prefix with the prompt
+     * (the target session may have been used without this bd_spec in
+     * between). The draft-simple cache is checked against the prompt. */
+    int32_t cap = n_prompt;
+    if (sp->df) {
+        int32_t rows = bd_dflash_n_rows(sp->df);
+        cap = bd_decode_common_prefix(sp->hist, rows < sp->n_hist ? rows : sp->n_hist, prompt, n_prompt);
     }
+    int32_t keep = bd_decode_reuse_prefix(t, prompt, n_prompt, cap);
+    if (sp->df) bd_dflash_truncate(sp->df, keep);
+    if (sp->ds)
+        sp->d_valid = bd_decode_common_prefix(bd_session_tokens(sp->ds), bd_session_length(sp->ds), prompt, n_prompt);
     for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
         sp->alpha[i] = 1.0;
         sp->alpha_n[i] = 0;
@@ -527,7 +539,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
 
     /* prefill in chunks; each chunk's features go to the drafter */
     double t0 = bd_time_ms();
-    for (int32_t off = 0; ok && off < n_prompt; off += t->n_batch) {
+    for (int32_t off = keep; ok && off < n_prompt; off += t->n_batch) {
         int32_t nb = n_prompt - off < t->n_batch ? n_prompt - off : t->n_batch;
         bool last = off + nb == n_prompt;
         ok = bd_session_forward(t, prompt + off, nb, last ? BD_LOGITS_LAST : BD_LOGITS_NONE, err, errlen);
@@ -535,6 +547,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     }
     double t1 = bd_time_ms();
     st->n_prompt = n_prompt;
+    st->n_prompt_cached = keep;
     st->prompt_ms = t1 - t0;
     ss->target_forwards = 1;
     if (ok) {
@@ -639,9 +652,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     st->gen_ms = bd_time_ms() - t1;
     ss->other_ms = st->gen_ms - ss->draft_ms - ss->verify_ms;
     if (ss->other_ms < 0) ss->other_ms = 0;
-    st->prompt_tps = st->prompt_ms > 0 ? 1e3 * n_prompt / st->prompt_ms : 0;
-    st->gen_tps = st->gen_ms > 0 ? 1e3 * st->n_gen / st->gen_ms : 0;
-    ss->tau = ss->target_forwards ? (double)st->n_gen / (double)ss->target_forwards : 0;
+    bd_decode_finish_stats(st);
     bd_sampler_free(smp);
     return ok;
 }

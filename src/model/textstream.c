@@ -9,6 +9,7 @@
 
 struct bd_textstream {
     bd_detok d;
+    int max_bytes; /* longest piece + a held incomplete UTF-8 tail (3 bytes) */
 };
 
 bd_textstream *bd_textstream_create(const bd_model *m, bool render_special) {
@@ -17,17 +18,19 @@ bd_textstream *bd_textstream_create(const bd_model *m, bool render_special) {
     if (!ts) return NULL;
     bd_detok_init(&ts->d, m->tok, render_special);
     ts->d.at_start = false;
+    ts->max_bytes = bd_tokenizer_piece_max(m->tok, render_special) + 3;
     return ts;
 }
 
+int bd_textstream_max_bytes(const bd_textstream *ts) { return ts->max_bytes; }
+
+/* bd_detok_* return -(needed) and keep their state when out is too small. */
 int bd_textstream_push(bd_textstream *ts, int32_t id, char *out, int outsize) {
-    int n = bd_detok_push(&ts->d, id, out, outsize);
-    return n < 0 ? -1 : n;
+    return bd_detok_push(&ts->d, id, out, outsize);
 }
 
 int bd_textstream_flush(bd_textstream *ts, char *out, int outsize) {
-    int n = bd_detok_flush(&ts->d, out, outsize);
-    return n < 0 ? -1 : n;
+    return bd_detok_flush(&ts->d, out, outsize);
 }
 
 void bd_textstream_free(bd_textstream *ts) { free(ts); }

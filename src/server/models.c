@@ -20,12 +20,15 @@
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;
-    char buf[256];
-    int n = bd_token_piece(m, id, buf, (int)sizeof buf - 1, true);
-    if (n <= 0) return NULL;
-    char *s = malloc((size_t)n + 1);
+    int n = bd_token_piece(m, id, NULL, 0, true);
+    if (n >= 0) return NULL; /* empty */
+    char *s = malloc((size_t)-n + 1);
     if (!s) return NULL;
-    memcpy(s, buf, (size_t)n);
+    n = bd_token_piece(m, id, s, -n, true);
+    if (n <= 0) {
+        free(s);
+        return NULL;
+    }
     s[n] = '\0';
     return s;
 }

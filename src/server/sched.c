@@ -67,6 +67,7 @@ void srv_job_unref(srv_job *j) {
     free(j->text);
     free(j->marks);
     bd_textstream_free(j->ts);
+    free(j->piece);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -252,12 +253,26 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
     return false;
 }
 
+/* One push (tok >= 0) or the final flush (tok < 0) of the job's text
+ * stream into j->piece, sized by bd_textstream_max_bytes and grown if a
+ * push asks for more: no text is dropped. Worker thread only. */
+static int stream_piece(srv_job *j, int32_t tok) {
+    for (;;) {
+        int n = tok >= 0 ? bd_textstream_push(j->ts, tok, j->piece, j->piece_cap)
+                         : bd_textstream_flush(j->ts, j->piece, j->piece_cap);
+        if (n >= 0) return n;
+        char *p = realloc(j->piece, (size_t)-n);
+        if (!p) return 0;
+        j->piece = p;
+        j->piece_cap = -n;
+    }
+}
+
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
-    char buf[256];
-    int n = bd_textstream_push(j->ts, tok, buf, sizeof buf);
+    int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
-    bool stop = n > 0 && job_append(j, buf, (size_t)n);
+    bool stop = n > 0 && job_append(j, j->piece, (size_t)n);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (stop || atomic_load(&j->cancel)) return false;
@@ -282,18 +297,21 @@ static void run_job(srv_slot *sl, srv_job *j) {
     bd_gen_stats st;
     memset(&st, 0, sizeof st);
     j->ts = bd_textstream_create(m->m, false);
+    if (j->ts) {
+        j->piece_cap = bd_textstream_max_bytes(j->ts);
+        j->piece = malloc((size_t)j->piece_cap);
+    }
     bool ok = false;
-    if (!j->ts) {
+    if (!j->ts || !j->piece) {
         snprintf(err, sizeof err, "out of memory");
     } else if (sl->spec) {
         ok = bd_spec_generate(sl->spec, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     } else {
         ok = bd_generate(sl->sess, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     }
-    char tail[128];
-    int n = j->ts ? bd_textstream_flush(j->ts, tail, sizeof tail) : 0;
+    int n = j->ts && j->piece ? stream_piece(j, -1) : 0;
     pthread_mutex_lock(&j->mu);
-    if (n > 0 && !j->finish) job_append(j, tail, (size_t)n);
+    if (n > 0 && !j->finish) job_append(j, j->piece, (size_t)n);
     j->st = st;
     j->ok = ok;
     if (!ok) {

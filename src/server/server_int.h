@@ -133,6 +133,8 @@ struct srv_job {
     bd_gen_stats st;
     /* worker private */
     bd_textstream *ts;
+    char *piece;              /* [piece_cap] one push of ts */
+    int piece_cap;
     size_t max_stop;
     struct srv_job *next;     /* queue link, under qmu */
 };

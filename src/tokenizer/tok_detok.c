@@ -121,6 +121,9 @@ bool bd_tok_build_pieces(bd_tokenizer *t) {
         if (b.n - start > (size_t)INT_MAX / 2) b.ok = false;
         t->piece_off[id] = (uint32_t)start;
         t->piece_len[id] = (uint32_t)(b.n - start);
+        if (t->piece_len[id] > t->piece_max[1]) t->piece_max[1] = t->piece_len[id];
+        if (!(a & (BD_ATTR_UNKNOWN | BD_ATTR_CONTROL)) && t->piece_len[id] > t->piece_max[0])
+            t->piece_max[0] = t->piece_len[id];
     }
     if (!b.ok) {
         free(b.p);
@@ -155,6 +158,10 @@ int bd_tokenizer_piece(const bd_tokenizer *t, int32_t id, char *out, int bufsize
     if (bufsize < 0 || n > (size_t)bufsize) return -(int)n;
     if (n) memcpy(out, p, n);
     return (int)n;
+}
+
+int bd_tokenizer_piece_max(const bd_tokenizer *t, bool render_special) {
+    return (int)t->piece_max[render_special ? 1 : 0];
 }
 
 int bd_tokenizer_decode(const bd_tokenizer *t, const int32_t *ids, int n, bool render_special, char *out,

@@ -48,6 +48,7 @@ struct bd_tokenizer {
     char *piece;
     uint32_t *piece_off; /* [n_vocab] */
     uint32_t *piece_len; /* [n_vocab] */
+    uint32_t piece_max[2]; /* longest piece: [0] visible without render_special, [1] with */
 
     /* Text -> id: open addressing; a slot holds the id (-1 = empty) and
      * the upper hash bits, so most probes never touch the texts. */
