@@ -55,6 +55,17 @@ const char *bd_model_chat_template(const bd_model *m);
  * Returns the token count, or -(needed) if max_out is too small. */
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t *out, int max_out);
+/* Tokenize text of which some byte ranges are untrusted -- a chat prompt
+ * rendered from a template (trusted) around users' messages (untrusted):
+ * control tokens (<|im_start|> ...) are matched as with parse_special,
+ * except that no match may cover a byte inside one of the n_plain ranges
+ * plain[2k] .. plain[2k+1] (byte offsets, end exclusive; any order, may
+ * overlap); such text is tokenized as ordinary text, as with parse_special
+ * false. So text a user wrote never becomes a control token, and text
+ * without control-token texts tokenizes exactly as bd_tokenize would.
+ * Returns as bd_tokenize. */
+int bd_tokenize_guarded(const bd_model *m, const char *text, size_t len, bool add_special, const size_t *plain,
+                        int n_plain, int32_t *out, int max_out);
 /* Bytes of one token (control tokens only when render_special).
  * Returns bytes written or -(needed) (nothing written). */
 int bd_token_piece(const bd_model *m, int32_t id, char *buf, int bufsize, bool render_special);

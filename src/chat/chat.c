@@ -182,6 +182,38 @@ fail:
     return NULL;
 }
 
+/* Roles are request text too, but templates build control tokens from
+ * them ('<|' + role + '|>' in Phi-3's): the known ones stay trusted. */
+static bool trusted_role(const char *key, const char *value, size_t len, void *user) {
+    (void)user;
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    if (strcmp(key, "role") != 0) return false;
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        if (strlen(roles[i]) == len && memcmp(roles[i], value, len) == 0) return true;
+    return false;
+}
+
+/* Runs of set flags as spans. */
+static bool taint_spans(const uint8_t *t, size_t n, chat_span **out, size_t *nout) {
+    *out = NULL;
+    *nout = 0;
+    if (!t) return true;
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] && (i == 0 || !t[i - 1])) cnt++;
+    if (!cnt) return true;
+    chat_span *s = malloc(cnt * sizeof *s);
+    if (!s) return false;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] && (i == 0 || !t[i - 1])) s[k].start = i;
+        if (t[i] && (i + 1 == n || !t[i + 1])) s[k++].end = i + 1;
+    }
+    *out = s;
+    *nout = cnt;
+    return true;
+}
+
 static char *apply_inner(const chat_template *t, const chat_params *p, size_t *out_len, bool *is_user_error,
                          char *err, size_t errlen) {
     bool user_dummy;
@@ -223,8 +255,9 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
         goto done;
     }
     bool ok = jinja_ctx_define_hf_globals(cx, p->fixed_now);
-    jinja_value *mv = ok ? jinja_from_json(cx, msgs) : NULL;
-    jinja_value *tv = mv ? jinja_from_json(cx, tools) : NULL; /* NULL json -> None */
+    /* the request's strings are untrusted: the output says where they went */
+    jinja_value *mv = ok ? jinja_from_json_untrusted(cx, msgs, trusted_role, NULL) : NULL;
+    jinja_value *tv = mv ? jinja_from_json_untrusted(cx, tools, NULL, NULL) : NULL; /* NULL json -> None */
     ok = mv && tv && jinja_ctx_set(cx, "messages", mv) && jinja_ctx_set(cx, "tools", tv) &&
          jinja_ctx_set(cx, "add_generation_prompt", jinja_bool(cx, p->add_generation_prompt));
     if (ok && t->bos) ok = set_str(cx, "bos_token", t->bos);
@@ -233,7 +266,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
         const char *k;
         json_t *v;
         json_object_foreach((json_t *)p->extra_kwargs, k, v) {
-            jinja_value *jv = jinja_from_json(cx, v);
+            jinja_value *jv = jinja_from_json_untrusted(cx, v, NULL, NULL);
             if (!jv || !jinja_ctx_set(cx, k, jv)) {
                 ok = false;
                 break;
@@ -246,8 +279,17 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
         *is_user_error = true;
         goto done;
     }
-    out = jinja_render(t->tpl, cx, out_len, jerr);
-    if (!out) {
+    size_t n_out = 0;
+    uint8_t *taint = NULL;
+    out = jinja_render_taint(t->tpl, cx, &n_out, &taint, jerr);
+    if (out_len) *out_len = n_out;
+    if (out && p->user_spans && p->n_user_spans && !taint_spans(taint, n_out, p->user_spans, p->n_user_spans)) {
+        free(out);
+        out = NULL;
+        errf(err, errlen, "out of memory");
+    }
+    free(taint);
+    if (!out && jerr->kind != JINJA_OK) {
         *is_user_error = is_user_kind(jerr->kind);
         if (jerr->kind == JINJA_ERR_RAISE) errf(err, errlen, "%s", jerr->msg);
         else {

@@ -324,10 +324,6 @@ int bd_token_piece(const bd_model *m, int32_t id, char *buf, int bufsize, bool r
     return bd_tokenizer_piece(m->tok, id, buf, bufsize, render_special);
 }
 
-int bd_token_piece_max(const bd_model *m, bool render_special) {
-    return m->tok ? bd_tokenizer_piece_max(m->tok, render_special) : 0;
-}
-
 bool bd_token_is_eog(const bd_model *m, int32_t id) { return m->tok && bd_tokenizer_is_eog(m->tok, id); }
 int32_t bd_token_bos(const bd_model *m) { return m->tok ? bd_tokenizer_bos(m->tok) : -1; }
 int32_t bd_token_eos(const bd_model *m) { return m->tok ? bd_tokenizer_eos(m->tok) : -1; }

@@ -1,11 +1,24 @@
 /*
- * textstream.c - public streaming detokenizer over the tokenizer's bd_detok.
- * The stream always continues a prompt, so the SentencePiece rule that
- * drops the leading space of a sequence's first piece is turned off.
+ * textstream.c - public streaming detokenizer over the tokenizer's bd_detok
+ * (the stream always continues a prompt, so the SentencePiece rule that
+ * drops the leading space of a sequence's first piece is turned off), and
+ * the token functions added to the public API after model_load.c's:
+ * bd_token_piece_max, bd_tokenize_guarded.
  */
 #include <stdlib.h>
 
 #include "model.h"
+
+int bd_token_piece_max(const bd_model *m, bool render_special) {
+    return m->tok ? bd_tokenizer_piece_max(m->tok, render_special) : 0;
+}
+
+int bd_tokenize_guarded(const bd_model *m, const char *text, size_t len, bool add_special, const size_t *plain,
+                        int n_plain, int32_t *out, int max_out) {
+    if (!m->tok) return 0;
+    return bd_tokenizer_encode_guarded(m->tok, text, len, add_special, plain, n_plain < 0 ? 0 : (size_t)n_plain,
+                                       out, max_out);
+}
 
 struct bd_textstream {
     bd_detok d;

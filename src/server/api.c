@@ -108,6 +108,7 @@ typedef struct gen_req {
     bd_gen_params gp;
     int max_tokens;     /* -1: until EOG / context end */
     bool stream, include_usage;
+    bool return_prompt_ids; /* blockdraft extension: the prompt's token ids in the body */
     json_t *stop;       /* borrowed: null, string or array */
     char model_name[GALLERY_NAME_MAX];
 } gen_req;
@@ -271,6 +272,14 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
         }
         g->stream = json_is_true(jst);
     }
+    json_t *rpi = json_object_get(root, "return_prompt_ids");
+    if (rpi && !json_is_null(rpi)) {
+        if (!json_is_boolean(rpi)) {
+            *rc = bad(r, "return_prompt_ids", "must be a boolean");
+            return false;
+        }
+        g->return_prompt_ids = json_is_true(rpi);
+    }
     json_t *so = json_object_get(root, "stream_options");
     if (so && !json_is_null(so)) {
         json_t *iu = json_is_object(so) ? json_object_get(so, "include_usage") : NULL;
@@ -285,14 +294,17 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
     return true;
 }
 
-/* Tokenize into a malloc'd array; returns the count (0: none, -1: OOM). */
-static int tokenize(const bd_model *m, const char *text, size_t len, bool add_special, int32_t **out) {
+/* Tokenize into a malloc'd array; returns the count (0: none, -1: OOM).
+ * Control tokens are matched in the text, except inside the n_plain
+ * ranges plain[2k] .. plain[2k+1] (a chat prompt's user text). */
+static int tokenize(const bd_model *m, const char *text, size_t len, bool add_special, const size_t *plain,
+                    int n_plain, int32_t **out) {
     *out = NULL;
-    int n = bd_tokenize(m, text, len, add_special, true, NULL, 0);
+    int n = bd_tokenize_guarded(m, text, len, add_special, plain, n_plain, NULL, 0);
     if (n < 0) n = -n;
     int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
     if (!ids) return -1;
-    n = bd_tokenize(m, text, len, add_special, true, ids, n + 1);
+    n = bd_tokenize_guarded(m, text, len, add_special, plain, n_plain, ids, n + 1);
     if (n < 0) {
         free(ids);
         return -1;
@@ -417,6 +429,13 @@ static void add_stats(json_t *o, const srv_job *j) {
     json_object_set_new(o, "usage", usage_json(&j->st));
     json_object_set_new(o, "timings", timings_json(&j->st));
     json_object_set_new(o, "speculative", spec_json(j));
+}
+
+/* "prompt_ids": the tokens the model was given (return_prompt_ids). */
+static void add_prompt_ids(json_t *o, const srv_job *j) {
+    json_t *a = json_array();
+    for (int i = 0; i < j->n_prompt; i++) json_array_append_new(a, json_integer(j->prompt[i]));
+    json_object_set_new(o, "prompt_ids", a);
 }
 
 static int send_job_error(srv_req *r, srv_job *j) {
@@ -708,6 +727,10 @@ int api_chat(srv_req *r) {
     bool user_err = false;
     char terr[700];
     size_t plen = 0;
+    chat_span *spans = NULL;
+    size_t n_spans = 0;
+    cp.user_spans = &spans;
+    cp.n_user_spans = &n_spans;
     prompt = chat_template_apply(m->tmpl, &cp, &plen, &user_err, terr, sizeof terr);
     if (!prompt) {
         rc = srv_send_error(r, user_err ? 400 : 500, user_err ? ERR_INVALID : "server_error", "template_error",
@@ -717,7 +740,21 @@ int api_chat(srv_req *r) {
     }
     /* a template that writes the BOS text itself must not get a second BOS */
     bool add_special = !(m->bos_str && m->bos_str[0] && !strncmp(prompt, m->bos_str, strlen(m->bos_str)));
-    int n = tokenize(m->m, prompt, plen, add_special, &ids);
+    /* the messages' text never becomes a control token (prompt injection):
+     * control tokens are matched only in what the template wrote */
+    size_t *plain = n_spans ? malloc(2 * n_spans * sizeof *plain) : NULL;
+    if (n_spans && !plain) {
+        free(spans);
+        rc = srv_send_error(r, 500, "server_error", NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n_spans; i++) {
+        plain[2 * i] = spans[i].start;
+        plain[2 * i + 1] = spans[i].end;
+    }
+    free(spans);
+    int n = n_spans > (size_t)INT32_MAX ? -1 : tokenize(m->m, prompt, plen, add_special, plain, (int)n_spans, &ids);
+    free(plain);
     if (n < 0) {
         rc = srv_send_error(r, 500, "server_error", NULL, "out of memory");
         goto done;
@@ -765,6 +802,7 @@ int api_chat(srv_req *r) {
     json_array_append_new(arr, c);
     json_object_set_new(o, "choices", arr);
     add_stats(o, j);
+    if (g.return_prompt_ids) add_prompt_ids(o, j);
     rc = srv_send_json(r, 200, o);
 done:
     srv_job_unref(j);
@@ -799,7 +837,7 @@ int api_completions(srv_req *r) {
     }
     if (!parse_common(r, root, &g, &rc)) goto done;
     /* exactly what `blockdraft run -p` does with a prompt */
-    int n = tokenize(g.m->m, json_string_value(p), json_string_length(p), true, &ids);
+    int n = tokenize(g.m->m, json_string_value(p), json_string_length(p), true, NULL, 0, &ids);
     if (n < 0) {
         rc = srv_send_error(r, 500, "server_error", NULL, "out of memory");
         goto done;
@@ -831,6 +869,7 @@ int api_completions(srv_req *r) {
     json_array_append_new(arr, c);
     json_object_set_new(o, "choices", arr);
     add_stats(o, j);
+    if (g.return_prompt_ids) add_prompt_ids(o, j);
     rc = srv_send_json(r, 200, o);
 done:
     srv_job_unref(j);

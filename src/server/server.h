@@ -11,7 +11,12 @@
  *   GET  /models/available      gallery entries
  *   POST /models/apply          start a gallery pull; returns a job id
  *   GET  /models/jobs/{id}      pull progress, result or error
- * Every completion carries `usage`, `timings` and `speculative`.
+ * Every completion carries `usage`, `timings` and `speculative`; with the
+ * request field "return_prompt_ids": true (a blockdraft extension) a
+ * non-streamed response also carries "prompt_ids", the tokens the model
+ * was given. Chat prompts are tokenized so that the messages' text never
+ * becomes a control token (chat_params.user_spans, bd_tokenize_guarded);
+ * a /v1/completions prompt is the caller's own and keeps them.
  *
  * Models: the -m/-md pair given on the command line is loaded at start
  * (named --alias, else after the file); models installed in the models

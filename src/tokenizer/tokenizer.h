@@ -118,6 +118,13 @@ const char *bd_tokenizer_token_text(const bd_tokenizer *t, int32_t id, size_t *l
  * failure or a text too long for an int count. */
 int bd_tokenizer_encode(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t *out, int max_out);
+/* parse_special, except that a CONTROL/UNKNOWN text is not matched where it
+ * would cover a byte of one of the n_guard ranges guard[2k] .. guard[2k+1]
+ * (end exclusive; any order): that text stays ordinary text, merged with
+ * its neighbours as parse_special false would leave it. USER_DEFINED texts
+ * match everywhere, as always. */
+int bd_tokenizer_encode_guarded(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
+                                const size_t *guard, size_t n_guard, int32_t *out, int max_out);
 
 /* ------------------------------------------------------------------------
  * Decoding
