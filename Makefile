@@ -31,10 +31,12 @@ ifneq ($(SANITIZE),)
 UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# Usage examples of the public API, linked against libbdcore.a alone.
+EXAMPLE_BIN = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
 .PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare
 
-all: $(BUILD)/blockdraft
+all: $(BUILD)/blockdraft $(EXAMPLE_BIN)
 
 $(BUILD)/libbdcore.a: $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -69,6 +71,10 @@ $(BUILD)/src/gallery/builtin_index.o: gallery/index.yaml
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libbdcore.a include/blockdraft.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 
 tests: all $(UNIT_BIN)
 

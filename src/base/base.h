@@ -62,8 +62,15 @@ typedef void (*bd_pool_fn)(void *ctx, int ith, int nth);
 bd_pool *bd_pool_create(int n_threads);
 void bd_pool_free(bd_pool *p);
 int bd_pool_size(const bd_pool *p);
-/* Run fn on all threads (the caller is thread 0). Not reentrant. */
+/* Run fn on all threads (the caller is thread 0). Callers on several
+ * threads take turns (a run holds the pool until it returns); fn must not
+ * call bd_pool_run on the same pool (not reentrant). */
 void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx);
+
+/* The public bd_threadpool (blockdraft.h): a pool sessions borrow. */
+struct bd_threadpool {
+    bd_pool *pool;
+};
 
 /* Split [0, n) into nth nearly equal parts; part ith is [*lo, *hi). */
 static inline void bd_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {

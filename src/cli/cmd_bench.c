@@ -403,7 +403,6 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
                      const bench_info *in) {
     char err[512], warn[256] = "";
     bool ok = false;
-    int32_t taps[BD_MAX_TAPS];
     const char *prompt = o->spec_prompt ? o->spec_prompt : k_default_spec_prompt;
     int32_t np = bd_tokenize(m, prompt, strlen(prompt), true, true, NULL, 0);
     if (np < 0) np = -np;
@@ -428,24 +427,17 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     bd_session_params sprm = bd_session_default_params();
     sprm.n_threads = o->threads;
     sprm.n_ctx = np + o->n_gen + 64;
-    if (spp.type == BD_SPEC_DRAFT_DFLASH) {
-        sprm.n_tap = bd_dflash_tap_layers(dm, taps, BD_MAX_TAPS);
-        sprm.tap_layers = taps;
-    }
-    s = bd_session_create(m, &sprm, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "blockdraft bench: %s\n", err);
-        goto done;
-    }
     /* target cache + the drafter's (DFlash: n_ctx + one block of rows) */
     *kv_bytes = (uint64_t)sprm.n_ctx * in->kv_pos_bytes +
                 (uint64_t)(sprm.n_ctx + (spp.type == BD_SPEC_DRAFT_DFLASH ? dm->dflash.block_size : 0)) *
                     (uint64_t)dm->hp.n_layer * (uint64_t)dm->hp.n_kv * (uint64_t)dm->hp.hd * 2u * sizeof(float);
-    sp = bd_spec_create(s, dm, &spp, warn, sizeof warn, err, sizeof err);
+    /* the target session (plain runs use it too) and the bd_spec */
+    sp = bd_spec_open(m, dm, &sprm, &spp, warn, sizeof warn, err, sizeof err);
     if (!sp) {
         fprintf(stderr, "blockdraft bench: %s\n", err);
         goto done;
     }
+    s = bd_spec_session(sp);
     if (warn[0]) fprintf(stderr, "blockdraft bench: warning: %s\n", warn);
     res->spec_n_max = bd_spec_n_max(sp);
     bd_gen_params gp = {.n_predict = o->n_gen, .sampling = bd_sampler_default_params(), .ignore_eog = true};
@@ -505,8 +497,7 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     res->spec_done = true;
     ok = true;
 done:
-    bd_spec_free(sp);
-    bd_session_free(s);
+    bd_spec_free(sp); /* and its session s */
     free(pids);
     free(plain.ids);
     free(spec.ids);

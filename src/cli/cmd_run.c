@@ -229,7 +229,6 @@ int cmd_run(int argc, char **argv) {
     bd_session *s = NULL;
     bd_model *dm = NULL;
     bd_spec *spec = NULL;
-    int32_t taps[16];
     run_out o = {.json = json};
     int32_t *pids = NULL;
     bd_model *m = bd_model_open(model_path, err, sizeof err);
@@ -258,10 +257,6 @@ int cmd_run(int argc, char **argv) {
     }
     if (dm && spp.type == BD_SPEC_NONE)
         fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
-    if (spp.type == BD_SPEC_DRAFT_DFLASH) {
-        sp.n_tap = bd_dflash_tap_layers(dm, taps, 16);
-        sp.tap_layers = taps;
-    }
     int np = bd_tokenize(m, prompt, prompt_len, true, true, NULL, 0);
     if (np < 0) np = -np;
     pids = malloc(((size_t)np + 1) * sizeof *pids);
@@ -271,22 +266,25 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "blockdraft run: the prompt produced no tokens\n");
         goto done;
     }
-    s = bd_session_create(m, &sp, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "blockdraft run: %s\n", err);
-        goto done;
-    }
     if (spp.type != BD_SPEC_NONE) {
+        /* the session (with the drafter's taps for DFlash) and the bd_spec */
         char warn[256];
-        spec = bd_spec_create(s, dm, &spp, warn, sizeof warn, err, sizeof err);
+        spec = bd_spec_open(m, dm, &sp, &spp, warn, sizeof warn, err, sizeof err);
         if (!spec) {
             fprintf(stderr, "blockdraft run: %s\n", err);
             goto done;
         }
+        s = bd_spec_session(spec);
         if (warn[0]) fprintf(stderr, "blockdraft run: warning: %s\n", warn);
         if (spec_trace && json) {
             o.trace = json_array();
             bd_spec_set_trace(spec, on_step, &o);
+        }
+    } else {
+        s = bd_session_create(m, &sp, err, sizeof err);
+        if (!s) {
+            fprintf(stderr, "blockdraft run: %s\n", err);
+            goto done;
         }
     }
     o.cap = gp.n_predict >= 0 ? gp.n_predict : bd_session_n_ctx(s);
@@ -375,8 +373,8 @@ done:
     free(o.ids);
     free(o.text);
     free(pids);
-    bd_spec_free(spec);
-    bd_session_free(s);
+    if (spec) bd_spec_free(spec); /* and its session */
+    else bd_session_free(s);
     bd_model_free(dm);
     bd_model_free(m);
     free(prompt_buf);

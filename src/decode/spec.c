@@ -40,7 +40,8 @@
 
 struct bd_spec {
     bd_spec_params p;
-    bd_session *t;          /* target session (borrowed) */
+    bd_session *t;          /* target session (borrowed, or owned: owns_t) */
+    bool owns_t;            /* created by bd_spec_open */
     bd_model *dm;           /* draft model (borrowed; NULL for ngram) */
     bd_dflash *df;          /* draft-dflash state */
     bd_session *ds;         /* draft-simple session */
@@ -227,7 +228,43 @@ void bd_spec_free(bd_spec *sp) {
     bd_session_free(sp->ds);
     free(sp->pend);
     free(sp->hist);
+    if (sp->owns_t) bd_session_free(sp->t);
     free(sp);
+}
+
+bd_session *bd_spec_session(bd_spec *sp) { return sp->t; }
+
+bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params *sp, const bd_spec_params *spp,
+                      char *warn, size_t warnlen, char *err, size_t errlen) {
+    if (warn && warnlen) warn[0] = '\0';
+    if (!spp || spp->type == BD_SPEC_NONE) {
+        bd_err(err, errlen, "speculation type 'none' needs no bd_spec");
+        return NULL;
+    }
+    bd_session_params p = sp ? *sp : bd_session_default_params();
+    int32_t taps[BD_MAX_TAPS];
+    if (spp->type == BD_SPEC_DRAFT_DFLASH) {
+        if (!draft || draft->arch != BD_ARCH_DFLASH) {
+            bd_err(err, errlen, "draft-dflash needs a DFlash drafter model (-md)");
+            return NULL;
+        }
+        int32_t n = bd_dflash_tap_layers(draft, taps, BD_MAX_TAPS);
+        if (n < 0) {
+            bd_err(err, errlen, "the drafter taps %d layers (at most %d)", -n, BD_MAX_TAPS);
+            return NULL;
+        }
+        p.n_tap = n;
+        p.tap_layers = taps;
+    }
+    bd_session *t = bd_session_create(target, &p, err, errlen);
+    if (!t) return NULL;
+    bd_spec *x = bd_spec_create(t, draft, spp, warn, warnlen, err, errlen);
+    if (!x) {
+        bd_session_free(t);
+        return NULL;
+    }
+    x->owns_t = true;
+    return x;
 }
 
 /* ------------------------------------------------------------------------

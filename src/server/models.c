@@ -8,8 +8,12 @@
  * client cannot make the server read an arbitrary file.
  *
  * Loading a model creates its slots: each slot has its own target session
- * and, with a drafter, its own bd_spec (drafter state), plus a worker
- * thread. The chat template is parsed once per model.
+ * and, with a drafter, its own bd_spec (drafter state; bd_spec_open), plus
+ * a worker thread. Every session runs on a thread pool shared by all slots
+ * of all models that ask for the same thread count (one pool in the usual
+ * case): slots working at once take turns on its threads instead of each
+ * running an all-core pool (bd_threadpool). The chat template is parsed
+ * once per model.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +35,20 @@ static char *token_text(const bd_model *m, int32_t id) {
     }
     s[n] = '\0';
     return s;
+}
+
+/* The shared pool for n_threads (0: all CPUs), created on first use. */
+static bd_threadpool *pool_get(server *s, int n_threads, char *err, size_t errlen) {
+    bd_threadpool *tp = NULL;
+    pthread_mutex_lock(&s->pools_mu);
+    for (int i = 0; i < s->n_pools && !tp; i++)
+        if (s->pools[i].n_threads == n_threads) tp = s->pools[i].tp;
+    if (!tp && s->n_pools == (int)(sizeof s->pools / sizeof s->pools[0]))
+        srv_err(err, errlen, "too many different thread counts among the served models");
+    else if (!tp && (tp = bd_threadpool_create(n_threads, err, errlen)) != NULL)
+        s->pools[s->n_pools++] = (struct srv_pool){n_threads, tp};
+    pthread_mutex_unlock(&s->pools_mu);
+    return tp;
 }
 
 static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
@@ -63,24 +81,24 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
                  : (m->has_cfg && m->cfg.parallel > 0) ? m->cfg.parallel
                  : spec ? 1 : 2;
 
-    if (m->spp.type == BD_SPEC_DRAFT_DFLASH) {
-        m->n_taps = bd_dflash_tap_layers(m->dm, m->taps, 32);
-        sp.n_tap = m->n_taps;
-        sp.tap_layers = m->taps;
-    }
+    sp.threadpool = pool_get(s, sp.n_threads, err, errlen);
+    if (!sp.threadpool) return false;
     m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
     if (!m->slots) return srv_err(err, errlen, "out of memory");
     for (int i = 0; i < m->n_slots; i++) {
         srv_slot *sl = &m->slots[i];
         sl->model = m;
         sl->id = i;
-        sl->sess = bd_session_create(m->m, &sp, err, errlen);
-        if (!sl->sess) return false;
         if (spec) {
+            /* the slot's session (with the drafter's taps) and its drafter state */
             char warn[256] = "";
-            sl->spec = bd_spec_create(sl->sess, m->dm, &m->spp, warn, sizeof warn, err, errlen);
+            sl->spec = bd_spec_open(m->m, m->dm, &sp, &m->spp, warn, sizeof warn, err, errlen);
             if (!sl->spec) return false;
+            sl->sess = bd_spec_session(sl->spec);
             if (warn[0] && i == 0) fprintf(stderr, "serve: %s: warning: %s\n", m->name, warn);
+        } else {
+            sl->sess = bd_session_create(m->m, &sp, err, errlen);
+            if (!sl->sess) return false;
         }
     }
 
@@ -227,8 +245,8 @@ void srv_models_free(server *s) {
     while (m) {
         srv_model *nx = m->next;
         for (int i = 0; m->slots && i < m->n_slots; i++) {
-            bd_spec_free(m->slots[i].spec);
-            bd_session_free(m->slots[i].sess);
+            if (m->slots[i].spec) bd_spec_free(m->slots[i].spec); /* owns the session */
+            else bd_session_free(m->slots[i].sess);
         }
         free(m->slots);
         chat_template_free(m->tmpl);
@@ -240,4 +258,6 @@ void srv_models_free(server *s) {
         free(m);
         m = nx;
     }
+    for (int i = 0; i < s->n_pools; i++) bd_threadpool_free(s->pools[i].tp); /* after every session */
+    s->n_pools = 0;
 }

@@ -50,6 +50,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     if (s->p.timeout_s <= 0) s->p.timeout_s = 600;
     if (s->p.max_body < 1024) s->p.max_body = 1024;
     pthread_mutex_init(&s->models_mu, NULL);
+    pthread_mutex_init(&s->pools_mu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->met.mu, NULL);
@@ -120,6 +121,7 @@ void server_free(server *s) {
     server_shutdown(s, 0);
     srv_models_free(s);
     pthread_mutex_destroy(&s->models_mu);
+    pthread_mutex_destroy(&s->pools_mu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_mutex_destroy(&s->met.mu);

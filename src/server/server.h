@@ -54,7 +54,7 @@ typedef struct server_params {
     int spec_n_max;            /* 0 = model default */
     int spec_type;             /* -1 = from the draft file; else a bd_spec_type */
     int n_ctx;                 /* 0 = min(4096, trained context) */
-    int n_threads;             /* per session; 0 = all cores */
+    int n_threads;             /* of the thread pool all slots share; 0 = all cores */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
     /* limits */
     int queue_max;             /* queued (not running) requests before 503; default 16 */

@@ -75,8 +75,6 @@ struct srv_model {
     bd_model *m, *dm;
     bd_spec_params spp;
     int n_ctx;
-    int32_t taps[32];
-    int n_taps;
     /* chat */
     chat_template *tmpl;  /* NULL when the template failed to parse (tmpl_err) */
     char tmpl_err[600];
@@ -97,7 +95,7 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
 bool srv_model_add_cli(server *s, char *err, size_t errlen);
 /* Set the quit flag and join every slot worker (each finishes its job). */
 void srv_models_stop_workers(server *s);
-/* Stop workers (if not done) and free every model. */
+/* Stop workers (if not done) and free every model, then the thread pools. */
 void srv_models_free(server *s);
 
 /* ------------------------------------------------------------------------
@@ -201,6 +199,15 @@ struct server {
     /* models */
     pthread_mutex_t models_mu;
     srv_model *models;
+    /* thread pools shared by every slot of every model, one per thread
+     * count asked for (--threads, else a model config's threads): N slots
+     * use one pool's threads, not N pools' (models.c) */
+    pthread_mutex_t pools_mu;
+    struct srv_pool {
+        int n_threads; /* as asked; 0 = all CPUs */
+        bd_threadpool *tp;
+    } pools[8];
+    int n_pools;
     char default_model[GALLERY_NAME_MAX]; /* "" when none */
     /* queue */
     pthread_mutex_t qmu;

@@ -221,6 +221,18 @@ st, h, b = request(p, "POST", "/v1/chat/completions", {"model": "qwen3", "messag
 check(st == 200, "slot usable again after the cancelled request")
 check(s.stop() == 0, "qwen3 server: clean exit")
 
+# slots share one thread pool: four slots on -t 4 start the same pool
+# workers as one slot (3), plus one worker thread per slot -- not a pool each
+def n_threads_of(pid):
+    return len(os.listdir("/proc/%d/task" % pid))
+counts = {}
+for par in (1, 4):
+    sv = Server(T, "pool%d" % par, ["-m", QWEN, "--alias", "qwen3", "-t", "4", "--parallel", str(par)])
+    counts[par] = n_threads_of(sv.pid())  # the -m model and its slots are loaded before "listening"
+    sv.stop()
+check(counts[4] - counts[1] == 3, "4 slots share one pool: %d threads vs %d with one slot (3 more: the slot workers)"
+      % (counts[4], counts[1]))
+
 tmpl35 = os.path.join(SHARED, "fixtures", "templates", "Qwen3.5-4B.jinja")
 s = Server(T, "qwen35", ["-m", QWEN, "--alias", "qwen3", "-t", "1", "--chat-template-file", tmpl35, "--timeout", "1.5"])
 p = s.port

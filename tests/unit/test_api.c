@@ -13,6 +13,12 @@
  *    gives the output and the logits (bit for bit) of a fresh session;
  *    for bd_generate and for bd_spec_generate with the DFlash drafter and
  *    with draft-simple.
+ *  - version: the macros and bd_version() agree.
+ *  - bd_spec_open: one call gives a session tapping the drafter's layers
+ *    and the bd_spec that owns it; its output equals plain greedy.
+ *  - bd_threadpool: sessions on a shared pool start no threads of their own
+ *    (counted in /proc/self/task), and three threads generating at once on
+ *    one pool give the tokens of sequential runs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -247,6 +255,141 @@ static void reuse_dflash_greedy(void **st) { (void)st; reuse_case(DFLASH, 0.0f);
 static void reuse_dflash_sampled(void **st) { (void)st; reuse_case(DFLASH, 0.9f); }
 static void reuse_simple_greedy(void **st) { (void)st; reuse_case(SIMPLE, 0.0f); }
 
+
+/* ------------------------------------------------------------------------
+ * Version, bd_spec_open, thread pools
+ * ---------------------------------------------------------------------- */
+
+static void version_agrees(void **st) {
+    (void)st;
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", BD_VERSION_MAJOR, BD_VERSION_MINOR, BD_VERSION_PATCH);
+    assert_string_equal(BD_VERSION_STRING, want);
+    assert_string_equal(bd_version(), want);
+}
+
+static void spec_open_one_call(void **st) {
+    (void)st;
+    char err[512];
+    int32_t prompt[64];
+    int np = bd_tokenize(g_m, "Once upon a time", 16, true, false, prompt, 64);
+    bd_spec_params spp = bd_spec_default_params();
+    /* type none: no bd_spec; draft-dflash with a non-DFlash draft: refused */
+    assert_null(bd_spec_open(g_m, g_dm, NULL, &spp, NULL, 0, err, sizeof err));
+    spp.type = BD_SPEC_DRAFT_DFLASH;
+    assert_null(bd_spec_open(g_m, g_m, NULL, &spp, NULL, 0, err, sizeof err));
+    assert_non_null(strstr(err, "DFlash"));
+    /* sp->n_tap is overridden by the drafter's */
+    bd_session_params sp = bd_session_default_params();
+    int32_t wrong = 1;
+    sp.n_ctx = 256;
+    sp.n_threads = 1;
+    sp.n_tap = 1;
+    sp.tap_layers = &wrong;
+    bd_spec *x = bd_spec_open(g_m, g_dm, &sp, &spp, NULL, 0, err, sizeof err);
+    assert_non_null(x);
+    bd_session *s = bd_spec_session(x);
+    assert_non_null(s);
+    ids_rec a, b;
+    bd_gen_stats gs;
+    gen_ctx c = {.s = s, .x = x};
+    gen(&c, prompt, np, 30, 0.0f, &a, &gs);
+    assert_true(gs.spec.n_accepted > 0);
+    int32_t rows = 0;
+    const float *taps = bd_session_taps(s, &rows);
+    assert_non_null(taps); /* the session taps (two layers: the drafter's) */
+    gen_ctx p = ctx_new(PLAIN);
+    gen(&p, prompt, np, 30, 0.0f, &b, &gs);
+    assert_int_equal(a.n, b.n);
+    assert_memory_equal(a.ids, b.ids, (size_t)a.n * sizeof a.ids[0]);
+    ctx_free(&p);
+    bd_spec_free(x); /* frees the session too (ASan: no leak) */
+}
+
+static int thread_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+typedef struct {
+    bd_session *s;
+    const int32_t *prompt;
+    int np;
+    ids_rec out[4];
+    bool ok;
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    char err[256];
+    w->ok = true;
+    for (int r = 0; r < 4 && w->ok; r++) {
+        bd_gen_params gp = {.n_predict = 40, .sampling = bd_sampler_default_params(), .ignore_eog = true};
+        gp.sampling.temperature = 0;
+        bd_gen_stats gs;
+        bd_session_truncate(w->s, 0); /* every run from scratch */
+        w->out[r].n = 0;
+        w->ok = bd_generate(w->s, w->prompt, w->np, &gp, rec_tok, &w->out[r], &gs, err, sizeof err);
+    }
+    return NULL;
+}
+
+static void threadpool_shared(void **st) {
+    (void)st;
+    char err[512];
+    int t0 = thread_count();
+    bd_threadpool *tp = bd_threadpool_create(3, err, sizeof err);
+    assert_non_null(tp);
+    assert_int_equal(bd_threadpool_n_threads(tp), 3);
+    assert_int_equal(thread_count(), t0 + 2); /* the caller is thread 0 */
+    bd_session_params sp = bd_session_default_params();
+    sp.n_ctx = 128;
+    sp.n_threads = 3;
+    sp.threadpool = tp;
+    bd_session *s[3];
+    for (int i = 0; i < 3; i++) assert_non_null(s[i] = bd_session_create(g_m, &sp, err, sizeof err));
+    assert_int_equal(thread_count(), t0 + 2); /* no pool of their own */
+    sp.threadpool = NULL;
+    bd_session *own = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(own);
+    assert_int_equal(thread_count(), t0 + 4); /* a session without: its own 2 workers */
+    bd_session_free(own);
+
+    const char *prompts[3] = {"Once upon a time", "Tom had a red ball", "Lily and her mom went to the park"};
+    int32_t pids[3][64];
+    int np[3];
+    worker w[3];
+    for (int i = 0; i < 3; i++) {
+        np[i] = bd_tokenize(g_m, prompts[i], strlen(prompts[i]), true, false, pids[i], 64);
+        w[i] = (worker){.s = s[i], .prompt = pids[i], .np = np[i]};
+    }
+    /* sequential references, then all three at once */
+    ids_rec ref[3];
+    for (int i = 0; i < 3; i++) {
+        worker_main(&w[i]);
+        assert_true(w[i].ok);
+        ref[i] = w[i].out[0];
+    }
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_true(w[i].ok);
+        for (int r = 0; r < 4; r++) {
+            assert_int_equal(w[i].out[r].n, ref[i].n);
+            assert_memory_equal(w[i].out[r].ids, ref[i].ids, (size_t)ref[i].n * sizeof ref[i].ids[0]);
+        }
+    }
+    for (int i = 0; i < 3; i++) bd_session_free(s[i]);
+    bd_threadpool_free(tp);
+    assert_int_equal(thread_count(), t0);
+}
+
 /* ------------------------------------------------------------------------ */
 
 static int setup(void **st) {
@@ -292,6 +435,9 @@ int main(void) {
         cmocka_unit_test(reuse_dflash_greedy),
         cmocka_unit_test(reuse_dflash_sampled),
         cmocka_unit_test(reuse_simple_greedy),
+        cmocka_unit_test(version_agrees),
+        cmocka_unit_test(spec_open_one_call),
+        cmocka_unit_test(threadpool_shared),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
