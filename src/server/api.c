@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "server/server_int.h"
+#include "server/stats_json.h"
 
 #define ERR_INVALID "invalid_request_error"
 #define MHD_NO_RESULT 0 /* MHD_NO: close the connection without a response */
@@ -387,31 +388,21 @@ static json_t *usage_json(const bd_gen_stats *st) {
                      (json_int_t)st->n_gen, "total_tokens", (json_int_t)(st->n_prompt + st->n_gen));
 }
 
+/* llama-server's names; prompt_n counts every prompt token, cache_n those
+ * kept from the slot's cache (prefix reuse), the per-token and per-second
+ * prompt figures count the forwarded ones. */
 static json_t *timings_json(const bd_gen_stats *st) {
-    return json_pack("{s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "prompt_n", (json_int_t)st->n_prompt, "prompt_ms",
-                     st->prompt_ms, "prompt_per_token_ms", st->n_prompt ? st->prompt_ms / st->n_prompt : 0.0,
-                     "prompt_per_second", st->prompt_tps, "predicted_n", (json_int_t)st->n_gen, "predicted_ms",
-                     st->gen_ms, "predicted_per_token_ms", st->n_gen ? st->gen_ms / st->n_gen : 0.0,
-                     "predicted_per_second", st->gen_tps);
+    int32_t fwd = st->n_prompt - st->n_prompt_cached;
+    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "prompt_n", (json_int_t)st->n_prompt, "cache_n",
+                     (json_int_t)st->n_prompt_cached, "prompt_ms", st->prompt_ms, "prompt_per_token_ms",
+                     fwd > 0 ? st->prompt_ms / fwd : 0.0, "prompt_per_second", st->prompt_tps, "predicted_n",
+                     (json_int_t)st->n_gen, "predicted_ms", st->gen_ms, "predicted_per_token_ms",
+                     st->n_gen ? st->gen_ms / st->n_gen : 0.0, "predicted_per_second", st->gen_tps);
 }
 
 static json_t *spec_json(const srv_job *j) {
-    const bd_spec_stats *ss = &j->st.spec;
-    json_t *o = json_object();
-    json_object_set_new(o, "type", json_string(ss->type[0] ? ss->type : "none"));
-    json_object_set_new(o, "n_drafted", json_integer(ss->n_drafted));
-    json_object_set_new(o, "n_accepted", json_integer(ss->n_accepted));
-    json_object_set_new(o, "acceptance_rate", json_real(ss->n_drafted ? (double)ss->n_accepted / ss->n_drafted : 0));
-    json_object_set_new(o, "tau", json_real(ss->tau));
-    json_object_set_new(o, "target_forwards", json_integer(ss->target_forwards));
-    json_object_set_new(o, "draft_steps", json_integer(ss->n_steps));
-    json_t *acc = json_array();
-    for (int i = 0; i < 32 && ss->drafted_at[i]; i++)
-        json_array_append_new(acc, json_real((double)ss->accepted_at[i] / ss->drafted_at[i]));
-    json_object_set_new(o, "acceptance_by_position", acc);
-    if (j->model->slots && j->model->slots[0].spec)
-        json_object_set_new(o, "n_max", json_integer(bd_spec_n_max(j->model->slots[0].spec)));
-    return o;
+    const srv_model *m = j->model;
+    return srv_json_spec_stats(&j->st.spec, m->slots && m->slots[0].spec ? bd_spec_n_max(m->slots[0].spec) : 0);
 }
 
 /* id, object, created, model, system_fingerprint */
