@@ -113,7 +113,7 @@ FUZZ_CC      ?= clang
 FUZZ_DIR      = build-fuzz
 FUZZ_MAXLEN  ?= 20000
 BD_SHARED    ?= ../shared
-FUZZ_LIB_SRC  = $(wildcard src/gguf/*.c) src/base/base.c src/tensor/types.c
+FUZZ_LIB_SRC  = $(wildcard src/gguf/*.c) $(wildcard src/base/*.c) src/tensor/types.c
 FUZZ_FLAGS    = -std=c11 -g -O1 -D_GNU_SOURCE -pthread -Iinclude -Isrc
 
 fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds

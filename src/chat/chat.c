@@ -3,6 +3,7 @@
  * normalizations, and the reasoning/content splitter.
  */
 #include "chat/chat.h"
+#include "base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,6 @@ struct chat_template {
     bool supports_typed_content; /* [{"type":"text",...}] content renders as its text */
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ========================================================================
  * Rendering
@@ -62,18 +55,18 @@ static bool set_str(jinja_ctx *cx, const char *name, const char *s) {
 /* Reject shapes no template can handle; everything else is the template's business. */
 static bool validate_messages(const json_t *msgs, char *err, size_t errlen) {
     if (!json_is_array(msgs)) {
-        errf(err, errlen, "messages must be an array");
+        bd_err(err, errlen, "messages must be an array");
         return false;
     }
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         if (!json_is_object(m)) {
-            errf(err, errlen, "messages[%zu] must be an object", i);
+            bd_err(err, errlen, "messages[%zu] must be an object", i);
             return false;
         }
         if (!json_is_string(json_object_get(m, "role"))) {
-            errf(err, errlen, "messages[%zu].role must be a string", i);
+            bd_err(err, errlen, "messages[%zu].role must be a string", i);
             return false;
         }
     }
@@ -229,11 +222,11 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     }
     if (p->tools && !json_is_array(p->tools) && !json_is_null(p->tools)) {
         *is_user_error = true;
-        errf(err, errlen, "tools must be an array");
+        bd_err(err, errlen, "tools must be an array");
         return NULL;
     }
     if (p->extra_kwargs && !json_is_object(p->extra_kwargs)) {
-        errf(err, errlen, "chat template kwargs must be an object");
+        bd_err(err, errlen, "chat template kwargs must be an object");
         *is_user_error = true;
         return NULL;
     }
@@ -242,7 +235,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     if (p->llamacpp_compat) {
         norm = llamacpp_normalize(p->messages, t->supports_system, t->supports_typed_content);
         if (!norm) {
-            errf(err, errlen, "out of memory");
+            bd_err(err, errlen, "out of memory");
             return NULL;
         }
         msgs = norm;
@@ -251,7 +244,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     char *out = NULL;
     jinja_ctx *cx = jinja_ctx_create(p->limits);
     if (!cx) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         goto done;
     }
     bool ok = jinja_ctx_define_hf_globals(cx, p->fixed_now);
@@ -275,7 +268,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     }
     if (!ok) {
         /* conversion fails only on limits (nesting) or memory */
-        errf(err, errlen, "could not convert the request for the chat template (too deeply nested or out of memory)");
+        bd_err(err, errlen, "could not convert the request for the chat template (too deeply nested or out of memory)");
         *is_user_error = true;
         goto done;
     }
@@ -286,16 +279,16 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     if (out && p->user_spans && p->n_user_spans && !taint_spans(taint, n_out, p->user_spans, p->n_user_spans)) {
         free(out);
         out = NULL;
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
     }
     free(taint);
     if (!out && jerr->kind != JINJA_OK) {
         *is_user_error = is_user_kind(jerr->kind);
-        if (jerr->kind == JINJA_ERR_RAISE) errf(err, errlen, "%s", jerr->msg);
+        if (jerr->kind == JINJA_ERR_RAISE) bd_err(err, errlen, "%s", jerr->msg);
         else {
             char buf[700];
             jinja_error_format(jerr, buf, sizeof buf);
-            errf(err, errlen, "chat template: %s", buf);
+            bd_err(err, errlen, "chat template: %s", buf);
         }
     }
 done:
@@ -308,7 +301,7 @@ char *chat_template_apply(const chat_template *t, const chat_params *p, size_t *
                           char *err, size_t errlen) {
     if (!t || !p) {
         if (is_user_error) *is_user_error = false;
-        errf(err, errlen, "no template");
+        bd_err(err, errlen, "no template");
         return NULL;
     }
     return apply_inner(t, p, out_len, is_user_error, err, errlen);
@@ -341,12 +334,12 @@ static void probe_caps(chat_template *t) {
 
 chat_template *chat_template_create(const char *src, const char *bos, const char *eos, char *err, size_t errlen) {
     if (!src) {
-        errf(err, errlen, "no chat template");
+        bd_err(err, errlen, "no chat template");
         return NULL;
     }
     chat_template *t = calloc(1, sizeof *t);
     if (!t) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         return NULL;
     }
     jinja_error je;
@@ -355,12 +348,12 @@ chat_template *chat_template_create(const char *src, const char *bos, const char
     if (!t->tpl) {
         char buf[700];
         jinja_error_format(&je, buf, sizeof buf);
-        errf(err, errlen, "chat template: %s", buf);
+        bd_err(err, errlen, "chat template: %s", buf);
         free(t);
         return NULL;
     }
     if ((bos && !(t->bos = strdup(bos))) || (eos && !(t->eos = strdup(eos)))) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         chat_template_free(t);
         return NULL;
     }
@@ -387,14 +380,14 @@ char *chat_render(const char *template_src, const json_t *messages, const json_t
     jinja_error je;
     jinja_options o = jinja_options_hf();
     if (!template_src) {
-        errf(err, errlen, "no chat template");
+        bd_err(err, errlen, "no chat template");
         return NULL;
     }
     t.tpl = jinja_template_parse(template_src, strlen(template_src), &o, &je);
     if (!t.tpl) {
         char buf[700];
         jinja_error_format(&je, buf, sizeof buf);
-        errf(err, errlen, "chat template: %s", buf);
+        bd_err(err, errlen, "chat template: %s", buf);
         return NULL;
     }
     t.bos = (char *)bos_token;
@@ -417,14 +410,7 @@ static const char OPEN_TAG[] = "<think>", CLOSE_TAG[] = "</think>";
 
 static bool text_put(chat_text *t, const char *s, size_t n) {
     if (n == 0) return true;
-    if (t->n + n + 1 > t->cap) {
-        size_t nc = t->cap ? t->cap : 64;
-        while (nc < t->n + n + 1) nc *= 2;
-        char *p = realloc(t->p, nc);
-        if (!p) return false;
-        t->p = p;
-        t->cap = nc;
-    }
+    if (!bd_grow(&t->p, &t->cap, t->n + n + 1, 1)) return false;
     memcpy(t->p + t->n, s, n);
     t->n += n;
     t->p[t->n] = 0;

@@ -7,6 +7,7 @@
 #ifndef BD_JINJA_INT_H
 #define BD_JINJA_INT_H
 
+#include "base/base.h"
 #include "chat/jinja.h"
 
 #include <stdarg.h>

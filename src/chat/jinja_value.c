@@ -100,23 +100,12 @@ bool jx_buf_put_t(jx_buf *b, const char *s, size_t n, const uint8_t *taint) {
         return false;
     }
     if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *p = realloc(b->p, nc);
-        if (!p) {
+        size_t cap = b->cap, tcap = b->cap; /* t, when present, has p's capacity */
+        if (!bd_grow(&b->p, &cap, b->n + n + 1, 1) || (b->t && !bd_grow(&b->t, &tcap, cap, 1))) {
             b->failed = true;
             return false;
         }
-        b->p = p;
-        if (b->t) {
-            uint8_t *t = realloc(b->t, nc);
-            if (!t) {
-                b->failed = true;
-                return false;
-            }
-            b->t = t;
-        }
-        b->cap = nc;
+        b->cap = cap;
     }
     if (taint && any_flag(taint, n) && !buf_taint_init(b)) return false;
     memcpy(b->p + b->n, s, n);
@@ -142,23 +131,14 @@ bool jx_buf_taint_from(jx_buf *b, size_t from) {
 }
 
 bool jx_buf_printf(jx_buf *b, const char *fmt, ...) {
-    char tmp[256];
+    bd_buf tmp = {0};
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    bool ok = bd_buf_vprintf(&tmp, fmt, ap);
     va_end(ap);
-    if (n < 0) return false;
-    if ((size_t)n < sizeof tmp) return jx_buf_put(b, tmp, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->failed = true;
-        return false;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    bool ok = jx_buf_put(b, big, (size_t)n);
-    free(big);
+    if (ok) ok = jx_buf_put(b, tmp.p ? tmp.p : "", tmp.n);
+    else b->failed = true;
+    bd_buf_free(&tmp);
     return ok;
 }
 
@@ -172,53 +152,18 @@ void jx_buf_free(jx_buf *b) {
  * UTF-8
  * ====================================================================== */
 
+/* base.h's decoder; an invalid byte reads as one character whose code is
+ * the byte itself (not U+FFFD), as this engine has always counted it. */
 uint32_t jx_utf8_next(const char *s, size_t n, size_t *i) {
-    const unsigned char *u = (const unsigned char *)s;
     size_t k = *i;
-    unsigned c = u[k];
-    if (c < 0x80) {
-        *i = k + 1;
-        return c;
-    }
-    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (len == 1 || k + (size_t)len > n) {
-        *i = k + 1;
-        return c; /* invalid byte: one char */
-    }
-    uint32_t cp = c & (0xFF >> (len + 1));
-    for (int j = 1; j < len; j++) {
-        if ((u[k + j] & 0xC0) != 0x80) {
-            *i = k + 1;
-            return c;
-        }
-        cp = (cp << 6) | (u[k + j] & 0x3F);
-    }
-    *i = k + (size_t)len;
+    int used;
+    uint32_t cp = bd_utf8_decode((const uint8_t *)s + k, n - k, &used);
+    if (used == 1 && (unsigned char)s[k] >= 0x80) cp = (unsigned char)s[k];
+    *i = k + (size_t)used;
     return cp;
 }
 
-int jx_utf8_encode(uint32_t cp, char *o) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+int jx_utf8_encode(uint32_t cp, char *o) { return bd_utf8_encode(cp, (uint8_t *)o); }
 
 size_t jx_utf8_len(const char *s, size_t n) {
     size_t i = 0, c = 0;

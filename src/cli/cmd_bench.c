@@ -126,18 +126,9 @@ static bench_stat stat_of(double *v, int n) {
     return s;
 }
 
-/* xorshift64*: reproducible token ids, independent of libc's rand(). */
-static uint64_t rng_next(uint64_t *st) {
-    uint64_t x = *st;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *st = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static void random_tokens(int32_t *out, int32_t n, int32_t n_vocab, uint64_t *st) {
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)(rng_next(st) % (uint64_t)n_vocab);
+/* Reproducible token ids (base.h's bd_rng, independent of libc's rand()). */
+static void random_tokens(int32_t *out, int32_t n, int32_t n_vocab, bd_rng *st) {
+    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)bd_rng_below(st, (uint64_t)n_vocab);
 }
 
 /* ========================================================================
@@ -311,7 +302,7 @@ static bool fwd(bd_session *s, const int32_t *tok, int32_t n, enum bd_logits_mod
     return ok;
 }
 
-static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t *rng, bench_stat *out) {
+static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, bd_rng *rng, bench_stat *out) {
     int32_t *tok = malloc((size_t)o->n_prompt * sizeof *tok);
     double *v = malloc((size_t)o->reps * sizeof *v);
     bool ok = tok && v;
@@ -328,7 +319,7 @@ static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t
     return ok;
 }
 
-static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t *rng, bench_stat *out) {
+static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, bd_rng *rng, bench_stat *out) {
     double *v = malloc((size_t)o->reps * sizeof *v);
     bool ok = v != NULL;
     for (int r = -1; ok && r < o->reps; r++) {
@@ -348,7 +339,7 @@ static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t
     return ok;
 }
 
-static bool run_verify(bd_session *s, const bench_opts *o, const bench_info *in, int32_t n_vocab, uint64_t *rng,
+static bool run_verify(bd_session *s, const bench_opts *o, const bench_info *in, int32_t n_vocab, bd_rng *rng,
                        bench_result *res) {
     int reps = o->reps < 3 ? 3 : o->reps;
     int32_t depth = o->verify_depth;
@@ -683,7 +674,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
 }
 
 /* pp, tg and the verify curve on one session sized for the largest test. */
-static bool bench_target(bd_model *m, const bench_opts *o, const bench_info *in, uint64_t *rng, bench_result *res) {
+static bool bench_target(bd_model *m, const bench_opts *o, const bench_info *in, bd_rng *rng, bench_result *res) {
     int32_t n_vocab = bd_model_n_vocab(m);
     int32_t n_ctx = o->n_prompt;
     if (o->n_gen > n_ctx) n_ctx = o->n_gen;
@@ -764,7 +755,8 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     bench_info in = bench_info_of(m, o.model);
-    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ULL + 1;
+    bd_rng rng;
+    bd_rng_seed(&rng, o.seed);
     if (!bench_target(m, &o, &in, &rng, &res)) goto done;
     if (o.draft && !bench_draft(m, &o, &in, &res)) goto done;
 

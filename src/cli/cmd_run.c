@@ -20,6 +20,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../base/base.h"
 #include "../gallery/gallery.h"
 #include "../server/stats_json.h"
 
@@ -31,8 +32,7 @@ typedef struct {
     int piece_cap;
     int32_t *ids;
     int32_t n, cap;
-    char *text;
-    size_t text_len, text_cap;
+    bd_buf text;  /* --json: the generated text */
 } run_out;
 
 static void out_append(run_out *o, const char *s, int n) {
@@ -42,16 +42,7 @@ static void out_append(run_out *o, const char *s, int n) {
         fflush(stdout);
         return;
     }
-    if (o->text_len + (size_t)n + 1 > o->text_cap) {
-        size_t nc = (o->text_cap ? o->text_cap * 2 : 4096) + (size_t)n;
-        char *t = realloc(o->text, nc);
-        if (!t) return;
-        o->text = t;
-        o->text_cap = nc;
-    }
-    memcpy(o->text + o->text_len, s, (size_t)n);
-    o->text_len += (size_t)n;
-    o->text[o->text_len] = '\0';
+    bd_buf_put(&o->text, s, (size_t)n);
 }
 
 /* One push (or, with tok < 0, the final flush) of the text stream into
@@ -312,7 +303,7 @@ static void run_print_json(run_out *o, const int32_t *pids, int np, const bd_gen
     for (int i = 0; i < o->n; i++) json_array_append_new(jg, json_integer(o->ids[i]));
     json_object_set_new(root, "prompt_ids", jp);
     json_object_set_new(root, "generated_ids", jg);
-    json_object_set_new(root, "text", json_stringn(o->text ? o->text : "", o->text_len));
+    json_object_set_new(root, "text", json_stringn(o->text.p ? o->text.p : "", o->text.n));
     json_t *js = srv_json_gen_stats(st);
     json_object_set_new(js, "kv_len", json_integer(bd_session_length(s)));
     json_t *jsp = srv_json_spec_stats(&st->spec, spec ? bd_spec_n_max(spec) : 0);
@@ -405,7 +396,7 @@ done:
     bd_textstream_free(o.ts);
     free(o.piece);
     free(o.ids);
-    free(o.text);
+    bd_buf_free(&o.text);
     free(pids);
     if (spec) bd_spec_free(spec); /* and its session */
     else bd_session_free(s);

@@ -1,7 +1,8 @@
 /*
- * sampler.c - see sampler.h. The generator is xoshiro256** seeded through
- * splitmix64; it is not llama.cpp's mt19937, so sampled texts differ from
- * llama.cpp's for the same seed, while the distributions are the same.
+ * sampler.c - see sampler.h. The generator is base.h's bd_rng
+ * (xoshiro256** seeded through splitmix64); it is not llama.cpp's
+ * mt19937, so sampled texts differ from llama.cpp's for the same seed,
+ * while the distributions are the same.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 struct bd_sampler {
     bd_sampler_params p;
     int32_t n_vocab;
-    uint64_t rng[4];
+    bd_rng rng;
     int32_t *ids;   /* [n_vocab] candidate ids */
     float *vals;    /* [n_vocab] logits, then probabilities */
     int32_t *tmp_ids; /* [n_vocab] radix/merge scratch */
@@ -21,26 +22,6 @@ struct bd_sampler {
     uint32_t *seen;   /* [n_vocab] penalty: == epoch when the token was penalized in this call */
     uint32_t epoch;
 };
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro_next(uint64_t *s) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
 
 bd_sampler_params bd_sampler_default_params(void) {
     bd_sampler_params p = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
@@ -70,7 +51,7 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
         clock_gettime(CLOCK_REALTIME, &ts);
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)s;
     }
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    bd_rng_seed(&s->rng, seed);
     return s;
 }
 
@@ -105,14 +86,7 @@ static void penalize(bd_sampler *s, float *vals, const int32_t *hist, int32_t n_
     }
 }
 
-double bd_sampler_uniform(bd_sampler *s) { return (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53; }
-
-int32_t bd_sampler_argmax(const float *logits, int32_t n_vocab) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
-}
+double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
 
 /* Sort candidates by value, descending, stable on id (ids ascending on
  * ties), with a bottom-up merge sort over the scratch arrays: no allocation,
@@ -174,7 +148,7 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
             penalize(s, s->tmp_vals, hist, n_hist);
             logits = s->tmp_vals;
         }
-        s->ids[0] = bd_sampler_argmax(logits, n);
+        s->ids[0] = bd_argmax(logits, n);
         s->vals[0] = 1.0f;
         *ids = s->ids;
         *probs = s->vals;

@@ -14,6 +14,7 @@
 #define BD_SAMPLER_H
 
 #include "blockdraft.h"
+#include "../base/base.h"
 
 #define BD_SEED_RANDOM 0xFFFFFFFFu /* as llama.cpp's LLAMA_DEFAULT_SEED */
 
@@ -25,9 +26,6 @@ void bd_sampler_free(bd_sampler *s);
 bool bd_sampler_is_greedy(const bd_sampler *s);
 /* The repetition penalty changes logits (repeat_penalty != 1, last_n != 0). */
 bool bd_sampler_has_penalty(const bd_sampler *s);
-
-/* argmax; ties go to the lowest id. */
-int32_t bd_sampler_argmax(const float *logits, int32_t n_vocab);
 
 /* The distribution plain sampling draws from after the n_hist tokens of
  * hist (hist may be NULL when n_hist is 0): on return ids and probs point

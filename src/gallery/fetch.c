@@ -239,14 +239,7 @@ static size_t mem_write(char *data, size_t sz, size_t nm, void *ctx) {
         m->too_big = true;
         return 0;
     }
-    if (m->n + len + 1 > m->cap) {
-        size_t nc = m->cap ? m->cap : 65536;
-        while (nc < m->n + len + 1) nc *= 2;
-        char *np = realloc(m->p, nc);
-        if (!np) return 0;
-        m->p = np;
-        m->cap = nc;
-    }
+    if (!bd_grow(&m->p, &m->cap, m->n + len + 1, 1)) return 0;
     memcpy(m->p + m->n, data, len);
     m->n += len;
     m->p[m->n] = 0;

@@ -44,7 +44,7 @@ static bd_threadpool *pool_get(server *s, int n_threads, char *err, size_t errle
     for (int i = 0; i < s->n_pools && !tp; i++)
         if (s->pools[i].n_threads == n_threads) tp = s->pools[i].tp;
     if (!tp && s->n_pools == (int)(sizeof s->pools / sizeof s->pools[0]))
-        srv_err(err, errlen, "too many different thread counts among the served models");
+        bd_err(err, errlen, "too many different thread counts among the served models");
     else if (!tp && (tp = bd_threadpool_create(n_threads, err, errlen)) != NULL)
         s->pools[s->n_pools++] = (struct srv_pool){n_threads, tp};
     pthread_mutex_unlock(&s->pools_mu);
@@ -55,7 +55,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     m->m = bd_model_open(m->target_path, err, errlen);
     if (!m->m) return false;
     if (!strcmp(bd_model_arch(m->m), "dflash"))
-        return srv_err(err, errlen, "%s is a DFlash drafter, not a model that can be served on its own",
+        return bd_err(err, errlen, "%s is a DFlash drafter, not a model that can be served on its own",
                        m->target_path);
     m->spp = bd_spec_default_params();
     if (m->draft_path[0]) {
@@ -84,7 +84,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     sp.threadpool = pool_get(s, sp.n_threads, err, errlen);
     if (!sp.threadpool) return false;
     m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
-    if (!m->slots) return srv_err(err, errlen, "out of memory");
+    if (!m->slots) return bd_err(err, errlen, "out of memory");
     for (int i = 0; i < m->n_slots; i++) {
         srv_slot *sl = &m->slots[i];
         sl->model = m;
@@ -115,7 +115,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
 
     for (int i = 0; i < m->n_slots; i++) {
         if (pthread_create(&m->slots[i].thread, NULL, srv_slot_main, &m->slots[i]) != 0)
-            return srv_err(err, errlen, "cannot start a worker thread");
+            return bd_err(err, errlen, "cannot start a worker thread");
         m->slots[i].started = true;
     }
     fprintf(stderr, "serve: loaded %s (%s%s%s), %d slot%s, context %d%s\n", m->name, bd_model_arch(m->m),
@@ -145,7 +145,7 @@ static bool model_ensure_loaded(server *s, srv_model *m, char *err, size_t errle
         }
     }
     bool ok = m->state == MODEL_LOADED;
-    if (!ok) srv_err(err, errlen, "%s", m->load_err);
+    if (!ok) bd_err(err, errlen, "%s", m->load_err);
     pthread_mutex_unlock(&m->load_mu);
     return ok;
 }
@@ -162,7 +162,7 @@ bool srv_model_add_cli(server *s, char *err, size_t errlen) {
         if (n > 5 && !strcmp(name + n - 5, ".gguf")) name[n - 5] = '\0';
     }
     srv_model *m = model_new(s, name);
-    if (!m) return srv_err(err, errlen, "out of memory");
+    if (!m) return bd_err(err, errlen, "out of memory");
     m->from_cli = true;
     snprintf(m->target_path, sizeof m->target_path, "%s", s->p.model_path);
     if (s->p.draft_path) snprintf(m->draft_path, sizeof m->draft_path, "%s", s->p.draft_path);
@@ -183,7 +183,7 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
         if (!gallery_name_check(name, why, sizeof why)) {
             pthread_mutex_unlock(&s->models_mu);
             *status = 404;
-            return srv_err(err, errlen, "model '%s' does not exist", name), NULL;
+            return bd_err(err, errlen, "model '%s' does not exist", name), NULL;
         }
         gallery_model gm;
         char e[600];
@@ -194,14 +194,14 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
             bool has = snprintf(cfg, sizeof cfg, "%s/%s.yaml", s->models_dir, name) < (int)sizeof cfg &&
                        stat(cfg, &stt) == 0;
             *status = has ? 400 : 404;
-            if (has) return srv_err(err, errlen, "model '%s' is installed but cannot be used: %s", name, e), NULL;
-            return srv_err(err, errlen, "model '%s' does not exist", name), NULL;
+            if (has) return bd_err(err, errlen, "model '%s' is installed but cannot be used: %s", name, e), NULL;
+            return bd_err(err, errlen, "model '%s' does not exist", name), NULL;
         }
         m = model_new(s, name);
         if (!m) {
             pthread_mutex_unlock(&s->models_mu);
             *status = 500;
-            return srv_err(err, errlen, "out of memory"), NULL;
+            return bd_err(err, errlen, "out of memory"), NULL;
         }
         snprintf(m->target_path, sizeof m->target_path, "%s", gm.target_path);
         snprintf(m->draft_path, sizeof m->draft_path, "%s", gm.draft_path);

@@ -16,12 +16,6 @@
 
 #include "server/server_int.h"
 
-double srv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* ------------------------------------------------------------------------
  * Jobs
  * ---------------------------------------------------------------------- */
@@ -95,7 +89,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (s->quit || atomic_load(&s->stopping)) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "the server is shutting down");
+        return bd_err(err, errlen, "the server is shutting down");
     }
     /* a slot whose job is done counts as idle: its worker is about to come
      * back for more (a client's next request must not see a 503 because of
@@ -119,7 +113,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (waiting >= idle && truly_waiting >= s->p.queue_max) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
+        return bd_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
                        s->p.queue_max);
     }
     job_ref(j);
@@ -196,14 +190,7 @@ void srv_sched_cancel_running(server *s) {
  * stop string. Returns true when a stop string was found. Under j->mu. */
 static bool job_append(srv_job *j, const char *p, size_t n) {
     if (n == 0) return false;
-    if (j->len + n + 1 > j->cap) {
-        size_t nc = j->cap ? j->cap * 2 : 1024;
-        while (nc < j->len + n + 1) nc *= 2;
-        char *t = realloc(j->text, nc);
-        if (!t) return false; /* drops this piece; the job still ends normally */
-        j->text = t;
-        j->cap = nc;
-    }
+    if (!bd_grow(&j->text, &j->cap, j->len + n + 1, 1)) return false; /* drops this piece; the job still ends normally */
     size_t old = j->len;
     memcpy(j->text + j->len, p, n);
     j->len += n;
@@ -241,14 +228,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
     if (j->len - hold > j->safe) j->safe = j->len - hold;
     /* token boundary: streams send one event per token, as OpenAI's and
      * llama.cpp's servers do (a failed allocation only merges events) */
-    if (j->n_marks == j->cap_marks) {
-        size_t nc = j->cap_marks ? 2 * j->cap_marks : 256;
-        size_t *m = realloc(j->marks, nc * sizeof *m);
-        if (m) {
-            j->marks = m;
-            j->cap_marks = nc;
-        }
-    }
+    bd_grow(&j->marks, &j->cap_marks, j->n_marks + 1, sizeof *j->marks);
     if (j->n_marks < j->cap_marks) j->marks[j->n_marks++] = j->len;
     return false;
 }
@@ -276,7 +256,7 @@ static bool on_token(int32_t tok, void *user) {
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (stop || atomic_load(&j->cancel)) return false;
-    if (srv_now_ms() > j->deadline_ms) {
+    if (bd_time_ms() > j->deadline_ms) {
         j->timed_out = true; /* read by the request thread after JOB_DONE */
         return false;
     }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "blockdraft.h"
+#include "base/base.h"
 #include "chat/chat.h"
 #include "gallery/gallery.h"
 #include "server/server.h"
@@ -31,9 +32,7 @@
 struct MHD_Daemon;
 struct MHD_Connection;
 
-double srv_now_ms(void); /* monotonic */
-/* Format into err; returns false (for `return srv_err(...)`). */
-bool srv_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Errors (bd_err) and the clock (bd_time_ms) are base.h's. */
 
 /* http.c: daemon lifecycle */
 bool srv_http_start(server *s, char *err, size_t errlen);
@@ -114,7 +113,7 @@ struct srv_job {
     bd_gen_params gp;
     char *stops[16];          /* owned */
     int n_stops;
-    double deadline_ms;       /* srv_now_ms() limit */
+    double deadline_ms;       /* bd_time_ms() limit */
     atomic_bool cancel;       /* client gone or shutdown */
     /* output, under mu */
     int state;                /* JOB_* */

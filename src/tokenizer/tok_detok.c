@@ -29,16 +29,9 @@ static void buf_put(buf *b, const void *s, size_t n) {
         b->ok = false;
         return;
     }
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->ok = false;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (!bd_grow(&b->p, &b->cap, b->n + n, 1)) {
+        b->ok = false;
+        return;
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;

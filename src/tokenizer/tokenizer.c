@@ -51,19 +51,9 @@ static int32_t find_z(const bd_tokenizer *t, const char *s) { return bd_tok_find
 
 void bd_ids_push(bd_ids *o, int32_t id) {
     if (!o->ok) return;
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        if (cap > (size_t)INT_MAX) {
-            o->ok = false;
-            return;
-        }
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v) {
-            o->ok = false;
-            return;
-        }
-        o->v = v;
-        o->cap = cap;
+    if (o->n >= (size_t)INT_MAX || !bd_grow(&o->v, &o->cap, o->n + 1, sizeof *o->v)) {
+        o->ok = false;
+        return;
     }
     o->v[o->n++] = id;
 }
@@ -175,14 +165,9 @@ static bool build_merges(bd_tokenizer *t, const bd_tokenizer_vocab *v, char *err
         size_t ll = (size_t)(sp - s), rl = len - ll - 1;
         int32_t l = bd_tok_find(t, s, ll), r = bd_tok_find(t, sp + 1, rl);
         if (l < 0 || r < 0) continue;
-        if (ll + rl > cat_cap) {
-            cat_cap = (ll + rl) * 2;
-            char *c = realloc(cat, cat_cap);
-            if (!c) {
-                free(cat);
-                return bd_err(err, errlen, "out of memory");
-            }
-            cat = c;
+        if (!bd_grow(&cat, &cat_cap, ll + rl, 1)) {
+            free(cat);
+            return bd_err(err, errlen, "out of memory");
         }
         memcpy(cat, s, ll);
         memcpy(cat + ll, sp + 1, rl);
@@ -719,13 +704,7 @@ typedef struct frags {
 } frags;
 
 static bool frags_push(frags *f, int32_t id, size_t off, size_t len) {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        frag *v = realloc(f->v, cap * sizeof *v);
-        if (!v) return false;
-        f->v = v;
-        f->cap = cap;
-    }
+    if (!bd_grow(&f->v, &f->cap, f->n + 1, sizeof *f->v)) return false;
     f->v[f->n++] = (frag){id, off, len};
     return true;
 }
