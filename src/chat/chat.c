@@ -2,8 +2,8 @@
  * chat.c - chat prompt rendering on top of the Jinja engine, llama.cpp input
  * normalizations, and the reasoning/content splitter.
  */
-#include "chat/chat.h"
-#include "base/base.h"
+#include "chat.h"
+#include "../base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
 #ifndef BD_CHAT_H
 #define BD_CHAT_H
 
-#include "chat/jinja.h"
+#include "jinja.h"
 
 #include <jansson.h>
 #include <stdbool.h>

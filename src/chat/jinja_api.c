@@ -2,7 +2,7 @@
  * jinja_api.c - the public surface of jinja.h: parsing, render contexts,
  * globals, value constructors, rendering, error formatting.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * Every function that can fail returns NULL/false after recording the first
  * error in cx (jx_fail); callers just propagate.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * Undefined inputs behave as Jinja's default Undefined: string filters see
  * "", sequence filters see an empty sequence, tojson raises.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>

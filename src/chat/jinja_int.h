@@ -7,8 +7,8 @@
 #ifndef BD_JINJA_INT_H
 #define BD_JINJA_INT_H
 
-#include "base/base.h"
-#include "chat/jinja.h"
+#include "../base/base.h"
+#include "jinja.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

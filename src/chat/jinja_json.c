@@ -5,7 +5,7 @@
  * None/True/False/int/float/str/list/dict, as json.loads would produce
  * them; object key order is kept (jansson preserves insertion order).
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <string.h>
 

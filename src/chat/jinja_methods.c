@@ -9,7 +9,7 @@
  * Case mapping covers ASCII, Latin-1, Greek and Cyrillic basic letters;
  * other scripts are left unchanged (Python would map e.g. U+0101).
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

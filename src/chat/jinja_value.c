@@ -2,7 +2,7 @@
  * jinja_value.c - arena, byte buffer, values and their Python semantics:
  * str(), repr(), json.dumps(), ==, ordering, len(), iteration, UTF-8.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>

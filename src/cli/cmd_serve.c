@@ -11,7 +11,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
-#include "server/server.h"
+#include "../server/server.h"
 
 static void usage(void) {
     fprintf(stderr,

@@ -116,10 +116,6 @@ int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max
 
 int32_t bd_spec_n_max(const bd_spec *sp) { return sp->n_max; }
 
-/* Defined in session.c: a session that runs on a borrowed pool. */
-bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
-                                      size_t errlen);
-
 bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, char *warn, size_t warnlen,
                         char *err, size_t errlen) {
     if (warn && warnlen) warn[0] = '\0';
@@ -183,11 +179,14 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
                 goto fail;
             }
         }
+        /* the draft session runs on the target's threads */
+        bd_threadpool target_pool = {.pool = t->pool};
         bd_session_params dp = bd_session_default_params();
         dp.n_ctx = t->n_ctx;
         dp.n_batch = t->n_batch;
         dp.n_outputs = 1;
-        sp->ds = bd_session_create_on_pool(dm, &dp, t->pool, err, errlen);
+        dp.threadpool = &target_pool;
+        sp->ds = bd_session_create(dm, &dp, err, errlen);
         if (!sp->ds) goto fail;
         break;
     }

@@ -19,8 +19,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "server/server_int.h"
-#include "server/stats_json.h"
+#include "server_int.h"
+#include "stats_json.h"
 
 #define ERR_INVALID "invalid_request_error"
 #define MHD_NO_RESULT 0 /* MHD_NO: close the connection without a response */

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 static bool sha256(const char *s, size_t n, unsigned char out[32]) {
     unsigned int len = 0;

@@ -15,7 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 struct srv_pull {
     server *srv;

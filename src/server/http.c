@@ -16,7 +16,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 /* Per-connection request state (MHD's con_cls). */
 typedef struct http_ctx {

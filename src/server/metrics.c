@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 void srv_metrics_request(server *s, int status) {
     srv_metrics *m = &s->met;

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 /* ------------------------------------------------------------------------
  * Jobs

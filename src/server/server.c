@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 void server_params_init(server_params *p) {
     memset(p, 0, sizeof *p);

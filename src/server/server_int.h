@@ -24,10 +24,10 @@
 #include <stdint.h>
 
 #include "blockdraft.h"
-#include "base/base.h"
-#include "chat/chat.h"
-#include "gallery/gallery.h"
-#include "server/server.h"
+#include "../base/base.h"
+#include "../chat/chat.h"
+#include "../gallery/gallery.h"
+#include "server.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;

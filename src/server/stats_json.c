@@ -1,7 +1,7 @@
 /*
  * stats_json.c - see stats_json.h.
  */
-#include "server/stats_json.h"
+#include "stats_json.h"
 
 json_t *srv_json_spec_stats(const bd_spec_stats *ss, int32_t n_max) {
     json_t *o = json_object(), *acc = json_array();

@@ -17,7 +17,6 @@
 #include "tok_internal.h"
 #include "unicode.h"
 
-bool bd_tok_build_pieces(bd_tokenizer *t); /* tok_detok.c */
 
 /* ------------------------------------------------------------------------
  * Small helpers
