@@ -80,7 +80,12 @@ $(BUILD)/src/gallery/builtin_index.o: gallery/index.yaml
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS) $(TEST_LDFLAGS)
+
+# Allocation failure injection: blockdraft's own calls to the allocator go
+# through the test's wrappers (works under ASan too).
+$(BUILD)/tests/test_allocfail: TEST_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free \
+    -Wl,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=strdup
 
 $(BUILD)/examples/%: examples/%.c $(BUILD)/libbdcore.a include/blockdraft.h
 	@mkdir -p $(@D)
@@ -109,12 +114,14 @@ check-layers: $(BUILD)/libbdcore.a
 	@tools/check-layers.sh --lib $(BUILD)/libbdcore.a
 
 # ASan + UBSan build of everything, in build-debug/ (run its tests with
-# tests/run.sh build-debug); debug-bin builds only the binary.
+# tests/run.sh build-debug); debug-bin builds only the binary and the
+# allocation-failure test (make test runs both: server_load, allocfail_asan).
 SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 debug:
 	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" tests
 debug-bin:
-	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" build-debug/blockdraft
+	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" build-debug/blockdraft \
+	    build-debug/tests/test_allocfail
 
 # Quick-start demo: stories260K with its DFlash drafter.
 STORIES = ../shared/fixtures/stories260K

@@ -307,29 +307,40 @@ char *chat_template_apply(const chat_template *t, const chat_params *p, size_t *
     return apply_inner(t, p, out_len, is_user_error, err, errlen);
 }
 
-/* Render one probe conversation; true when the output contains needle and none of the avoid strings. */
-static bool probe(chat_template *t, json_t *msgs, const char *needle, const char *avoid1, const char *avoid2) {
-    if (!msgs) return false;
-    chat_params p = {.messages = msgs, .add_generation_prompt = false};
-    char err[256];
+/* Render one probe conversation; true when the output contains needle and
+ * none of the avoid strings. A template error means "no"; running out of
+ * memory sets *oom (the answer would be a guess). */
+static bool probe(chat_template *t, json_t *msgs, const char *needle, const char *avoid1, const char *avoid2,
+                  bool *oom) {
+    if (!msgs) {
+        *oom = true;
+        return false;
+    }
+    jinja_error je;
+    chat_params p = {.messages = msgs, .add_generation_prompt = false, .error_out = &je};
+    char err[256] = "";
     bool ue;
     char *out = apply_inner(t, &p, NULL, &ue, err, sizeof err);
+    if (!out && (je.kind == JINJA_ERR_NOMEM || !strcmp(err, "out of memory"))) *oom = true;
     bool r = out && strstr(out, needle) && !(avoid1 && strstr(out, avoid1)) && !(avoid2 && strstr(out, avoid2));
     free(out);
     json_decref(msgs);
     return r;
 }
 
-/* Capability probes in the spirit of llama.cpp's template caps detection. */
-static void probe_caps(chat_template *t) {
+/* Capability probes in the spirit of llama.cpp's template caps detection.
+ * false when memory ran out. */
+static bool probe_caps(chat_template *t) {
+    bool oom = false;
     t->supports_system = probe(t,
                                json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", "<System Needle>",
                                          "role", "user", "content", "Hey"),
-                               "<System Needle>", NULL, NULL);
+                               "<System Needle>", NULL, NULL, &oom);
     /* typed parts must come out as their text, not as a Python repr of the list */
     t->supports_typed_content =
         probe(t, json_pack("[{s:s, s:[{s:s, s:s}]}]", "role", "user", "content", "type", "text", "text", "<Typed Needle>"),
-              "<Typed Needle>", "'text'", "\"text\"");
+              "<Typed Needle>", "'text'", "\"text\"", &oom);
+    return !oom;
 }
 
 chat_template *chat_template_create(const char *src, const char *bos, const char *eos, char *err, size_t errlen) {
@@ -357,7 +368,11 @@ chat_template *chat_template_create(const char *src, const char *bos, const char
         chat_template_free(t);
         return NULL;
     }
-    probe_caps(t);
+    if (!probe_caps(t)) {
+        bd_err(err, errlen, "out of memory");
+        chat_template_free(t);
+        return NULL;
+    }
     return t;
 }
 
