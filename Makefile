@@ -116,7 +116,7 @@ check-layers: $(BUILD)/libbdcore.a
 # ASan + UBSan build of everything, in build-debug/ (run its tests with
 # tests/run.sh build-debug); debug-bin builds only the binary and the
 # allocation-failure test (make test runs both: server_load, allocfail_asan).
-SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DBD_DEBUG
 debug:
 	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" tests
 debug-bin:

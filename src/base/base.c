@@ -30,6 +30,12 @@ bool bd_verr(char *err, size_t errlen, const char *fmt, va_list ap) {
     return false;
 }
 
+_Noreturn void bd_assert_fail(const char *cond, const char *file, int line, const char *func) {
+    fprintf(stderr, "%s:%d: %s: invariant violated: %s\n", file, line, func, cond);
+    fflush(stderr);
+    abort();
+}
+
 bool bd_err(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

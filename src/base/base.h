@@ -27,6 +27,18 @@ bool bd_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 bool bd_verr(char *err, size_t errlen, const char *fmt, va_list ap);
 
+/* Invariants: BD_ASSERT(cond) states a fact the code itself guarantees
+ * (never one about input: bad input is an error, not an abort). Checked
+ * in debug builds (make debug / debug-bin define BD_DEBUG), where a false
+ * condition prints file:line, function and the condition and aborts;
+ * compiled out otherwise (cond is not evaluated). */
+#ifdef BD_DEBUG
+#define BD_ASSERT(cond) ((cond) ? (void)0 : bd_assert_fail(#cond, __FILE__, __LINE__, __func__))
+#else
+#define BD_ASSERT(cond) ((void)0)
+#endif
+_Noreturn void bd_assert_fail(const char *cond, const char *file, int line, const char *func);
+
 /* Overflow-safe size arithmetic: return false on overflow, else store. */
 static inline bool bd_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     return !__builtin_mul_overflow(a, b, out);

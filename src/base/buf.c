@@ -51,6 +51,7 @@ bool bd_buf_put(bd_buf *b, const void *s, size_t n) {
     memcpy(b->p + b->n, s, n);
     b->n += n;
     b->p[b->n] = 0;
+    BD_ASSERT(b->n < b->cap && (!b->limit || b->n <= b->limit));
     return true;
 }
 

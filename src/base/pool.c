@@ -41,6 +41,10 @@ struct bd_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_mutex_t run_mu; /* one run at a time (callers on several threads) */
+#ifdef BD_DEBUG
+    pthread_t owner;        /* the thread running, while running */
+    int running;            /* atomic */
+#endif
     bd_pool_fn fn;
     void *ctx;
     int generation;        /* bumped by each run; atomic */
@@ -149,7 +153,13 @@ void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    /* not reentrant: fn calling bd_pool_run on its own pool would deadlock */
+    BD_ASSERT(!(__atomic_load_n(&p->running, __ATOMIC_ACQUIRE) && pthread_equal(p->owner, pthread_self())));
     pthread_mutex_lock(&p->run_mu);
+#ifdef BD_DEBUG
+    p->owner = pthread_self();
+    __atomic_store_n(&p->running, 1, __ATOMIC_RELEASE);
+#endif
     p->fn = fn;
     p->ctx = ctx;
     __atomic_store_n(&p->pending, p->n - 1, __ATOMIC_RELEASE);
@@ -168,6 +178,9 @@ void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
             sched_yield();
         }
     }
+#ifdef BD_DEBUG
+    __atomic_store_n(&p->running, 0, __ATOMIC_RELEASE);
+#endif
     pthread_mutex_unlock(&p->run_mu);
 }
 

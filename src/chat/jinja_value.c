@@ -260,6 +260,7 @@ jinja_value *jv_str_from_buf(jx_ctx *cx, const jx_buf *b) {
 }
 
 jinja_value *jv_str_sub(jx_ctx *cx, const jinja_value *v, size_t off, size_t n) {
+    BD_ASSERT(v->kind == JV_STR && off <= v->u.str.len && n <= v->u.str.len - off);
     jinja_value *r = jv_str_ref(cx, v->u.str.s + off, n);
     if (r && r != &jx_empty_str && v->u.str.taint) r->u.str.taint = v->u.str.taint + off;
     return r;

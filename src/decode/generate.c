@@ -29,6 +29,7 @@ int32_t bd_decode_reuse_prefix(bd_session *s, const int32_t *prompt, int32_t n_p
         keep = 0;
         bd_session_truncate(s, 0);
     }
+    BD_ASSERT(bd_session_length(s) == keep && bd_decode_common_prefix(bd_session_tokens(s), keep, prompt, keep) == keep);
     return keep;
 }
 
@@ -60,6 +61,7 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     int32_t n_gen = 0;
     while (ok) {
         /* the cache holds exactly the history: prompt + every emitted token */
+        BD_ASSERT(bd_session_length(s) == n_prompt + n_gen);
         int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0), bd_session_tokens(s), bd_session_length(s));
         if (!gp->ignore_eog && bd_token_is_eog(s->m, tok)) {
             st->stopped_eog = true;

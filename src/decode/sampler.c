@@ -196,6 +196,8 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         sum += e;
     }
     for (int32_t i = 0; i < n; i++) s->vals[i] = (float)(s->vals[i] / sum);
+    /* a distribution over >= 1 candidates, most likely first */
+    BD_ASSERT(n >= 1 && sum >= 1.0 && s->vals[0] >= s->vals[n - 1]);
     *ids = s->ids;
     *probs = s->vals;
     return n;

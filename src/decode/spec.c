@@ -559,7 +559,9 @@ static int32_t spec_reset(bd_spec *sp, const int32_t *prompt, int32_t n_prompt) 
         cap = bd_decode_common_prefix(sp->hist, rows < sp->n_hist ? rows : sp->n_hist, prompt, n_prompt);
     }
     int32_t keep = bd_decode_reuse_prefix(sp->t, prompt, n_prompt, cap);
+    BD_ASSERT(keep >= 0 && keep < n_prompt && keep <= cap);
     if (sp->df) bd_dflash_truncate(sp->df, keep);
+    BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) == keep);
     if (sp->ds)
         sp->d_valid = bd_decode_common_prefix(bd_session_tokens(sp->ds), bd_session_length(sp->ds), prompt, n_prompt);
     for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
@@ -642,6 +644,7 @@ static bool spec_verify(gen_run *r, int32_t nd, int32_t *a, int32_t *tok) {
     bd_spec_stats *ss = &r->st->spec;
     sp->batch[0] = sp->hist[sp->n_hist - 1];
     memcpy(sp->batch + 1, sp->drafts, (size_t)nd * sizeof *sp->drafts);
+    BD_ASSERT(nd >= 0 && nd <= sp->n_max && sp->n_hist + nd <= r->t->n_ctx);
     double tv = bd_time_ms();
     bool ok = bd_session_forward(r->t, sp->batch, nd + 1, nd > 0 ? BD_LOGITS_ALL : BD_LOGITS_LAST, r->err, r->errlen);
     ss->verify_ms += bd_time_ms() - tv;
@@ -681,6 +684,7 @@ static bool spec_commit(gen_run *r, int32_t P, int32_t nd, int32_t a, int32_t to
     bd_session *t = r->t;
     if (sp->trace) sp->trace(sp->trace_user, P, sp->hist[sp->n_hist - 1], sp->drafts, nd, a);
     bd_session_truncate(t, P + a + 1);
+    BD_ASSERT(a <= nd && bd_session_length(t) == P + a + 1);
     if (sp->df && nd == 0 && sp->p.adaptive) {
         /* a plain step: hold its features back (a == 0, one row) */
         memcpy(sp->pend + sp->n_pend * sp->pend_row, bd_session_taps(t, NULL), (size_t)sp->pend_row * sizeof(float));
@@ -731,6 +735,10 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     while (ok && !r.e.done) {
         double ts = bd_time_ms();
         int32_t P = bd_session_length(t), nd, a, tok;
+        /* the target cache holds every committed token but the anchor; the
+         * DFlash context (plus the held-back rows) the same tokens */
+        BD_ASSERT(P == sp->n_hist - 1);
+        BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) + sp->n_pend == P);
         ok = spec_draft(&r, &nd) && spec_verify(&r, nd, &a, &tok) && spec_commit(&r, P, nd, a, tok);
         if (ok && sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts);
     }

@@ -39,7 +39,9 @@ int bd_textstream_max_bytes(const bd_textstream *ts) { return ts->max_bytes; }
 
 /* bd_detok_* return -(needed) and keep their state when out is too small. */
 int bd_textstream_push(bd_textstream *ts, int32_t id, char *out, int outsize) {
-    return bd_detok_push(&ts->d, id, out, outsize);
+    int n = bd_detok_push(&ts->d, id, out, outsize);
+    BD_ASSERT(n <= ts->max_bytes && -n <= ts->max_bytes); /* the promise of bd_textstream_max_bytes */
+    return n;
 }
 
 int bd_textstream_flush(bd_textstream *ts, char *out, int outsize) {

@@ -226,6 +226,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         }
     }
     if (j->len - hold > j->safe) j->safe = j->len - hold;
+    BD_ASSERT(j->safe <= j->len && j->len < j->cap);
     /* token boundary: streams send one event per token, as OpenAI's and
      * llama.cpp's servers do (a failed allocation only merges events) */
     bd_grow(&j->marks, &j->cap_marks, j->n_marks + 1, sizeof *j->marks);
