@@ -343,7 +343,10 @@ typedef void (*bd_spec_trace_fn)(void *user, int32_t pos, int32_t anchor, const 
 void bd_spec_set_trace(bd_spec *sp, bd_spec_trace_fn fn, void *user);
 
 /* Like bd_generate (prefix reuse included), speculatively, on the bd_spec's
- * target session. stats->spec is filled in. */
+ * target session. The drafter's state is reused with the target's: the
+ * DFlash context keeps its rows for the common prefix (capped by what it
+ * holds), the draft-simple session its matching tokens. stats->spec is
+ * filled in. */
 bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
                       bd_token_cb cb, void *user, bd_gen_stats *stats, char *err, size_t errlen);
 
