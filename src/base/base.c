@@ -25,13 +25,22 @@
  * Errors
  * ---------------------------------------------------------------------- */
 
+bool bd_verr(char *err, size_t errlen, const char *fmt, va_list ap) {
+    if (err && errlen > 0) vsnprintf(err, errlen, fmt, ap);
+    return false;
+}
+
+_Noreturn void bd_assert_fail(const char *cond, const char *file, int line, const char *func) {
+    fprintf(stderr, "%s:%d: %s: invariant violated: %s\n", file, line, func, cond);
+    fflush(stderr);
+    abort();
+}
+
 bool bd_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    bd_verr(err, errlen, fmt, ap);
+    va_end(ap);
     return false;
 }
 
@@ -81,6 +90,16 @@ double bd_time_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+void bd_deadline_after_ms(struct timespec *ts, long ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
 }
 
 void *bd_alloc(size_t size) {

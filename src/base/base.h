@@ -1,5 +1,8 @@
 /*
- * base.h - errors, file mapping, thread pool, CPU features, allocation guard.
+ * base.h - errors, file mapping, thread pool, CPU features, allocation,
+ * and the small toolkit every layer shares: growable buffers, UTF-8, a
+ * PRNG, argmax, the clock. (One copy of each: write nothing of the kind
+ * elsewhere.)
  *
  * The bottom layer of blockdraft. Everything else may include it; it
  * includes nothing of ours. Library code reports errors through a
@@ -22,6 +25,19 @@
  * false so callers can write `return bd_err(err, errlen, "...")`. */
 bool bd_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+bool bd_verr(char *err, size_t errlen, const char *fmt, va_list ap);
+
+/* Invariants: BD_ASSERT(cond) states a fact the code itself guarantees
+ * (never one about input: bad input is an error, not an abort). Checked
+ * in debug builds (make debug / debug-bin define BD_DEBUG), where a false
+ * condition prints file:line, function and the condition and aborts;
+ * compiled out otherwise (cond is not evaluated). */
+#ifdef BD_DEBUG
+#define BD_ASSERT(cond) ((cond) ? (void)0 : bd_assert_fail(#cond, __FILE__, __LINE__, __func__))
+#else
+#define BD_ASSERT(cond) ((void)0)
+#endif
+_Noreturn void bd_assert_fail(const char *cond, const char *file, int line, const char *func);
 
 /* Overflow-safe size arithmetic: return false on overflow, else store. */
 static inline bool bd_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
@@ -62,8 +78,15 @@ typedef void (*bd_pool_fn)(void *ctx, int ith, int nth);
 bd_pool *bd_pool_create(int n_threads);
 void bd_pool_free(bd_pool *p);
 int bd_pool_size(const bd_pool *p);
-/* Run fn on all threads (the caller is thread 0). Not reentrant. */
+/* Run fn on all threads (the caller is thread 0). Callers on several
+ * threads take turns (a run holds the pool until it returns); fn must not
+ * call bd_pool_run on the same pool (not reentrant). */
 void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx);
+
+/* The public bd_threadpool (blockdraft.h): a pool sessions borrow. */
+struct bd_threadpool {
+    bd_pool *pool;
+};
 
 /* Split [0, n) into nth nearly equal parts; part ith is [*lo, *hi). */
 static inline void bd_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
@@ -93,9 +116,87 @@ const char *bd_cpu_describe(void);
 
 double bd_time_ms(void); /* monotonic clock in milliseconds */
 
+struct timespec;
+/* The CLOCK_REALTIME time ms from now (deadlines for pthread_cond_timedwait). */
+void bd_deadline_after_ms(struct timespec *ts, long ms);
+
 /* Aligned allocation (64 bytes), zero-filled. NULL on failure or size 0.
  * Free with bd_free. */
 void *bd_alloc(size_t size);
 void bd_free(void *p);
+
+/* ------------------------------------------------------------------------
+ * Growable storage
+ * ---------------------------------------------------------------------- */
+
+/* Make the array *pp (elements of elem bytes, *cap of them allocated)
+ * hold at least need elements: capacity doubles from 16; the contents are
+ * kept. false on overflow or out-of-memory (then *pp and *cap unchanged). */
+bool bd_grow(void *pp, size_t *cap, size_t need, size_t elem);
+
+/* A growable byte string, NUL-terminated after n whenever p is set. Zero
+ * it to start ({0}, or set limit). After a failed append (out of memory,
+ * or past limit: over_limit) every later append is refused, so a writer
+ * may append unchecked and test failed once at the end. */
+typedef struct bd_buf {
+    char *p;
+    size_t n, cap;
+    size_t limit;    /* 0 = unlimited; else appends beyond limit bytes fail */
+    bool failed, over_limit;
+} bd_buf;
+
+bool bd_buf_reserve(bd_buf *b, size_t extra); /* room for extra more bytes (+ NUL) */
+bool bd_buf_put(bd_buf *b, const void *s, size_t n);
+bool bd_buf_putc(bd_buf *b, char c);
+bool bd_buf_printf(bd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool bd_buf_vprintf(bd_buf *b, const char *fmt, va_list ap);
+/* The bytes (malloc'd, NUL-terminated, never NULL unless out of memory);
+ * b is emptied. */
+char *bd_buf_take(bd_buf *b);
+void bd_buf_free(bd_buf *b);
+
+/* ------------------------------------------------------------------------
+ * UTF-8
+ * ---------------------------------------------------------------------- */
+
+/* Strict: the length (1..4) of the valid sequence s[0..n) starts with,
+ * *cp (may be NULL) its code point; 0 when it does not start one
+ * (overlong forms, surrogates, code points above U+10FFFF, truncated or
+ * broken sequences are invalid). */
+size_t bd_utf8_seq(const void *s, size_t n, uint32_t *cp);
+
+/* Lenient, as llama.cpp decodes: a lead byte with the right number of
+ * continuation bytes decodes without an overlong or surrogate check;
+ * anything else (a stray continuation byte, 0xF8..0xFF, a truncated or
+ * broken sequence) yields U+FFFD and consumes exactly one byte. Sequences
+ * that would decode above U+10FFFF are treated as broken too. n >= 1;
+ * *used gets the bytes consumed. */
+uint32_t bd_utf8_decode(const uint8_t *s, size_t n, int *used);
+
+/* Encode cp (<= 0x10FFFF) as UTF-8 into out[4]; returns the length. */
+int bd_utf8_encode(uint32_t cp, uint8_t out[4]);
+
+/* Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for
+ * bytes that cannot lead a sequence), as llama.cpp's unicode_len_utf8. */
+int bd_utf8_len(uint8_t lead);
+
+/* ------------------------------------------------------------------------
+ * PRNG and argmax
+ * ---------------------------------------------------------------------- */
+
+/* xoshiro256** seeded through splitmix64: the same seed gives the same
+ * stream on every machine. */
+typedef struct bd_rng {
+    uint64_t s[4];
+} bd_rng;
+
+void bd_rng_seed(bd_rng *r, uint64_t seed);
+uint64_t bd_rng_next(bd_rng *r);
+double bd_rng_uniform(bd_rng *r);              /* [0, 1), 53 bits */
+uint64_t bd_rng_below(bd_rng *r, uint64_t n);  /* [0, n) (modulo: a bias below 2^-40 for n < 2^24) */
+
+/* Index of the largest of x[0..n) (n >= 1), compared with '>': ties go to
+ * the lowest index (a NaN is chosen only at index 0). */
+int32_t bd_argmax(const float *x, int32_t n);
 
 #endif

@@ -11,7 +11,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
-#include "server/server.h"
+#include "../server/server.h"
 
 static void usage(void) {
     fprintf(stderr,
@@ -29,7 +29,7 @@ static void usage(void) {
             "  --cors ORIGIN             send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
             "  --parallel N              slots per model (default 1 with a drafter, else 2)\n"
             "  -c, --ctx-size N          context per slot (default min(4096, trained context))\n"
-            "  -t, --threads N           threads per slot (default: all cores)\n"
+            "  -t, --threads N           threads of the pool all slots share (default: all cores)\n"
             "  --spec-type T             none | draft-dflash | draft-simple | ngram-simple (-m model)\n"
             "  --spec-draft-n-max N      max drafted tokens per step\n"
             "  --queue N                 requests that may wait for a slot before 503 (default 16)\n"

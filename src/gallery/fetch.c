@@ -239,14 +239,7 @@ static size_t mem_write(char *data, size_t sz, size_t nm, void *ctx) {
         m->too_big = true;
         return 0;
     }
-    if (m->n + len + 1 > m->cap) {
-        size_t nc = m->cap ? m->cap : 65536;
-        while (nc < m->n + len + 1) nc *= 2;
-        char *np = realloc(m->p, nc);
-        if (!np) return 0;
-        m->p = np;
-        m->cap = nc;
-    }
+    if (!bd_grow(&m->p, &m->cap, m->n + len + 1, 1)) return 0;
     memcpy(m->p + m->n, data, len);
     m->n += len;
     m->p[m->n] = 0;
@@ -486,191 +479,222 @@ static void emit(const fetch_opts *o, enum fetch_phase ph, const char *label, ui
     o->progress(o->progress_ctx, &ev);
 }
 
+/* One fetch_file call: the partial file, its running hash and what the
+ * attempts have learnt. */
+typedef struct fetch_state {
+    const char *url, *partial_path, *label;
+    const fetch_opts *o;
+    fetch_result *res;
+    bool check;          /* an expected SHA-256 was given */
+    char want[65];       /* it, lower-case */
+    int fd;
+    EVP_MD_CTX *md;      /* SHA-256 of the partial's first `hashed` bytes */
+    uint64_t hashed;
+    bool fresh_retry_used;
+    char last[512];      /* the last failure, for the retry message */
+    char *err;
+    size_t errlen;
+} fetch_state;
+
+/* What to do after an attempt (judge_*). */
+enum { FETCH_DONE = 0, FETCH_RETRY = 1, FETCH_RETRY_NOW = 2, FETCH_FAIL = 3 };
+
+/* Empty the partial file and its hash (its bytes are wrong or cannot be
+ * continued). */
+static bool restart_partial(fetch_state *f) {
+    if (ftruncate(f->fd, 0) != 0 || !EVP_DigestInit_ex(f->md, EVP_sha256(), NULL))
+        return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
+    f->hashed = 0;
+    f->res->resumed = false;
+    return true;
+}
+
+/* Open the partial file and hash what it holds, before any request (so
+ * the stall timer never runs during a long re-hash). *complete: it already
+ * has the expected bytes (finished earlier, not yet moved into place). */
+static bool open_partial(fetch_state *f, const char *expected_sha256, bool *complete) {
+    *complete = false;
+    if (f->check) {
+        if (!fetch_sha256_valid(expected_sha256))
+            return bd_err(f->err, f->errlen, "%s: '%s' is not a SHA-256 (64 hex digits)", f->label,
+                          expected_sha256);
+        for (int i = 0; i < 64; i++) {
+            char ch = expected_sha256[i];
+            f->want[i] = (ch >= 'A' && ch <= 'F') ? (char)(ch - 'A' + 'a') : ch;
+        }
+        f->want[64] = 0;
+    }
+    f->fd = open(f->partial_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (f->fd < 0) return bd_err(f->err, f->errlen, "cannot open %s: %s", f->partial_path, strerror(errno));
+    f->md = EVP_MD_CTX_new();
+    if (!f->md) return bd_err(f->err, f->errlen, "out of memory");
+    if (!hash_fd(f->fd, f->md, &f->hashed, f->o, f->label, f->err, f->errlen)) return false;
+    if (f->hashed > 0) {
+        f->res->resumed = true;
+        if (f->check) {
+            char have[65];
+            md_hex(f->md, have);
+            if (!strcmp(have, f->want)) {
+                f->res->no_network = true;
+                f->res->bytes = f->hashed;
+                snprintf(f->res->sha256, sizeof f->res->sha256, "%s", have);
+                *complete = true;
+            }
+        }
+    }
+    return true;
+}
+
+/* One libcurl transfer appending to the partial from byte `hashed` (a
+ * range request when there is something to continue). */
+static bool transfer(fetch_state *f, int attempt, xfer *x, CURLcode *rc, long *status, curl_off_t *expect,
+                     char cerr[CURL_ERROR_SIZE]) {
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
+    if ((uint64_t)st.st_size != f->hashed) { /* never trust a hash of other bytes */
+        if (!hash_fd(f->fd, f->md, &f->hashed, f->o, f->label, f->err, f->errlen)) return false;
+    }
+    if (lseek(f->fd, (off_t)f->hashed, SEEK_SET) < 0)
+        return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
+    *x = (xfer){.fd = f->fd, .md = f->md, .base = f->hashed, .range = f->hashed > 0, .o = f->o,
+                .label = f->label, .attempt = attempt};
+    CURL *c = curl_easy_init();
+    if (!c) return bd_err(f->err, f->errlen, "cannot initialise libcurl");
+    x->c = c;
+    struct curl_slist *hdrs = auth_headers(f->url, f->o);
+    char range[32];
+    cerr[0] = 0;
+    setup_common(c, f->url, f->o, hdrs);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, x);
+    if (x->range) {
+        snprintf(range, sizeof range, "%llu-", (unsigned long long)f->hashed);
+        curl_easy_setopt(c, CURLOPT_RANGE, range);
+    }
+    emit(f->o, FETCH_PHASE_START, f->label, f->hashed, 0, attempt, NULL);
+    x->t0 = x->last_cb = x->last_data = bd_time_ms();
+    *rc = curl_easy_perform(c);
+    if (*rc == CURLE_ABORTED_BY_CALLBACK && x->stalled) *rc = CURLE_OPERATION_TIMEDOUT;
+    *status = 0;
+    *expect = -1;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+    curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, expect);
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    f->hashed = x->base + x->got;
+    if (x->restarted) f->res->resumed = false;
+    return true;
+}
+
+/* A transfer that completed: keep the file if its hash is right; a wrong
+ * file is never kept (one fresh download if it was a resume). */
+static int judge_complete(fetch_state *f, int attempt, const xfer *x) {
+    if (fsync(f->fd) != 0) return bd_err(f->err, f->errlen, "%s: fsync: %s", f->partial_path, strerror(errno)), FETCH_FAIL;
+    char have[65];
+    md_hex(f->md, have);
+    if (!f->check || !strcmp(have, f->want)) {
+        f->res->bytes = f->hashed;
+        snprintf(f->res->sha256, sizeof f->res->sha256, "%s", have);
+        emit(f->o, FETCH_PHASE_DONE, f->label, f->hashed, f->hashed, attempt, NULL);
+        return FETCH_DONE;
+    }
+    bool was_resumed = f->res->resumed;
+    if (!restart_partial(f)) return FETCH_FAIL;
+    if (was_resumed && !f->fresh_retry_used) {
+        /* The old partial may have come from an earlier upload of the
+         * file; one download from scratch settles it. */
+        f->fresh_retry_used = true;
+        snprintf(f->last, sizeof f->last,
+                 "SHA-256 mismatch after resuming (got %s); downloading once more from scratch", have);
+        emit(f->o, FETCH_PHASE_RETRY, f->label, 0, 0, attempt, f->last);
+        return FETCH_RETRY_NOW;
+    }
+    unlink(f->partial_path);
+    bd_err(f->err, f->errlen,
+           "SHA-256 mismatch for %s: expected %s, got %s (%llu bytes from %s); the partial download was removed",
+           f->label, f->want, have, (unsigned long long)x->base + x->got, f->url);
+    return FETCH_FAIL;
+}
+
+/* A transfer that failed: FETCH_RETRY (f->last says why) or FETCH_FAIL. */
+static int judge_failure(fetch_state *f, const xfer *x, CURLcode rc, long status, curl_off_t expect,
+                         const char *cerr) {
+    if (x->why[0]) {
+        if (!x->why_retry) return bd_err(f->err, f->errlen, "%s: %s", f->label, x->why), FETCH_FAIL;
+        /* Inconsistent resume: drop the partial and start over. */
+        if (!restart_partial(f)) return FETCH_FAIL;
+        snprintf(f->last, sizeof f->last, "%s", x->why);
+        return FETCH_RETRY;
+    }
+    if (rc == CURLE_HTTP_RETURNED_ERROR && status == 416 && x->range) {
+        /* The partial is not a prefix the server can continue. */
+        if (!restart_partial(f)) return FETCH_FAIL;
+        snprintf(f->last, sizeof f->last, "server refused to resume (HTTP 416); starting over");
+        return FETCH_RETRY;
+    }
+    describe_failure(f->last, sizeof f->last, rc, status, cerr, f->o, x->base + x->got,
+                     expect >= 0 ? (curl_off_t)x->base + expect : -1);
+    if (!transient(rc, status)) return bd_err(f->err, f->errlen, "%s: %s (%s)", f->label, f->last, f->url), FETCH_FAIL;
+    return FETCH_RETRY;
+}
+
 bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256,
                 const char *label, const fetch_opts *o, fetch_result *res, char *err,
                 size_t errlen) {
     pthread_once(&curl_once, curl_init_once);
     memset(res, 0, sizeof *res);
-    bool check = expected_sha256 && *expected_sha256;
-    char want[65] = "";
-    if (check) {
-        if (!fetch_sha256_valid(expected_sha256))
-            return bd_err(err, errlen, "%s: '%s' is not a SHA-256 (64 hex digits)", label,
-                          expected_sha256);
-        for (int i = 0; i < 64; i++) {
-            char ch = expected_sha256[i];
-            want[i] = (ch >= 'A' && ch <= 'F') ? (char)(ch - 'A' + 'a') : ch;
-        }
-        want[64] = 0;
-    }
-    int fd = open(partial_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return bd_err(err, errlen, "cannot open %s: %s", partial_path, strerror(errno));
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md) {
-        close(fd);
-        return bd_err(err, errlen, "out of memory");
-    }
-    bool ok = false;
-    bool fresh_retry_used = false;
-    uint64_t hashed = 0;
-    char last[512] = "";
-    /* Existing partial bytes: hash them before any request, so the stall
-     * timer never runs during a long re-hash. */
-    if (!hash_fd(fd, md, &hashed, o, label, err, errlen)) goto out;
-    if (hashed > 0) {
-        res->resumed = true;
-        if (check) {
-            char have[65];
-            md_hex(md, have);
-            if (!strcmp(have, want)) { /* finished earlier, not yet moved into place */
-                res->no_network = true;
-                res->bytes = hashed;
-                snprintf(res->sha256, sizeof res->sha256, "%s", have);
-                ok = true;
-                goto out;
-            }
-        }
+    fetch_state f = {.url = url, .partial_path = partial_path, .label = label, .o = o, .res = res,
+                     .check = expected_sha256 && *expected_sha256, .fd = -1, .err = err, .errlen = errlen};
+    bool ok = false, complete;
+    if (!open_partial(&f, expected_sha256, &complete)) goto out;
+    if (complete) {
+        ok = true;
+        goto out;
     }
     for (int attempt = 1;; attempt++) {
         res->attempts = attempt;
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
-            goto out;
-        }
-        if ((uint64_t)st.st_size != hashed) { /* never trust a hash of other bytes */
-            if (!hash_fd(fd, md, &hashed, o, label, err, errlen)) goto out;
-        }
-        if (lseek(fd, (off_t)hashed, SEEK_SET) < 0) {
-            bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
-            goto out;
-        }
-        xfer x = {.fd = fd, .md = md, .base = hashed, .range = hashed > 0, .o = o,
-                  .label = label, .attempt = attempt};
-        CURL *c = curl_easy_init();
-        if (!c) {
-            bd_err(err, errlen, "cannot initialise libcurl");
-            goto out;
-        }
-        x.c = c;
-        struct curl_slist *hdrs = auth_headers(url, o);
-        char cerr[CURL_ERROR_SIZE] = "", range[32];
-        setup_common(c, url, o, hdrs);
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
-        curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-        curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
-        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
-        if (x.range) {
-            snprintf(range, sizeof range, "%llu-", (unsigned long long)hashed);
-            curl_easy_setopt(c, CURLOPT_RANGE, range);
-        }
-        emit(o, FETCH_PHASE_START, label, hashed, 0, attempt, NULL);
-        x.t0 = x.last_cb = x.last_data = bd_time_ms();
-        CURLcode rc = curl_easy_perform(c);
-        if (rc == CURLE_ABORTED_BY_CALLBACK && x.stalled) rc = CURLE_OPERATION_TIMEDOUT;
+        xfer x;
+        CURLcode rc = CURLE_OK;
         long status = 0;
         curl_off_t expect = -1;
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-        curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expect);
-        curl_easy_cleanup(c);
-        curl_slist_free_all(hdrs);
-        hashed = x.base + x.got;
-        if (x.restarted) res->resumed = false;
-
-        if (rc == CURLE_OK) {
-            if (fsync(fd) != 0) {
-                bd_err(err, errlen, "%s: fsync: %s", partial_path, strerror(errno));
-                goto out;
-            }
-            char have[65];
-            md_hex(md, have);
-            if (!check || !strcmp(have, want)) {
-                res->bytes = hashed;
-                snprintf(res->sha256, sizeof res->sha256, "%s", have);
-                emit(o, FETCH_PHASE_DONE, label, hashed, hashed, attempt, NULL);
-                ok = true;
-                goto out;
-            }
-            /* Mismatch: the bytes are wrong, never keep them. */
-            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
-                goto out;
-            }
-            hashed = 0;
-            if (res->resumed && !fresh_retry_used) {
-                /* The old partial may have come from an earlier upload of
-                 * the file; one download from scratch settles it. */
-                fresh_retry_used = true;
-                res->resumed = false;
-                snprintf(last, sizeof last, "SHA-256 mismatch after resuming (got %s); "
-                         "downloading once more from scratch", have);
-                emit(o, FETCH_PHASE_RETRY, label, 0, 0, attempt, last);
-                continue;
-            }
-            unlink(partial_path);
-            bd_err(err, errlen,
-                   "SHA-256 mismatch for %s: expected %s, got %s (%llu bytes from %s); the "
-                   "partial download was removed",
-                   label, want, have, (unsigned long long)x.base + x.got, url);
+        char cerr[CURL_ERROR_SIZE];
+        if (!transfer(&f, attempt, &x, &rc, &status, &expect, cerr)) goto out;
+        int verdict = rc == CURLE_OK ? judge_complete(&f, attempt, &x) : judge_failure(&f, &x, rc, status, expect, cerr);
+        if (verdict == FETCH_DONE) {
+            ok = true;
             goto out;
         }
-        if (x.why[0]) {
-            if (!x.why_retry) {
-                bd_err(err, errlen, "%s: %s", label, x.why);
-                goto out;
-            }
-            /* Inconsistent resume: drop the partial and start over. */
-            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
-                goto out;
-            }
-            hashed = 0;
-            res->resumed = false;
-            snprintf(last, sizeof last, "%s", x.why);
-        } else if (rc == CURLE_HTTP_RETURNED_ERROR && status == 416 && x.range) {
-            /* The partial is not a prefix the server can continue. */
-            if (ftruncate(fd, 0) != 0 || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
-                bd_err(err, errlen, "%s: %s", partial_path, strerror(errno));
-                goto out;
-            }
-            hashed = 0;
-            res->resumed = false;
-            snprintf(last, sizeof last, "server refused to resume (HTTP 416); starting over");
-        } else {
-            describe_failure(last, sizeof last, rc, status, cerr, o, x.base + x.got,
-                             expect >= 0 ? (curl_off_t)x.base + expect : -1);
-            if (!transient(rc, status)) {
-                bd_err(err, errlen, "%s: %s (%s)", label, last, url);
-                goto out;
-            }
-        }
+        if (verdict == FETCH_FAIL) goto out;
+        if (verdict == FETCH_RETRY_NOW) continue; /* at once: no back-off, no limit check this time */
         if (attempt >= o->max_attempts) {
-            if (hashed > 0)
+            if (f.hashed > 0)
                 bd_err(err, errlen,
-                       "%s: giving up after %d attempts: %s (%s); %llu bytes kept in %s for a "
-                       "later resume",
-                       label, attempt, last, url, (unsigned long long)hashed, partial_path);
+                       "%s: giving up after %d attempts: %s (%s); %llu bytes kept in %s for a later resume", label,
+                       attempt, f.last, url, (unsigned long long)f.hashed, partial_path);
             else
-                bd_err(err, errlen, "%s: giving up after %d attempts: %s (%s)", label, attempt,
-                       last, url);
+                bd_err(err, errlen, "%s: giving up after %d attempts: %s (%s)", label, attempt, f.last, url);
             goto out;
         }
         int delay = backoff_ms(o, attempt);
         char msg[700];
-        snprintf(msg, sizeof msg, "%s; retrying in %.1f s (attempt %d of %d)", last, delay / 1000.0,
-                 attempt + 1, o->max_attempts);
-        emit(o, FETCH_PHASE_RETRY, label, hashed, 0, attempt, msg);
+        snprintf(msg, sizeof msg, "%s; retrying in %.1f s (attempt %d of %d)", f.last, delay / 1000.0, attempt + 1,
+                 o->max_attempts);
+        emit(o, FETCH_PHASE_RETRY, label, f.hashed, 0, attempt, msg);
         sleep_ms(delay);
     }
 out:
-    EVP_MD_CTX_free(md);
-    /* An empty partial carries nothing worth resuming. */
-    struct stat fin;
-    if (!ok && fstat(fd, &fin) == 0 && fin.st_size == 0) unlink(partial_path);
-    close(fd);
+    EVP_MD_CTX_free(f.md);
+    if (f.fd >= 0) {
+        /* An empty partial carries nothing worth resuming. */
+        struct stat fin;
+        if (!ok && fstat(f.fd, &fin) == 0 && fin.st_size == 0) unlink(partial_path);
+        close(f.fd);
+    }
     return ok;
 }

@@ -228,9 +228,8 @@ void gallery_index_free(gallery_index *ix) {
  * ---------------------------------------------------------------------- */
 
 static bool cat_push(gallery_catalog *cat, gallery_index *ix) {
-    gallery_index **n = realloc(cat->idx, (size_t)(cat->n_idx + 1) * sizeof *n);
-    if (!n) return false;
-    cat->idx = n;
+    size_t cap = (size_t)cat->n_idx; /* idx holds exactly n_idx: grow by one */
+    if (!bd_grow(&cat->idx, &cap, cap + 1, sizeof *cat->idx)) return false;
     cat->idx[cat->n_idx++] = ix;
     return true;
 }

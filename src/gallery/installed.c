@@ -39,7 +39,7 @@ static bool config_names(const char *models, char ***names, int *n, char *err, s
         return bd_err(err, errlen, "%s: %s", models, strerror(errno));
     }
     struct dirent *de;
-    int cap = 0;
+    size_t cap = 0;
     while ((de = readdir(dir))) {
         size_t l = strlen(de->d_name);
         if (l <= 5 || strcmp(de->d_name + l - 5, ".yaml") != 0) continue;
@@ -49,12 +49,7 @@ static bool config_names(const char *models, char ***names, int *n, char *err, s
         nm[l - 5] = 0;
         char why[200];
         if (!gallery_name_check(nm, why, sizeof why)) continue;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 16;
-            char **nn = realloc(*names, (size_t)cap * sizeof *nn);
-            if (!nn) break;
-            *names = nn;
-        }
+        if (!bd_grow(names, &cap, (size_t)*n + 1, sizeof **names)) break;
         (*names)[(*n)++] = strdup(nm);
     }
     closedir(dir);

@@ -76,7 +76,8 @@ yaml_node_t *ydoc_seq_at(ydoc *d, const yaml_node_t *n, int i) {
 
 typedef struct entry_vec {
     ydoc_entry *v;
-    int n, cap;
+    int n;
+    size_t cap;
 } entry_vec;
 
 static int vec_find(const entry_vec *ev, const char *key) {
@@ -86,13 +87,7 @@ static int vec_find(const entry_vec *ev, const char *key) {
 }
 
 static bool vec_push(entry_vec *ev, const char *key, yaml_node_t *k, yaml_node_t *v) {
-    if (ev->n == ev->cap) {
-        int nc = ev->cap ? ev->cap * 2 : 16;
-        ydoc_entry *nv = realloc(ev->v, (size_t)nc * sizeof *nv);
-        if (!nv) return false;
-        ev->v = nv;
-        ev->cap = nc;
-    }
+    if (!bd_grow(&ev->v, &ev->cap, (size_t)ev->n + 1, sizeof *ev->v)) return false;
     ev->v[ev->n++] = (ydoc_entry){key, k, v};
     return true;
 }
@@ -228,16 +223,9 @@ typedef struct outbuf {
 
 static int out_write(void *ctx, unsigned char *buf, size_t size) {
     outbuf *o = ctx;
-    if (o->n + size + 1 > o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 1024;
-        while (nc < o->n + size + 1) nc *= 2;
-        char *np = realloc(o->p, nc);
-        if (!np) {
-            o->oom = true;
-            return 0;
-        }
-        o->p = np;
-        o->cap = nc;
+    if (!bd_grow(&o->p, &o->cap, o->n + size + 1, 1)) {
+        o->oom = true;
+        return 0;
     }
     memcpy(o->p + o->n, buf, size);
     o->n += size;

@@ -56,7 +56,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
                                       size_t errlen);
 
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
-    return bd_session_create_on_pool(m, p, NULL, err, errlen);
+    return bd_session_create_on_pool(m, p, p && p->threadpool ? p->threadpool->pool : NULL, err, errlen);
 }
 
 /* pool == NULL: the session creates and owns its pool; else it borrows

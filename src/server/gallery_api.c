@@ -15,7 +15,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 struct srv_pull {
     server *srv;
@@ -120,7 +120,7 @@ int gallery_api_apply(srv_req *r) {
     snprintf(p->message, sizeof p->message, "queued");
     unsigned char b[16];
     if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-        uint64_t t = (uint64_t)(srv_now_ms() * 1e3);
+        uint64_t t = (uint64_t)(bd_time_ms() * 1e3);
         memcpy(b, &t, 8);
         memcpy(b + 8, &p, sizeof p < 8 ? sizeof p : 8);
     }

@@ -16,7 +16,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 /* Per-connection request state (MHD's con_cls). */
 typedef struct http_ctx {
@@ -271,7 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!cx) {
         cx = calloc(1, sizeof *cx);
         if (!cx) return MHD_NO;
-        cx->t0 = srv_now_ms();
+        cx->t0 = bd_time_ms();
         *con_cls = cx;
         atomic_fetch_add(&s->active_requests, 1);
         /* reject before reading the body: auth, then a declared size over the limit */
@@ -308,16 +308,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             cx->too_big = true;
             return MHD_YES;
         }
-        if (cx->len + n + 1 > cx->cap) {
-            size_t nc = cx->cap ? cx->cap * 2 : 4096;
-            while (nc < cx->len + n + 1) nc *= 2;
-            char *b = realloc(cx->body, nc);
-            if (!b) {
-                cx->too_big = true;
-                return MHD_YES;
-            }
-            cx->body = b;
-            cx->cap = nc;
+        if (!bd_grow(&cx->body, &cx->cap, cx->len + n + 1, 1)) {
+            cx->too_big = true;
+            return MHD_YES;
         }
         memcpy(cx->body + cx->len, upload_data, n);
         cx->len += n;
@@ -346,7 +339,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     http_ctx *cx = *con_cls;
     if (!cx) return;
     if (s->p.verbose)
-        fprintf(stderr, "serve: %d %.1f ms%s\n", cx->status, srv_now_ms() - cx->t0,
+        fprintf(stderr, "serve: %d %.1f ms%s\n", cx->status, bd_time_ms() - cx->t0,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
     free(cx->body);
     free(cx);
@@ -381,7 +374,7 @@ bool srv_http_start(server *s, char *err, size_t errlen) {
         addr = (struct sockaddr *)&a6;
         flags |= MHD_USE_IPv6;
     } else {
-        return srv_err(err, errlen, "--host '%s' is not a numeric IPv4 or IPv6 address", s->host);
+        return bd_err(err, errlen, "--host '%s' is not a numeric IPv4 or IPv6 address", s->host);
     }
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s,
                               MHD_OPTION_EXTERNAL_LOGGER, on_log, s,
@@ -391,7 +384,7 @@ bool srv_http_start(server *s, char *err, size_t errlen) {
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
                               MHD_OPTION_END);
-    if (!s->mhd) return srv_err(err, errlen, "cannot listen on %s:%d (%s)", s->host, s->p.port, strerror(errno));
+    if (!s->mhd) return bd_err(err, errlen, "cannot listen on %s:%d (%s)", s->host, s->p.port, strerror(errno));
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->p.port;
     return true;

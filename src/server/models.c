@@ -8,33 +8,54 @@
  * client cannot make the server read an arbitrary file.
  *
  * Loading a model creates its slots: each slot has its own target session
- * and, with a drafter, its own bd_spec (drafter state), plus a worker
- * thread. The chat template is parsed once per model.
+ * and, with a drafter, its own bd_spec (drafter state; bd_spec_open), plus
+ * a worker thread. Every session runs on a thread pool shared by all slots
+ * of all models that ask for the same thread count (one pool in the usual
+ * case): slots working at once take turns on its threads instead of each
+ * running an all-core pool (bd_threadpool). The chat template is parsed
+ * once per model.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;
-    char buf[256];
-    int n = bd_token_piece(m, id, buf, (int)sizeof buf - 1, true);
-    if (n <= 0) return NULL;
-    char *s = malloc((size_t)n + 1);
+    int n = bd_token_piece(m, id, NULL, 0, true);
+    if (n >= 0) return NULL; /* empty */
+    char *s = malloc((size_t)-n + 1);
     if (!s) return NULL;
-    memcpy(s, buf, (size_t)n);
+    n = bd_token_piece(m, id, s, -n, true);
+    if (n <= 0) {
+        free(s);
+        return NULL;
+    }
     s[n] = '\0';
     return s;
+}
+
+/* The shared pool for n_threads (0: all CPUs), created on first use. */
+static bd_threadpool *pool_get(server *s, int n_threads, char *err, size_t errlen) {
+    bd_threadpool *tp = NULL;
+    pthread_mutex_lock(&s->pools_mu);
+    for (int i = 0; i < s->n_pools && !tp; i++)
+        if (s->pools[i].n_threads == n_threads) tp = s->pools[i].tp;
+    if (!tp && s->n_pools == (int)(sizeof s->pools / sizeof s->pools[0]))
+        bd_err(err, errlen, "too many different thread counts among the served models");
+    else if (!tp && (tp = bd_threadpool_create(n_threads, err, errlen)) != NULL)
+        s->pools[s->n_pools++] = (struct srv_pool){n_threads, tp};
+    pthread_mutex_unlock(&s->pools_mu);
+    return tp;
 }
 
 static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     m->m = bd_model_open(m->target_path, err, errlen);
     if (!m->m) return false;
     if (!strcmp(bd_model_arch(m->m), "dflash"))
-        return srv_err(err, errlen, "%s is a DFlash drafter, not a model that can be served on its own",
+        return bd_err(err, errlen, "%s is a DFlash drafter, not a model that can be served on its own",
                        m->target_path);
     m->spp = bd_spec_default_params();
     if (m->draft_path[0]) {
@@ -44,45 +65,40 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     }
     if (m->from_cli && s->p.spec_type >= 0) m->spp.type = (bd_spec_type)s->p.spec_type;
     if (!m->dm && m->spp.type != BD_SPEC_NGRAM_SIMPLE) m->spp.type = BD_SPEC_NONE;
-    if (m->has_cfg) {
-        if (m->cfg.spec_n_max > 0) m->spp.n_max = m->cfg.spec_n_max;
-        else if (m->cfg.n_draft > 0) m->spp.n_max = m->cfg.n_draft;
-        if (m->cfg.spec_n_min > 0) m->spp.n_min = m->cfg.spec_n_min;
-        if (m->cfg.has_spec_p_min) m->spp.p_min = (float)m->cfg.spec_p_min;
-    }
-    if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
-
+    /* defaults, then the model's config (the same mapping as `run NAME`),
+     * then the server's command-line flags */
+    bd_session_params sp = bd_session_default_params();
     int32_t train = bd_model_n_ctx_train(m->m);
-    m->n_ctx = s->p.n_ctx > 0 ? s->p.n_ctx : (train > 0 && train < 4096 ? train : 4096);
-    if (m->has_cfg && m->cfg.context_size > 0 && s->p.n_ctx <= 0) m->n_ctx = m->cfg.context_size;
-    int threads = s->p.n_threads > 0 ? s->p.n_threads : (m->has_cfg && m->cfg.threads > 0 ? m->cfg.threads : 0);
+    sp.n_ctx = train > 0 && train < 4096 ? train : 4096;
+    if (m->has_cfg) gallery_config_apply(&m->cfg, &sp, NULL, NULL, &m->spp);
+    if (s->p.n_ctx > 0) sp.n_ctx = s->p.n_ctx;
+    if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
+    if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
+    m->n_ctx = sp.n_ctx;
     bool spec = m->spp.type != BD_SPEC_NONE;
     /* each speculative slot needs its own drafter state: default to one */
     m->n_slots = s->p.parallel > 0 ? s->p.parallel
                  : (m->has_cfg && m->cfg.parallel > 0) ? m->cfg.parallel
                  : spec ? 1 : 2;
 
-    bd_session_params sp = bd_session_default_params();
-    sp.n_ctx = m->n_ctx;
-    sp.n_threads = threads;
-    if (m->spp.type == BD_SPEC_DRAFT_DFLASH) {
-        m->n_taps = bd_dflash_tap_layers(m->dm, m->taps, 32);
-        sp.n_tap = m->n_taps;
-        sp.tap_layers = m->taps;
-    }
+    sp.threadpool = pool_get(s, sp.n_threads, err, errlen);
+    if (!sp.threadpool) return false;
     m->slots = calloc((size_t)m->n_slots, sizeof *m->slots);
-    if (!m->slots) return srv_err(err, errlen, "out of memory");
+    if (!m->slots) return bd_err(err, errlen, "out of memory");
     for (int i = 0; i < m->n_slots; i++) {
         srv_slot *sl = &m->slots[i];
         sl->model = m;
         sl->id = i;
-        sl->sess = bd_session_create(m->m, &sp, err, errlen);
-        if (!sl->sess) return false;
         if (spec) {
+            /* the slot's session (with the drafter's taps) and its drafter state */
             char warn[256] = "";
-            sl->spec = bd_spec_create(sl->sess, m->dm, &m->spp, warn, sizeof warn, err, errlen);
+            sl->spec = bd_spec_open(m->m, m->dm, &sp, &m->spp, warn, sizeof warn, err, errlen);
             if (!sl->spec) return false;
+            sl->sess = bd_spec_session(sl->spec);
             if (warn[0] && i == 0) fprintf(stderr, "serve: %s: warning: %s\n", m->name, warn);
+        } else {
+            sl->sess = bd_session_create(m->m, &sp, err, errlen);
+            if (!sl->sess) return false;
         }
     }
 
@@ -99,7 +115,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
 
     for (int i = 0; i < m->n_slots; i++) {
         if (pthread_create(&m->slots[i].thread, NULL, srv_slot_main, &m->slots[i]) != 0)
-            return srv_err(err, errlen, "cannot start a worker thread");
+            return bd_err(err, errlen, "cannot start a worker thread");
         m->slots[i].started = true;
     }
     fprintf(stderr, "serve: loaded %s (%s%s%s), %d slot%s, context %d%s\n", m->name, bd_model_arch(m->m),
@@ -129,7 +145,7 @@ static bool model_ensure_loaded(server *s, srv_model *m, char *err, size_t errle
         }
     }
     bool ok = m->state == MODEL_LOADED;
-    if (!ok) srv_err(err, errlen, "%s", m->load_err);
+    if (!ok) bd_err(err, errlen, "%s", m->load_err);
     pthread_mutex_unlock(&m->load_mu);
     return ok;
 }
@@ -146,7 +162,7 @@ bool srv_model_add_cli(server *s, char *err, size_t errlen) {
         if (n > 5 && !strcmp(name + n - 5, ".gguf")) name[n - 5] = '\0';
     }
     srv_model *m = model_new(s, name);
-    if (!m) return srv_err(err, errlen, "out of memory");
+    if (!m) return bd_err(err, errlen, "out of memory");
     m->from_cli = true;
     snprintf(m->target_path, sizeof m->target_path, "%s", s->p.model_path);
     if (s->p.draft_path) snprintf(m->draft_path, sizeof m->draft_path, "%s", s->p.draft_path);
@@ -167,7 +183,7 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
         if (!gallery_name_check(name, why, sizeof why)) {
             pthread_mutex_unlock(&s->models_mu);
             *status = 404;
-            return srv_err(err, errlen, "model '%s' does not exist", name), NULL;
+            return bd_err(err, errlen, "model '%s' does not exist", name), NULL;
         }
         gallery_model gm;
         char e[600];
@@ -178,14 +194,14 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
             bool has = snprintf(cfg, sizeof cfg, "%s/%s.yaml", s->models_dir, name) < (int)sizeof cfg &&
                        stat(cfg, &stt) == 0;
             *status = has ? 400 : 404;
-            if (has) return srv_err(err, errlen, "model '%s' is installed but cannot be used: %s", name, e), NULL;
-            return srv_err(err, errlen, "model '%s' does not exist", name), NULL;
+            if (has) return bd_err(err, errlen, "model '%s' is installed but cannot be used: %s", name, e), NULL;
+            return bd_err(err, errlen, "model '%s' does not exist", name), NULL;
         }
         m = model_new(s, name);
         if (!m) {
             pthread_mutex_unlock(&s->models_mu);
             *status = 500;
-            return srv_err(err, errlen, "out of memory"), NULL;
+            return bd_err(err, errlen, "out of memory"), NULL;
         }
         snprintf(m->target_path, sizeof m->target_path, "%s", gm.target_path);
         snprintf(m->draft_path, sizeof m->draft_path, "%s", gm.draft_path);
@@ -229,8 +245,8 @@ void srv_models_free(server *s) {
     while (m) {
         srv_model *nx = m->next;
         for (int i = 0; m->slots && i < m->n_slots; i++) {
-            bd_spec_free(m->slots[i].spec);
-            bd_session_free(m->slots[i].sess);
+            if (m->slots[i].spec) bd_spec_free(m->slots[i].spec); /* owns the session */
+            else bd_session_free(m->slots[i].sess);
         }
         free(m->slots);
         chat_template_free(m->tmpl);
@@ -242,4 +258,6 @@ void srv_models_free(server *s) {
         free(m);
         m = nx;
     }
+    for (int i = 0; i < s->n_pools; i++) bd_threadpool_free(s->pools[i].tp); /* after every session */
+    s->n_pools = 0;
 }

@@ -14,13 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
-
-double srv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#include "server_int.h"
 
 /* ------------------------------------------------------------------------
  * Jobs
@@ -67,6 +61,7 @@ void srv_job_unref(srv_job *j) {
     free(j->text);
     free(j->marks);
     bd_textstream_free(j->ts);
+    free(j->piece);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -94,7 +89,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (s->quit || atomic_load(&s->stopping)) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "the server is shutting down");
+        return bd_err(err, errlen, "the server is shutting down");
     }
     /* a slot whose job is done counts as idle: its worker is about to come
      * back for more (a client's next request must not see a 503 because of
@@ -118,7 +113,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (waiting >= idle && truly_waiting >= s->p.queue_max) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
+        return bd_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
                        s->p.queue_max);
     }
     job_ref(j);
@@ -195,14 +190,7 @@ void srv_sched_cancel_running(server *s) {
  * stop string. Returns true when a stop string was found. Under j->mu. */
 static bool job_append(srv_job *j, const char *p, size_t n) {
     if (n == 0) return false;
-    if (j->len + n + 1 > j->cap) {
-        size_t nc = j->cap ? j->cap * 2 : 1024;
-        while (nc < j->len + n + 1) nc *= 2;
-        char *t = realloc(j->text, nc);
-        if (!t) return false; /* drops this piece; the job still ends normally */
-        j->text = t;
-        j->cap = nc;
-    }
+    if (!bd_grow(&j->text, &j->cap, j->len + n + 1, 1)) return false; /* drops this piece; the job still ends normally */
     size_t old = j->len;
     memcpy(j->text + j->len, p, n);
     j->len += n;
@@ -238,30 +226,38 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         }
     }
     if (j->len - hold > j->safe) j->safe = j->len - hold;
+    BD_ASSERT(j->safe <= j->len && j->len < j->cap);
     /* token boundary: streams send one event per token, as OpenAI's and
      * llama.cpp's servers do (a failed allocation only merges events) */
-    if (j->n_marks == j->cap_marks) {
-        size_t nc = j->cap_marks ? 2 * j->cap_marks : 256;
-        size_t *m = realloc(j->marks, nc * sizeof *m);
-        if (m) {
-            j->marks = m;
-            j->cap_marks = nc;
-        }
-    }
+    bd_grow(&j->marks, &j->cap_marks, j->n_marks + 1, sizeof *j->marks);
     if (j->n_marks < j->cap_marks) j->marks[j->n_marks++] = j->len;
     return false;
 }
 
+/* One push (tok >= 0) or the final flush (tok < 0) of the job's text
+ * stream into j->piece, sized by bd_textstream_max_bytes and grown if a
+ * push asks for more: no text is dropped. Worker thread only. */
+static int stream_piece(srv_job *j, int32_t tok) {
+    for (;;) {
+        int n = tok >= 0 ? bd_textstream_push(j->ts, tok, j->piece, j->piece_cap)
+                         : bd_textstream_flush(j->ts, j->piece, j->piece_cap);
+        if (n >= 0) return n;
+        char *p = realloc(j->piece, (size_t)-n);
+        if (!p) return 0;
+        j->piece = p;
+        j->piece_cap = -n;
+    }
+}
+
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
-    char buf[256];
-    int n = bd_textstream_push(j->ts, tok, buf, sizeof buf);
+    int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
-    bool stop = n > 0 && job_append(j, buf, (size_t)n);
+    bool stop = n > 0 && job_append(j, j->piece, (size_t)n);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (stop || atomic_load(&j->cancel)) return false;
-    if (srv_now_ms() > j->deadline_ms) {
+    if (bd_time_ms() > j->deadline_ms) {
         j->timed_out = true; /* read by the request thread after JOB_DONE */
         return false;
     }
@@ -282,18 +278,21 @@ static void run_job(srv_slot *sl, srv_job *j) {
     bd_gen_stats st;
     memset(&st, 0, sizeof st);
     j->ts = bd_textstream_create(m->m, false);
+    if (j->ts) {
+        j->piece_cap = bd_textstream_max_bytes(j->ts);
+        j->piece = malloc((size_t)j->piece_cap);
+    }
     bool ok = false;
-    if (!j->ts) {
+    if (!j->ts || !j->piece) {
         snprintf(err, sizeof err, "out of memory");
     } else if (sl->spec) {
         ok = bd_spec_generate(sl->spec, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     } else {
         ok = bd_generate(sl->sess, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     }
-    char tail[128];
-    int n = j->ts ? bd_textstream_flush(j->ts, tail, sizeof tail) : 0;
+    int n = j->ts && j->piece ? stream_piece(j, -1) : 0;
     pthread_mutex_lock(&j->mu);
-    if (n > 0 && !j->finish) job_append(j, tail, (size_t)n);
+    if (n > 0 && !j->finish) job_append(j, j->piece, (size_t)n);
     j->st = st;
     j->ok = ok;
     if (!ok) {

@@ -17,17 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
-
-bool srv_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
+#include "server_int.h"
 
 void server_params_init(server_params *p) {
     memset(p, 0, sizeof *p);
@@ -42,7 +32,7 @@ void server_params_init(server_params *p) {
 
 server *server_start(const server_params *p, char *err, size_t errlen) {
     server *s = calloc(1, sizeof *s);
-    if (!s) return srv_err(err, errlen, "out of memory"), NULL;
+    if (!s) return bd_err(err, errlen, "out of memory"), NULL;
     s->p = *p;
     snprintf(s->host, sizeof s->host, "%s", p->host ? p->host : "127.0.0.1");
     if (s->p.conn_limit < 4) s->p.conn_limit = 4;
@@ -50,6 +40,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     if (s->p.timeout_s <= 0) s->p.timeout_s = 600;
     if (s->p.max_body < 1024) s->p.max_body = 1024;
     pthread_mutex_init(&s->models_mu, NULL);
+    pthread_mutex_init(&s->pools_mu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->met.mu, NULL);
@@ -64,7 +55,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     if (p->chat_template_file) {
         size_t len;
         if (!gallery_read_file(p->chat_template_file, 1u << 20, &s->template_override, &len, e, sizeof e)) {
-            srv_err(err, errlen, "--chat-template-file: %s", e);
+            bd_err(err, errlen, "--chat-template-file: %s", e);
             server_free(s);
             return NULL;
         }
@@ -95,8 +86,8 @@ void server_shutdown(server *s, double grace_s) {
     if (atomic_load(&s->shut_done)) return;
     atomic_store(&s->stopping, true);
     srv_http_quiesce(s);
-    double until = srv_now_ms() + grace_s * 1e3;
-    while (!idle(s) && srv_now_ms() < until) {
+    double until = bd_time_ms() + grace_s * 1e3;
+    while (!idle(s) && bd_time_ms() < until) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -105,8 +96,8 @@ void server_shutdown(server *s, double grace_s) {
     srv_models_stop_workers(s);
     /* every job is done: let responses (final stream chunks) go out before
      * the daemon closes the sockets */
-    until = srv_now_ms() + 5e3;
-    while (atomic_load(&s->active_requests) > 0 && srv_now_ms() < until) {
+    until = bd_time_ms() + 5e3;
+    while (atomic_load(&s->active_requests) > 0 && bd_time_ms() < until) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -120,6 +111,7 @@ void server_free(server *s) {
     server_shutdown(s, 0);
     srv_models_free(s);
     pthread_mutex_destroy(&s->models_mu);
+    pthread_mutex_destroy(&s->pools_mu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_mutex_destroy(&s->met.mu);

@@ -11,7 +11,12 @@
  *   GET  /models/available      gallery entries
  *   POST /models/apply          start a gallery pull; returns a job id
  *   GET  /models/jobs/{id}      pull progress, result or error
- * Every completion carries `usage`, `timings` and `speculative`.
+ * Every completion carries `usage`, `timings` and `speculative`; with the
+ * request field "return_prompt_ids": true (a blockdraft extension) a
+ * non-streamed response also carries "prompt_ids", the tokens the model
+ * was given. Chat prompts are tokenized so that the messages' text never
+ * becomes a control token (chat_params.user_spans, bd_tokenize_guarded);
+ * a /v1/completions prompt is the caller's own and keeps them.
  *
  * Models: the -m/-md pair given on the command line is loaded at start
  * (named --alias, else after the file); models installed in the models
@@ -49,7 +54,7 @@ typedef struct server_params {
     int spec_n_max;            /* 0 = model default */
     int spec_type;             /* -1 = from the draft file; else a bd_spec_type */
     int n_ctx;                 /* 0 = min(4096, trained context) */
-    int n_threads;             /* per session; 0 = all cores */
+    int n_threads;             /* of the thread pool all slots share; 0 = all cores */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
     /* limits */
     int queue_max;             /* queued (not running) requests before 503; default 16 */

@@ -24,16 +24,15 @@
 #include <stdint.h>
 
 #include "blockdraft.h"
-#include "chat/chat.h"
-#include "gallery/gallery.h"
-#include "server/server.h"
+#include "../base/base.h"
+#include "../chat/chat.h"
+#include "../gallery/gallery.h"
+#include "server.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
 
-double srv_now_ms(void); /* monotonic */
-/* Format into err; returns false (for `return srv_err(...)`). */
-bool srv_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Errors (bd_err) and the clock (bd_time_ms) are base.h's. */
 
 /* http.c: daemon lifecycle */
 bool srv_http_start(server *s, char *err, size_t errlen);
@@ -75,8 +74,6 @@ struct srv_model {
     bd_model *m, *dm;
     bd_spec_params spp;
     int n_ctx;
-    int32_t taps[32];
-    int n_taps;
     /* chat */
     chat_template *tmpl;  /* NULL when the template failed to parse (tmpl_err) */
     char tmpl_err[600];
@@ -97,7 +94,7 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
 bool srv_model_add_cli(server *s, char *err, size_t errlen);
 /* Set the quit flag and join every slot worker (each finishes its job). */
 void srv_models_stop_workers(server *s);
-/* Stop workers (if not done) and free every model. */
+/* Stop workers (if not done) and free every model, then the thread pools. */
 void srv_models_free(server *s);
 
 /* ------------------------------------------------------------------------
@@ -116,7 +113,7 @@ struct srv_job {
     bd_gen_params gp;
     char *stops[16];          /* owned */
     int n_stops;
-    double deadline_ms;       /* srv_now_ms() limit */
+    double deadline_ms;       /* bd_time_ms() limit */
     atomic_bool cancel;       /* client gone or shutdown */
     /* output, under mu */
     int state;                /* JOB_* */
@@ -133,6 +130,8 @@ struct srv_job {
     bd_gen_stats st;
     /* worker private */
     bd_textstream *ts;
+    char *piece;              /* [piece_cap] one push of ts */
+    int piece_cap;
     size_t max_stop;
     struct srv_job *next;     /* queue link, under qmu */
 };
@@ -199,6 +198,15 @@ struct server {
     /* models */
     pthread_mutex_t models_mu;
     srv_model *models;
+    /* thread pools shared by every slot of every model, one per thread
+     * count asked for (--threads, else a model config's threads): N slots
+     * use one pool's threads, not N pools' (models.c) */
+    pthread_mutex_t pools_mu;
+    struct srv_pool {
+        int n_threads; /* as asked; 0 = all CPUs */
+        bd_threadpool *tp;
+    } pools[8];
+    int n_pools;
     char default_model[GALLERY_NAME_MAX]; /* "" when none */
     /* queue */
     pthread_mutex_t qmu;
