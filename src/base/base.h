@@ -191,6 +191,9 @@ typedef struct bd_rng {
 } bd_rng;
 
 void bd_rng_seed(bd_rng *r, uint64_t seed);
+/* One step of splitmix64: advances *x, returns the mixed value (seeding,
+ * and a stateless stream where one 64-bit state is enough). */
+uint64_t bd_splitmix64(uint64_t *x);
 uint64_t bd_rng_next(bd_rng *r);
 double bd_rng_uniform(bd_rng *r);              /* [0, 1), 53 bits */
 uint64_t bd_rng_below(bd_rng *r, uint64_t n);  /* [0, n) (modulo: a bias below 2^-40 for n < 2^24) */

@@ -8,7 +8,7 @@
  */
 #include "base.h"
 
-static uint64_t splitmix64(uint64_t *x) {
+uint64_t bd_splitmix64(uint64_t *x) {
     uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -18,7 +18,7 @@ static uint64_t splitmix64(uint64_t *x) {
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 void bd_rng_seed(bd_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+    for (int i = 0; i < 4; i++) r->s[i] = bd_splitmix64(&seed);
 }
 
 uint64_t bd_rng_next(bd_rng *r) {

@@ -240,10 +240,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
     bd_matmul_fast(d->pool, &d->out, d->h, E, n_draft, d->logits, V, d->mm_scratch);
     for (int32_t i = 0; i < n_draft; i++) {
         const float *lg = d->logits + (int64_t)i * V;
-        int32_t best = 0;
-        for (int32_t t = 1; t < V; t++)
-            if (lg[t] > lg[best]) best = t;
-        out[i] = best;
+        out[i] = bd_argmax(lg, V);
     }
     return true;
 }

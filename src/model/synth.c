@@ -21,28 +21,8 @@
  * PRNG: splitmix64 seeds a xoshiro256** stream per (seed, tensor, row)
  * ====================================================================== */
 
-typedef struct rng { uint64_t s[4]; } rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t rng_next(rng *r) {
-    uint64_t *s = r->s;
-    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
+typedef bd_rng rng;
+#define rng_next bd_rng_next
 
 /* FNV-1a of a tensor name: separates the streams of different tensors. */
 static uint64_t name_hash(const char *s) {
@@ -53,8 +33,7 @@ static uint64_t name_hash(const char *s) {
 
 static void rng_seed(rng *r, uint64_t seed, const char *name, uint64_t row) {
     uint64_t x = seed ^ name_hash(name);
-    x = splitmix64(&x) ^ (row * 0xd1342543de82ef95ULL);
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    bd_rng_seed(r, bd_splitmix64(&x) ^ (row * 0xd1342543de82ef95ULL));
 }
 
 /* Irwin-Hall(4): sum of four 16-bit uniforms, centred and scaled to unit
