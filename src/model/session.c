@@ -130,8 +130,8 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         s->o = bd_alloc((size_t)(B * VD) * sizeof(float));
         if (!s->qg || !s->agate || !s->z || !s->o) goto oom;
         const int32_t n_save = p->n_rollback > 0 ? p->n_rollback : s->n_out_max;
-        if (n_save > s->n_batch && n_save > s->n_out_max) {
-            bd_err(err, errlen, "n_rollback %d exceeds the batch size %d", n_save, s->n_batch);
+        if (n_save > s->n_ctx) {
+            bd_err(err, errlen, "n_rollback %d exceeds the context (%d)", n_save, s->n_ctx);
             goto fail;
         }
         if (!bd_recurrent_create(&s->rs, m, n_save, s->n_batch, err, errlen)) goto fail;
