@@ -102,12 +102,16 @@ void bd_deadline_after_ms(struct timespec *ts, long ms) {
     }
 }
 
-void *bd_alloc(size_t size) {
+void *bd_alloc_raw(size_t size) {
     if (size == 0) return NULL;
     size_t rounded = (size + 63) & ~(size_t)63;
     if (rounded < size) return NULL;
-    void *p = aligned_alloc(64, rounded);
-    if (p) memset(p, 0, rounded);
+    return aligned_alloc(64, rounded);
+}
+
+void *bd_alloc(size_t size) {
+    void *p = bd_alloc_raw(size);
+    if (p) memset(p, 0, (size + 63) & ~(size_t)63);
     return p;
 }
 

@@ -123,6 +123,10 @@ void bd_deadline_after_ms(struct timespec *ts, long ms);
 /* Aligned allocation (64 bytes), zero-filled. NULL on failure or size 0.
  * Free with bd_free. */
 void *bd_alloc(size_t size);
+/* The same without zeroing, for large buffers every reader reads only
+ * after a writer wrote (KV caches, logits): their pages are then touched
+ * (faulted in) only as far as they are used, not all at creation. */
+void *bd_alloc_raw(size_t size);
 void bd_free(void *p);
 
 /* ------------------------------------------------------------------------

@@ -111,8 +111,9 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
                   KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
     size_t kv_bytes = (size_t)hp->n_attn_layers * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
-    s->k_cache = bd_alloc(kv_bytes);
-    s->v_cache = bd_alloc(kv_bytes);
+    /* attention reads cache rows below n_past + n only, all written first */
+    s->k_cache = bd_alloc_raw(kv_bytes);
+    s->v_cache = bd_alloc_raw(kv_bytes);
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
@@ -152,7 +153,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
             goto oom;
     }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
-    s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
+    s->logits = bd_alloc_raw((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float)); /* rows < n_logits */
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
