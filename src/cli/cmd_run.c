@@ -6,6 +6,7 @@
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
  *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive]
+ *                  [--grammar GBNF | --grammar-file FILE | -j JSON | -jf FILE]
  *
  * Text streams to stdout as it is generated (the prompt first, as
  * llama.cpp's CLI does); a stats line goes to stderr. --json prints one
@@ -19,6 +20,8 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../chat/json_schema.h"
+#include "../decode/grammar.h"
 #include "../gallery/gallery.h"
 
 typedef struct {
@@ -97,7 +100,14 @@ static void usage(void) {
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-short-block  DFlash: draft with [anchor, MASK x n] as llama.cpp does, instead\n"
-            "                         of the trained block length (default)\n");
+            "                         of the trained block length (default)\n"
+            "constrained output (llama.cpp's flag names; one of them):\n"
+            "  --grammar GBNF         every token obeys this GBNF grammar (root rule `root`); generation\n"
+            "                         ends when the grammar is complete and allows nothing else\n"
+            "  --grammar-file FILE    the same, read from FILE\n"
+            "  -j, --json-schema JSON   output a JSON value valid for this JSON Schema (common subset;\n"
+            "                         unsupported keywords are refused by name)\n"
+            "  -jf, --json-schema-file FILE  the same, read from FILE\n");
 }
 
 /* A gallery model's config supplies defaults; command-line flags win. */
@@ -121,6 +131,8 @@ int cmd_run(int argc, char **argv) {
     bd_session_params sp = bd_session_default_params();
     bool json = false, echo = true, spec_type_set = false, spec_trace = false;
     const char *draft_path = NULL;
+    const char *gram_src = NULL, *gram_opt = NULL; /* --grammar / -j ... */
+    bool gram_file = false, gram_schema = false;
     bd_spec_params spp = bd_spec_default_params();
     static gallery_model gm;
     /* `run NAME [options]`: a gallery model (pulled first when missing) */
@@ -177,7 +189,17 @@ int cmd_run(int argc, char **argv) {
             spp.p_min = arg_f32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-ngram-size-n", NULL}, &v))
             spp.ngram_n = arg_i32(a, v, 1, 64);
-        else if (arg_is(a, "--spec-adaptive", NULL)) spp.adaptive = true;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--grammar", "--grammar-file", "-j", "--json-schema", "-jf",
+                                                           "--json-schema-file", NULL}, &v)) {
+            if (gram_opt) {
+                fprintf(stderr, "blockdraft run: %s and %s cannot be combined (one grammar)\n", gram_opt, a);
+                return 2;
+            }
+            gram_opt = a;
+            gram_src = v;
+            gram_file = strstr(a, "-file") || !strcmp(a, "-jf");
+            gram_schema = strstr(a, "json") || !strcmp(a, "-j") || !strcmp(a, "-jf");
+        } else if (arg_is(a, "--spec-adaptive", NULL)) spp.adaptive = true;
         else if (arg_is(a, "--spec-dflash-short-block", NULL)) spp.dflash_short_block = true;
         else if (arg_is(a, "--spec-trace", NULL)) spec_trace = true;
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
@@ -212,8 +234,10 @@ int cmd_run(int argc, char **argv) {
         prompt_len = strlen(prompt);
     }
 
-    char err[512];
+    char err[1024];
     int rc = 1;
+    bd_grammar_vocab *gvocab = NULL;
+    bd_grammar *grammar = NULL;
     bd_session *s = NULL;
     bd_model *dm = NULL;
     bd_spec *spec = NULL;
@@ -253,6 +277,31 @@ int cmd_run(int argc, char **argv) {
         }
         sp.n_tap = bd_dflash_tap_layers(dm, taps, 16);
         sp.tap_layers = taps;
+    }
+    if (gram_opt) { /* constrained output: vocabulary trie + grammar */
+        size_t glen = strlen(gram_src);
+        char *gtext = gram_file ? arg_read_file(gram_src, &glen) : NULL;
+        if (gram_file && !gtext) {
+            fprintf(stderr, "blockdraft run: cannot read %s\n", gram_src);
+            goto done;
+        }
+        const char *gt = gram_file ? gtext : gram_src;
+        gvocab = bd_grammar_vocab_create(m, err, sizeof err);
+        if (gvocab && gram_schema) {
+            json_error_t je;
+            json_t *schema = json_loadb(gt, glen, JSON_DECODE_ANY, &je);
+            if (!schema) snprintf(err, sizeof err, "%s: invalid JSON at line %d: %s", gram_opt, je.line, je.text);
+            else grammar = json_schema_grammar(schema, gvocab, err, sizeof err);
+            json_decref(schema);
+        } else if (gvocab) {
+            grammar = bd_grammar_create(gt, glen, gvocab, err, sizeof err);
+        }
+        free(gtext);
+        if (!grammar) {
+            fprintf(stderr, "blockdraft run: %s\n", err);
+            goto done;
+        }
+        gp.grammar = grammar;
     }
     int np = bd_tokenize(m, prompt, prompt_len, true, true, NULL, 0);
     if (np < 0) np = -np;
@@ -364,6 +413,8 @@ done:
     free(o.text);
     free(pids);
     bd_spec_free(spec);
+    bd_grammar_free(grammar);
+    bd_grammar_vocab_free(gvocab);
     bd_session_free(s);
     bd_model_free(dm);
     bd_model_free(m);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "sampler.h"
 #include "../model/model.h"
 
@@ -20,6 +21,12 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
                       s->n_ctx);
     bd_sampler *smp = bd_sampler_create(&gp->sampling, s->m->hp.n_vocab);
     if (!smp) return bd_err(err, errlen, "generate: out of memory");
+    /* grammar hook (grammar.h): NULL without a grammar, then a no-op */
+    bd_grammar_run *gr = NULL;
+    if (gp->grammar && !(gr = bd_grammar_run_create(gp->grammar, s->m->hp.n_vocab, gp->ignore_eog, err, errlen))) {
+        bd_sampler_free(smp);
+        return false;
+    }
     bd_session_truncate(s, 0);
 
     double t0 = bd_time_ms();
@@ -29,7 +36,16 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     st->prompt_ms = t1 - t0;
     int32_t n_gen = 0;
     while (ok) {
-        int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0));
+        const float *lg = bd_grammar_run_logits(gr, bd_session_logits(s, 0)); /* grammar hook */
+        if (!lg) {
+            ok = bd_grammar_run_end(gr, st, err, errlen);
+            break;
+        }
+        int32_t tok = bd_sampler_sample(smp, lg);
+        if (!bd_grammar_run_accept(gr, tok)) { /* grammar hook */
+            ok = bd_grammar_run_end(gr, st, err, errlen);
+            break;
+        }
         if (!gp->ignore_eog && bd_token_is_eog(s->m, tok)) {
             st->stopped_eog = true;
             break;
@@ -48,5 +64,6 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     st->spec.target_forwards += 1; /* the prompt forward produced the first token */
     st->spec.tau = st->spec.target_forwards ? (double)n_gen / (double)st->spec.target_forwards : 0;
     bd_sampler_free(smp);
+    bd_grammar_run_free(gr);
     return ok;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar.h"
 #include "sampler.h"
 #include "spec_internal.h"
 #include "../model/dflash.h"
@@ -475,6 +476,35 @@ static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, in
 }
 
 /* ------------------------------------------------------------------------
+ * Grammar hook (grammar.h). Row j of a verify batch is masked with the
+ * grammar state after the tokens emitted before it (the drafts accepted
+ * so far), so a draft the grammar forbids has probability 0 and is
+ * rejected, and every emitted token is drawn from the masked
+ * distribution plain decoding uses at that position. Each call emits one
+ * token (the accepted draft, or the replacement / bonus token), and the
+ * grammar advances over exactly that token, so no rollback is needed.
+ * *tok = -1 (and false) when the grammar ends the text here or fails
+ * (bd_grammar_run_end tells which).
+ * ---------------------------------------------------------------------- */
+
+static bool accept_row_grammar(bd_grammar_run *gr, bd_sampler *smp, const float *logits, int32_t n_vocab, int32_t d,
+                               int32_t *tok) {
+    if (!gr) return accept_row(smp, logits, n_vocab, d, tok);
+    const float *lg = bd_grammar_run_logits(gr, logits);
+    if (!lg) {
+        *tok = -1;
+        return false;
+    }
+    bool acc = accept_row(smp, lg, n_vocab, d, tok);
+    if (acc && bd_grammar_test_stale_rows) return true; /* deliberately wrong (test hook) */
+    if (!bd_grammar_run_accept(gr, acc ? d : *tok)) {
+        *tok = -1;
+        return false;
+    }
+    return acc;
+}
+
+/* ------------------------------------------------------------------------
  * The loop
  * ---------------------------------------------------------------------- */
 
@@ -491,6 +521,10 @@ typedef struct {
  * generation must stop (EOG, callback, n_predict). */
 static bool emit(emit_ctx *e, int32_t tok) {
     bd_spec *sp = e->sp;
+    if (tok < 0) { /* the grammar ended the text (or failed): accept_row_grammar */
+        e->done = true;
+        return false;
+    }
     if (!e->gp->ignore_eog && bd_token_is_eog(sp->t->m, tok)) {
         e->st->stopped_eog = true;
         e->done = true;
@@ -517,6 +551,11 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     bd_sampler *smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
     if (!smp) return bd_err(err, errlen, "generate: out of memory");
     const int32_t V = t->m->hp.n_vocab;
+    bd_grammar_run *gr = NULL; /* grammar hook */
+    if (gp->grammar && !(gr = bd_grammar_run_create(gp->grammar, V, gp->ignore_eog, err, errlen))) {
+        bd_sampler_free(smp);
+        return false;
+    }
     bd_session_truncate(t, 0);
     if (sp->df) bd_dflash_reset(sp->df);
     if (sp->ds) {
@@ -553,7 +592,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     ss->target_forwards = 1;
     if (ok) {
         int32_t tok;
-        accept_row(smp, bd_session_logits(t, 0), V, -1, &tok);
+        accept_row_grammar(gr, smp, bd_session_logits(t, 0), V, -1, &tok);
         emit(&e, tok);
     }
     while (ok && !e.done) {
@@ -603,11 +642,11 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         int32_t a = 0, tok = -1;
         while (a < nd) {
             if (a < 32) ss->drafted_at[a]++;
-            if (!accept_row(smp, bd_session_logits(t, a), V, sp->drafts[a], &tok)) break;
+            if (!accept_row_grammar(gr, smp, bd_session_logits(t, a), V, sp->drafts[a], &tok)) break;
             if (a < 32) ss->accepted_at[a]++;
             a++;
         }
-        if (a == nd) accept_row(smp, bd_session_logits(t, nd), V, -1, &tok);
+        if (a == nd) accept_row_grammar(gr, smp, bd_session_logits(t, nd), V, -1, &tok);
         for (int32_t i = a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
         ss->n_accepted += a;
         if (sp->trace) sp->trace(sp->trace_user, P, anchor, sp->drafts, nd, a);
@@ -648,6 +687,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     st->prompt_tps = st->prompt_ms > 0 ? 1e3 * n_prompt / st->prompt_ms : 0;
     st->gen_tps = st->gen_ms > 0 ? 1e3 * st->n_gen / st->gen_ms : 0;
     ss->tau = ss->target_forwards ? (double)st->n_gen / (double)ss->target_forwards : 0;
+    if (ok && bd_grammar_run_stopped(gr)) ok = bd_grammar_run_end(gr, st, err, errlen); /* grammar hook */
     bd_sampler_free(smp);
+    bd_grammar_run_free(gr);
     return ok;
 }
