@@ -5,6 +5,7 @@
  * so recursive schemas turn into recursive rules instead of recursing here.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,12 @@ typedef struct {
     cref *refs;
     int n_refs, cap_refs;
     size_t total; /* bytes of rule text so far */
+    /* visited schema nodes -> their rule: every node is converted once, so
+     * a schema that reaches the same node many ways (type lists at every
+     * level, ...) costs its size, not the number of paths */
+    const json_t **memo_key;
+    const char **memo_val;
+    int memo_cap, memo_n;
     int depth;
     char path[512]; /* JSON pointer of the node being visited */
     size_t path_len;
@@ -861,6 +868,11 @@ static const char *visit_object(conv *c, const json_t *s, const char *hint) {
         bool seen = false;
         for (size_t j = 0; j < n_keys; j++) seen |= !strcmp(keys[j], rn);
         if (seen) continue;
+        if (json_is_false(addl)) {
+            cerr(c, "required '%s' has no property schema and additionalProperties is false: no object fits", rn);
+            ok = false;
+            continue;
+        }
         const char *val = prim(c, "value") ? "value" : NULL;
         if (!val) {
             ok = false;
@@ -1157,8 +1169,65 @@ static const char *visit_typed(conv *c, const json_t *s, const char *type, const
     return NULL;
 }
 
+static uint32_t ptr_hash(const void *p) {
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static const char **memo_slot(conv *c, const json_t *s) {
+    if ((c->memo_n + 1) * 2 > c->memo_cap) {
+        int nc = c->memo_cap ? 2 * c->memo_cap : 256;
+        const json_t **nk = calloc((size_t)nc, sizeof *nk);
+        const char **nv = calloc((size_t)nc, sizeof *nv);
+        if (!nk || !nv) {
+            free(nk);
+            free(nv);
+            return NULL;
+        }
+        for (int i = 0; i < c->memo_cap; i++) {
+            if (!c->memo_key[i]) continue;
+            uint32_t h = ptr_hash(c->memo_key[i]) & (uint32_t)(nc - 1);
+            while (nk[h]) h = (h + 1) & (uint32_t)(nc - 1);
+            nk[h] = c->memo_key[i];
+            nv[h] = c->memo_val[i];
+        }
+        free(c->memo_key);
+        free(c->memo_val);
+        c->memo_key = nk;
+        c->memo_val = nv;
+        c->memo_cap = nc;
+    }
+    uint32_t h = ptr_hash(s) & (uint32_t)(c->memo_cap - 1);
+    while (c->memo_key[h] && c->memo_key[h] != s) h = (h + 1) & (uint32_t)(c->memo_cap - 1);
+    if (!c->memo_key[h]) {
+        c->memo_key[h] = s;
+        c->memo_val[h] = NULL;
+        c->memo_n++;
+    }
+    return &c->memo_val[h];
+}
+
+static const char *visit_node(conv *c, const json_t *s, const char *hint);
+
 static const char *visit(conv *c, const json_t *s, const char *hint) {
     if (c->oom) return NULL;
+    if (!json_is_object(s)) return visit_node(c, s, hint);
+    const char **slot = memo_slot(c, s);
+    if (!slot) {
+        c->oom = c->failed = true;
+        return NULL;
+    }
+    if (*slot) return *slot;
+    const char *r = visit_node(c, s, hint);
+    slot = memo_slot(c, s); /* the table may have grown */
+    if (slot) *slot = r;
+    return r;
+}
+
+static const char *visit_node(conv *c, const json_t *s, const char *hint) {
     if (json_is_true(s)) return prim(c, "value");
     if (json_is_false(s)) {
         cerr(c, "schema false matches nothing");
@@ -1177,17 +1246,17 @@ static const char *visit(conv *c, const json_t *s, const char *hint) {
     const json_t *type = json_object_get(s, "type");
     if (json_object_get(s, "$ref")) {
         check_keywords(c, s, "$ref");
-        if (!c->failed) res = visit_ref(c, s);
+        res = visit_ref(c, s);
     } else if (json_object_get(s, "anyOf") || json_object_get(s, "oneOf")) {
         const char *key = json_object_get(s, "anyOf") ? "anyOf" : "oneOf";
         check_keywords(c, s, key);
-        if (!c->failed) res = visit_alternatives(c, json_object_get(s, key), key, hint);
+        res = visit_alternatives(c, json_object_get(s, key), key, hint);
     } else if (json_object_get(s, "allOf")) {
         const json_t *all = json_object_get(s, "allOf");
         check_keywords(c, s, "allOf");
         if (!json_is_array(all) || json_array_size(all) != 1) {
             cerr(c, "unsupported 'allOf' with other than one member");
-        } else if (!c->failed) {
+        } else {
             size_t sv, sv2;
             path_push(c, "allOf", &sv);
             path_push_index(c, 0, &sv2);
@@ -1218,7 +1287,7 @@ static const char *visit(conv *c, const json_t *s, const char *hint) {
         free(b.s);
     } else {
         check_keywords(c, s, NULL);
-        if (!c->failed) {
+        { /* errors are collected: siblings are visited even after one */
             if (json_is_array(type)) {
                 /* {"type": [a, b], ...} = anyOf of the same schema with each type */
                 sbuf b = {0};
@@ -1279,11 +1348,13 @@ static void conv_free(conv *c) {
     free(c->ht_body);
     for (int i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
     free(c->refs);
+    free(c->memo_key);
+    free(c->memo_val);
     free(c->errs.s);
 }
 
 char *json_schema_to_gbnf(const json_t *schema, char *err, size_t errlen) {
-    conv c = {.root = schema};
+    conv c = {.root = schema, .path = "#", .path_len = 1};
     char *out = NULL;
     if (!schema) {
         bd_err(err, errlen, "json schema: no schema");

@@ -334,5 +334,3 @@ int64_t grammar_vocab_find_special(const bd_grammar_vocab *v, const char *s, siz
     }
     return found;
 }
-int32_t grammar_debug_trie_nodes(const bd_grammar_vocab *v);
-int32_t grammar_debug_trie_nodes(const bd_grammar_vocab *v) { return v->trie.n; }
