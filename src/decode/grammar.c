@@ -259,7 +259,7 @@ static int cmp_range(const void *a, const void *b) {
 static int32_t cls_finish(parser *ps, int64_t from, bool negated) {
     uint32_t *r = ps->cls_rng + 2 * from;
     int64_t n = (ps->n_cls_rng - 2 * from) / 2;
-    qsort(r, (size_t)n, 2 * sizeof *r, cmp_range);
+    if (n > 1) qsort(r, (size_t)n, 2 * sizeof *r, cmp_range);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
         if (m > 0 && r[2 * i] <= r[2 * (m - 1) + 1] + 1) {
@@ -280,7 +280,7 @@ static int32_t cls_finish(parser *ps, int64_t from, bool negated) {
             if (!heap) return perr(ps, NULL, "out of memory"), -1;
             t = heap;
         }
-        memcpy(t, ps->cls_rng + 2 * from, (size_t)(2 * m) * sizeof *t);
+        if (m > 0) memcpy(t, ps->cls_rng + 2 * from, (size_t)(2 * m) * sizeof *t);
         ps->n_cls_rng = 2 * from;
         uint32_t next = 0;
         bool ok = true;

@@ -309,6 +309,93 @@ static void stale_grammar_hook_is_detected(void **st) {
     assert_true(r.outside > 0 || r.excess > 0);
 }
 
+/* Greedy under a grammar: speculative == plain, the grammar ends the
+ * text, n_predict still cuts it, and with ignore_eog the text runs until
+ * the grammar allows nothing else. */
+typedef struct {
+    int32_t ids[64];
+    int n;
+} seq;
+
+static bool on_seq(int32_t t, void *u) {
+    seq *q = u;
+    if (q->n < 64) q->ids[q->n++] = t;
+    return true;
+}
+
+static void greedy(const char *grammar, int n_predict, bool ignore_eog, bool spec, seq *out, bd_gen_stats *st) {
+    char err[256];
+    bd_grammar *g = bd_grammar_create(grammar, strlen(grammar), g_v, err, sizeof err);
+    assert_non_null(g);
+    bd_session_params sp = bd_session_default_params();
+    int32_t taps[16];
+    sp.n_ctx = 256;
+    sp.n_threads = 1;
+    sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
+    sp.tap_layers = taps;
+    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(s);
+    bd_gen_params gp = {.n_predict = n_predict, .sampling = g_sp, .ignore_eog = ignore_eog, .grammar = g};
+    gp.sampling.temperature = 0;
+    out->n = 0;
+    bool ok;
+    if (spec) {
+        bd_spec_params p = bd_spec_default_params();
+        p.type = BD_SPEC_DRAFT_DFLASH;
+        bd_spec *x = bd_spec_create(s, g_dm, &p, NULL, 0, err, sizeof err);
+        assert_non_null(x);
+        ok = bd_spec_generate(x, g_prompt, g_np, &gp, on_seq, out, st, err, sizeof err);
+        bd_spec_free(x);
+    } else {
+        ok = bd_generate(s, g_prompt, g_np, &gp, on_seq, out, st, err, sizeof err);
+    }
+    if (!ok) fail_msg("%s", err);
+    /* what was emitted is in the language (a complete text if it ended by itself) */
+    bd_grammar_state gs = bd_grammar_start(g);
+    for (int i = 0; i < out->n; i++) gs = bd_grammar_advance_token(g, gs, out->ids[i]);
+    assert_true(gs.id >= 0);
+    if (st->stopped_eog) assert_true(bd_grammar_is_complete(g, gs));
+    bd_session_free(s);
+    bd_grammar_free(g);
+}
+
+static void greedy_generation(void **st) {
+    (void)st;
+    static const char *const grammars[] = {
+        "root ::= [a-z ]{0,40} \".\"",
+        "root ::= \"{\" ws \"\\\"name\\\": \\\"\" [a-zA-Z ,.]{1,60} \"\\\"\" ws \"}\"\nws ::= \" \"?",
+        "root ::= (\" \" [a-z]{1,12}){3,6} \"!\"",
+    };
+    for (int i = 0; i < 3; i++) {
+        seq a, b;
+        bd_gen_stats sa, sb;
+        greedy(grammars[i], 200, false, false, &a, &sa);
+        greedy(grammars[i], 200, false, true, &b, &sb);
+        printf("grammar %d: %d tokens, ended by the grammar %d; speculative: drafted %lld accepted %lld\n", i, a.n,
+               sa.stopped_eog, (long long)sb.spec.n_drafted, (long long)sb.spec.n_accepted);
+        assert_true(sa.stopped_eog);
+        assert_int_equal(a.n, b.n);
+        assert_memory_equal(a.ids, b.ids, (size_t)a.n * sizeof a.ids[0]);
+        assert_true(sb.spec.n_drafted > 0);
+        /* n_predict still cuts a text the grammar has not finished */
+        seq c;
+        bd_gen_stats sc;
+        greedy(grammars[i], 2, false, true, &c, &sc);
+        assert_int_equal(c.n, 2);
+        assert_false(sc.stopped_eog);
+        assert_memory_equal(c.ids, a.ids, 2 * sizeof a.ids[0]);
+    }
+    /* ignore_eog: EOG is masked, the text runs until the grammar allows
+     * nothing else (five characters) */
+    seq d;
+    bd_gen_stats sd;
+    greedy("root ::= [a-z ]{0,5}", 100, true, false, &d, &sd);
+    assert_true(sd.stopped_eog);
+    int chars = 0;
+    for (int i = 0; i < d.n; i++) chars += g_len[d.ids[i]];
+    assert_int_equal(chars, 5);
+}
+
 static int setup(void **st) {
     (void)st;
     char err[256], path[1024];
@@ -349,6 +436,7 @@ int main(void) {
         cmocka_unit_test(speculative_matches),
         cmocka_unit_test(wrong_rule_is_detected),
         cmocka_unit_test(stale_grammar_hook_is_detected),
+        cmocka_unit_test(greedy_generation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
