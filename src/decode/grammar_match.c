@@ -264,9 +264,40 @@ static bool expand(bd_grammar *g, int32_t x) {
     return true;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
+/* In-place sort without allocation (glibc's qsort may malloc): insertion
+ * sort for short arrays, heapsort otherwise. */
+static void sort_i32(int32_t *o, int32_t n) {
+    if (n < 24) {
+        for (int32_t i = 1; i < n; i++) {
+            int32_t v = o[i], j = i;
+            while (j > 0 && o[j - 1] > v) o[j] = o[j - 1], j--;
+            o[j] = v;
+        }
+        return;
+    }
+    for (int32_t end = n;;) {
+        if (end == n) { /* first pass: build the heap */
+            for (int32_t start = n / 2 - 1; start >= 0; start--) {
+                int32_t r = start, v = o[r];
+                for (int32_t c; (c = 2 * r + 1) < n; r = c) {
+                    if (c + 1 < n && o[c + 1] > o[c]) c++;
+                    if (o[c] <= v) break;
+                    o[r] = o[c];
+                }
+                o[r] = v;
+            }
+        }
+        if (--end <= 0) break; /* then move the max to the end, sift down */
+        int32_t v = o[end];
+        o[end] = o[0];
+        int32_t r = 0;
+        for (int32_t c; (c = 2 * r + 1) < end; r = c) {
+            if (c + 1 < end && o[c + 1] > o[c]) c++;
+            if (o[c] <= v) break;
+            o[r] = o[c];
+        }
+        o[r] = v;
+    }
 }
 
 /* Intern g->out as a set; returns its id, BD_GRAMMAR_DEAD if empty. */
@@ -274,15 +305,7 @@ static int32_t intern(bd_grammar *g) {
     int32_t n = g->n_out;
     int32_t *o = g->out;
     if (n == 0) return BD_GRAMMAR_DEAD;
-    if (n < 24) {
-        for (int32_t i = 1; i < n; i++) {
-            int32_t v = o[i], j = i;
-            while (j > 0 && o[j - 1] > v) o[j] = o[j - 1], j--;
-            o[j] = v;
-        }
-    } else {
-        qsort(o, (size_t)n, sizeof *o, cmp_i32);
-    }
+    sort_i32(o, n);
     uint32_t h = 2166136261u;
     for (int32_t i = 0; i < n; i++) h = (h ^ (uint32_t)o[i]) * 16777619u;
     h &= g->set_mask;
