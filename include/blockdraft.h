@@ -263,10 +263,16 @@ typedef struct bd_gen_stats {
  * next forward. Return false to stop generation. */
 typedef bool (*bd_token_cb)(int32_t token, void *user);
 
+/* Grammar-constrained generation (GBNF; src/decode/grammar.h). */
+typedef struct bd_grammar bd_grammar;
+
 typedef struct bd_gen_params {
     int32_t n_predict;          /* max new tokens; < 0: until EOG or context end */
     bd_sampler_params sampling;
     bool ignore_eog;            /* do not stop at end-of-generation tokens */
+    bd_grammar *grammar;        /* optional: every sampled token obeys it, generation ends when it is
+                                   complete and allows nothing else; NULL = unconstrained. Borrowed;
+                                   one generation at a time per grammar. */
 } bd_gen_params;
 
 /* Prefill prompt and generate; tokens are reported through cb.
