@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "json_schema.h"
-#include "base/base.h"
+#include "../base/base.h"
 
 /* ------------------------------------------------------------------------
  * Strings

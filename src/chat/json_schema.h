@@ -45,7 +45,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "decode/grammar.h"
+#include "../decode/grammar.h"
 
 #define JSON_SCHEMA_MAX_DEPTH 64        /* nested schemas (objects in arrays in ...) */
 #define JSON_SCHEMA_MAX_GBNF (2 << 20)  /* bytes of generated grammar */

@@ -345,7 +345,7 @@ static bool parse_token(parser *ps, evec *e, bool negated) {
         ps->p++;
         (void)t;
         if (!ps->vocab) return perr(ps, start, "a token by text (%.*s) needs a vocabulary", (int)n, start);
-        id = grammar_vocab_find_special(ps->vocab, start, n);
+        id = bd_grammar_vocab_find_special(ps->vocab, start, n);
         if (id == -1) return perr(ps, start, "no single token has the text %.*s", (int)n, start);
         if (id == -2) return perr(ps, start, "several tokens have the text %.*s", (int)n, start);
     }
@@ -759,7 +759,7 @@ bd_grammar *bd_grammar_create(const char *text, size_t len, const bd_grammar_voc
         goto done;
     }
     /* compile */
-    g = grammar_alloc(ps.n_rules, ps.n_elems, ps.n_cls, ps.n_cls_rng / 2, v, err, errlen);
+    g = bd_grammar_alloc(ps.n_rules, ps.n_elems, ps.n_cls, ps.n_cls_rng / 2, v, err, errlen);
     if (!g) {
         ps.failed = true;
         goto done;
@@ -776,7 +776,7 @@ bd_grammar *bd_grammar_create(const char *text, size_t len, const bd_grammar_voc
         g->cls[c].n = ps.cls_n[c];
     }
     memcpy(g->ranges, ps.cls_rng, (size_t)ps.n_cls_rng * sizeof *g->ranges);
-    if (!grammar_init_matcher(g, err, errlen)) {
+    if (!bd_grammar_init_matcher(g, err, errlen)) {
         bd_grammar_free(g);
         g = NULL;
         ps.failed = true;

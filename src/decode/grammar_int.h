@@ -87,9 +87,9 @@ struct bd_grammar {
 };
 
 /* grammar_match.c */
-bd_grammar *grammar_alloc(int32_t n_rules, int64_t n_elems, int32_t n_cls, int64_t n_ranges,
+bd_grammar *bd_grammar_alloc(int32_t n_rules, int64_t n_elems, int32_t n_cls, int64_t n_ranges,
                           const bd_grammar_vocab *v, char *err, size_t errlen);
-bool grammar_init_matcher(bd_grammar *g, char *err, size_t errlen);
+bool bd_grammar_init_matcher(bd_grammar *g, char *err, size_t errlen);
 
 /* grammar_vocab.c: preorder trie of the pieces of non-EOG tokens */
 typedef struct {
@@ -102,10 +102,10 @@ typedef struct {
     int32_t max_depth;
 } gtrie;
 
-const gtrie *grammar_vocab_trie(const bd_grammar_vocab *v);
-const int32_t *grammar_vocab_eog(const bd_grammar_vocab *v, int32_t *n);
+const gtrie *bd_grammar_vocab_trie(const bd_grammar_vocab *v);
+const int32_t *bd_grammar_vocab_eog(const bd_grammar_vocab *v, int32_t *n);
 /* The token whose special text (e.g. "<think>") is s: its id, -1 if none,
  * -2 if several. */
-int64_t grammar_vocab_find_special(const bd_grammar_vocab *v, const char *s, size_t n);
+int64_t bd_grammar_vocab_find_special(const bd_grammar_vocab *v, const char *s, size_t n);
 
 #endif

@@ -74,7 +74,7 @@ static void big_free(void *p, size_t n) {
 #define ROWS_BYTES ((size_t)G_ROW_CAP * 128 * sizeof(int32_t))
 #define MARK_BYTES ((size_t)BD_GRAMMAR_MAX_NODES * sizeof(uint32_t))
 
-bd_grammar *grammar_alloc(int32_t n_rules, int64_t n_elems, int32_t n_cls, int64_t n_ranges,
+bd_grammar *bd_grammar_alloc(int32_t n_rules, int64_t n_elems, int32_t n_cls, int64_t n_ranges,
                           const bd_grammar_vocab *v, char *err, size_t errlen) {
     bd_grammar *g = calloc(1, sizeof *g);
     if (!g) {
@@ -85,7 +85,7 @@ bd_grammar *grammar_alloc(int32_t n_rules, int64_t n_elems, int32_t n_cls, int64
     g->n_rules = n_rules;
     g->n_elems = (int32_t)n_elems;
     g->n_cls = n_cls;
-    int32_t max_depth = v ? grammar_vocab_trie(v)->max_depth : 0;
+    int32_t max_depth = v ? bd_grammar_vocab_trie(v)->max_depth : 0;
     g->elems = malloc((size_t)(n_elems + 1) * sizeof *g->elems);
     g->rule_start = malloc((size_t)(n_rules + 1) * sizeof *g->rule_start);
     g->alt_off = malloc((size_t)(n_rules + 1) * sizeof *g->alt_off);
@@ -480,7 +480,7 @@ static inline bd_grammar_state step(bd_grammar *g, bd_grammar_state s, uint8_t b
  * Public matcher
  * ---------------------------------------------------------------------- */
 
-bool grammar_init_matcher(bd_grammar *g, char *err, size_t errlen) {
+bool bd_grammar_init_matcher(bd_grammar *g, char *err, size_t errlen) {
     /* alternatives of every rule */
     int32_t na = 0;
     for (int32_t r = 0; r < g->n_rules; r++) {
@@ -589,7 +589,7 @@ int32_t bd_grammar_mask(bd_grammar *g, bd_grammar_state s, uint32_t *bits) {
     int32_t V = bd_grammar_vocab_n_vocab(g->vocab);
     memset(bits, 0, (size_t)((V + 31) / 32) * sizeof *bits);
     if (s.id < 0) return s.id == BD_GRAMMAR_ERROR ? -1 : 0;
-    const gtrie *T = grammar_vocab_trie(g->vocab);
+    const gtrie *T = bd_grammar_vocab_trie(g->vocab);
     int32_t count = 0;
     if (g->sets[s.id].has_cls) {
         /* preorder walk of the token trie; a rejected byte skips its subtree */
@@ -644,7 +644,7 @@ int32_t bd_grammar_mask(bd_grammar *g, bd_grammar_state s, uint32_t *bits) {
             for (int32_t t = V / 32 * 32; t < V; t++) bits[t >> 5] |= 1u << (t & 31);
             if (!not_all && !keep && not_id < V) bits[not_id >> 5] &= ~(1u << (not_id & 31));
             int32_t ne;
-            const int32_t *eog = grammar_vocab_eog(g->vocab, &ne);
+            const int32_t *eog = bd_grammar_vocab_eog(g->vocab, &ne);
             for (int32_t i = 0; i < ne; i++) bits[eog[i] >> 5] &= ~(1u << (eog[i] & 31));
         }
         count = 0;

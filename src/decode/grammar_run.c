@@ -135,7 +135,7 @@ const float *bd_grammar_run_logits(bd_grammar_run *r, const float *logits) {
     for (int32_t t = V / 32 * 32; t < V; t++) out[t] = bits[t >> 5] >> (t & 31) & 1 ? logits[t] : -INFINITY;
     if (complete && !r->ignore_eog) {
         int32_t ne;
-        const int32_t *eog = grammar_vocab_eog(bd_grammar_vocab_of(r->g), &ne);
+        const int32_t *eog = bd_grammar_vocab_eog(bd_grammar_vocab_of(r->g), &ne);
         for (int32_t i = 0; i < ne; i++) out[eog[i]] = logits[eog[i]];
     }
     return out;

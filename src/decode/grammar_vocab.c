@@ -309,14 +309,14 @@ const uint8_t *bd_grammar_vocab_piece(const bd_grammar_vocab *v, int32_t id, int
     return v->bytes + v->off[id];
 }
 
-const gtrie *grammar_vocab_trie(const bd_grammar_vocab *v) { return &v->trie; }
+const gtrie *bd_grammar_vocab_trie(const bd_grammar_vocab *v) { return &v->trie; }
 
-const int32_t *grammar_vocab_eog(const bd_grammar_vocab *v, int32_t *n) {
+const int32_t *bd_grammar_vocab_eog(const bd_grammar_vocab *v, int32_t *n) {
     *n = v->n_eog;
     return v->eog;
 }
 
-int64_t grammar_vocab_find_special(const bd_grammar_vocab *v, const char *s, size_t n) {
+int64_t bd_grammar_vocab_find_special(const bd_grammar_vocab *v, const char *s, size_t n) {
     int64_t found = -1;
     /* control tokens (empty piece) by their special text first */
     for (int32_t i = 0; i < v->n_vocab; i++) {
