@@ -32,6 +32,34 @@
 #define LLAMA_RANDOM_SEED 4294967295u /* llama-server's "random seed" (LLAMA_DEFAULT_SEED) */
 #define MAX_PROMPTS 16
 
+/* The samplers this engine applies, in its order (decode/sampler.c), and
+ * llama.cpp's names and letters for them. Index into want[]; SAMPLER_OFF:
+ * a sampler llama.cpp has and this engine does not (its own fields keep
+ * it off, or are refused); SAMPLER_UNKNOWN: no sampler at all. */
+enum { N_OURS = 5, SAMPLER_OFF = -1, SAMPLER_UNKNOWN = -2 };
+static const char *const OUR_SAMPLERS[N_OURS] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
+
+static int sampler_name(const char *nm) {
+    for (int k = 0; k < N_OURS; k++)
+        if (!strcmp(nm, OUR_SAMPLERS[k])) return k;
+    static const char *const off[] = {"dry", "typ_p", "xtc", "top_n_sigma", "infill"};
+    for (size_t k = 0; k < sizeof off / sizeof off[0]; k++)
+        if (!strcmp(nm, off[k])) return SAMPLER_OFF;
+    return SAMPLER_UNKNOWN;
+}
+
+static int sampler_letter(char c) {
+    switch (c) {
+    case 'e': return 0; /* penalties */
+    case 'k': return 1;
+    case 'p': return 2;
+    case 'm': return 3;
+    case 't': return 4;
+    case 'd': case 'y': case 'x': case 's': return SAMPLER_OFF; /* dry, typ_p, xtc, top_n_sigma */
+    default: return SAMPLER_UNKNOWN;
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Model choice
  * ---------------------------------------------------------------------- */
@@ -125,8 +153,7 @@ static json_t *params_json(const srv_model *m, const cmpl_params *p) {
     json_object_set_new(o, "grammar", json_string(""));
     /* the order this engine applies them in (decode/sampler.c) */
     json_t *smp = json_array();
-    const char *names[] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
-    for (int i = 0; i < 5; i++) json_array_append_new(smp, json_string(names[i]));
+    for (int i = 0; i < N_OURS; i++) json_array_append_new(smp, json_string(OUR_SAMPLERS[i]));
     json_object_set_new(o, "samplers", smp);
     bd_spec *spec = m && m->slots ? m->slots[0].spec : NULL;
     json_object_set_new(o, "speculative.types",
@@ -344,42 +371,34 @@ static bool parse_cmpl_params(srv_req *r, json_t *root, const srv_model *m, cmpl
     /* samplers: the ones left out are switched off; the order is fixed */
     json_t *smp = json_object_get(root, "samplers");
     if (smp && !json_is_null(smp)) {
-        bool want[5] = {false, false, false, false, false};
-        const char *ours[5] = {"penalties", "top_k", "top_p", "min_p", "temperature"};
-        const char letters[5] = {'\0', 'k', 'p', 'm', 't'};
         if (!json_is_array(smp) && !json_is_string(smp)) {
             *rc = srv_send_llama_error(r, 400, "\"samplers\" must be an array of sampler names");
             return false;
         }
+        bool want[N_OURS] = {false};
         size_t n = json_is_array(smp) ? json_array_size(smp) : json_string_length(smp);
         for (size_t i = 0; i < n; i++) {
-            bool known = false;
-            if (json_is_string(smp)) { /* llama.cpp's one-letter sequence, e.g. "kpmt" */
-                char c = json_string_value(smp)[i];
-                for (int k = 1; k < 5; k++) known |= c == letters[k] ? (want[k] = true) : false;
-                known |= c == 'e'; /* penalties */
-                if (c == 'e') want[0] = true;
-                known |= c == 'd' || c == 'y' || c == 'x' || c == 's'; /* off here: their values say so */
+            int k;
+            if (json_is_string(smp)) { /* llama.cpp's one-letter form, e.g. "ekpmt" */
+                k = sampler_letter(json_string_value(smp)[i]);
             } else {
                 json_t *e = json_array_get(smp, i);
-                const char *nm = json_is_string(e) ? json_string_value(e) : "";
-                for (int k = 0; k < 5; k++) known |= !strcmp(nm, ours[k]) ? (want[k] = true) : false;
-                known |= !strcmp(nm, "dry") || !strcmp(nm, "typ_p") || !strcmp(nm, "xtc") ||
-                         !strcmp(nm, "top_n_sigma") || !strcmp(nm, "infill");
+                k = sampler_name(json_is_string(e) ? json_string_value(e) : "");
             }
-            if (!known) {
+            if (k == SAMPLER_UNKNOWN) {
                 *rc = srv_send_llama_error(r, 400, "\"samplers\": entry %zu is not a sampler blockdraft knows "
                                                    "(penalties, top_k, top_p, min_p, temperature; dry, typ_p, "
                                                    "xtc, top_n_sigma are accepted and stay off)",
                                            i);
                 return false;
             }
+            if (k >= 0) want[k] = true;
         }
         if (!want[0]) p->sp.repeat_penalty = 1.0f;
         if (!want[1]) p->sp.top_k = 0;
         if (!want[2]) p->sp.top_p = 1.0f;
         if (!want[3]) p->sp.min_p = 0.0f;
-        if (!want[4]) p->sp.temperature = 0.0f; /* no temperature sampler: the most likely token */
+        if (!want[4]) p->sp.temperature = 1.0f; /* no temperature sampler: llama.cpp samples unscaled */
     }
     json_t *rf = json_object_get(root, "response_fields");
     if (rf && !json_is_null(rf)) {

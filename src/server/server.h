@@ -1,16 +1,20 @@
 /*
  * server.h - `blockdraft serve`: an OpenAI-compatible HTTP server.
  *
- * Endpoints (all JSON; errors are OpenAI error objects):
+ * Endpoints (all JSON; errors are OpenAI error objects, except on
+ * llama-server's own endpoints, which answer in its shape):
  *   POST /v1/chat/completions   chat through the model's Jinja template
  *   POST /v1/completions        raw prompt completion
- *   GET  /v1/models             models that can be served
- *   GET  /health                200 while the process is up (no key needed)
+ *   POST /v1/responses          OpenAI's Responses API (responses.c)
+ *   GET  /v1/models[/{id}]      models that can be served, with their status
+ *   GET  /health                503 while the -m model loads, then 200 (no key needed)
  *   GET  /ready                 200 once start-up loading is done, else 503
  *   GET  /metrics               Prometheus text
- *   GET  /models/available      gallery entries
- *   POST /models/apply          start a gallery pull; returns a job id
- *   GET  /models/jobs/{id}      pull progress, result or error
+ *   llama-server's own (llama_api.c): POST /completion (/completions),
+ *   /tokenize, /detokenize, /apply-template; GET /props, /slots
+ *   LocalAI's gallery API (gallery_api.c): POST /models/apply,
+ *   /models/delete/{name}; GET /models/jobs[/{uuid}], /models/available,
+ *   /models/galleries
  * Every completion carries `usage`, `timings` and `speculative`; with the
  * request field "return_prompt_ids": true (a blockdraft extension) a
  * non-streamed response also carries "prompt_ids", the tokens the model
@@ -19,7 +23,8 @@
  * a /v1/completions prompt is the caller's own and keeps them.
  *
  * Models: the -m/-md pair given on the command line is loaded at start
- * (named --alias, else after the file); models installed in the models
+ * (named by the first --alias, else after the file; the other aliases and,
+ * with --any-model-name, any unknown name reach it too); models installed in the models
  * folder are resolved by name through their gallery config and loaded on
  * their first request (and stay loaded). Each loaded model has N slots,
  * each with its own session (and drafter state) and worker thread; a
