@@ -56,6 +56,7 @@ typedef struct resp_req {
     int max_output_tokens; /* -1: none asked */
     bool stream;
     json_t *messages;      /* owned: the chat conversation */
+    json_t *kwargs;        /* owned: chat template kwargs (reasoning.effort) */
     json_t *echo;          /* owned: fields echoed into the response object */
 } resp_req;
 
@@ -258,12 +259,23 @@ static bool parse_request(srv_req *r, json_t *root, resp_req *q, int *rc) {
     json_object_set_new(e, "temperature", json_real(sp.temperature));
     json_object_set_new(e, "top_p", json_real(sp.top_p));
     json_t *md = json_object_get(root, "metadata");
-    json_object_set(e, "metadata", json_is_object(md) ? md : json_object());
+    json_object_set_new(e, "metadata", json_is_object(md) ? json_deep_copy(md) : json_object());
     json_t *us = json_object_get(root, "user");
     json_object_set(e, "user", json_is_string(us) ? us : json_null());
     json_t *rs = json_object_get(root, "reasoning");
     json_object_set_new(e, "reasoning",
                         json_is_object(rs) ? json_deep_copy(rs) : json_pack("{s:n,s:n}", "effort", "summary"));
+    /* reasoning.effort as llama-server reads reasoning_effort: "none" turns
+     * thinking off (enable_thinking false), any other value goes to the
+     * template as reasoning_effort */
+    q->kwargs = json_object();
+    json_t *eff = json_is_object(rs) ? json_object_get(rs, "effort") : NULL;
+    if (eff && !json_is_null(eff)) {
+        if (!json_is_string(eff))
+            return *rc = bad(r, "reasoning.effort", "'reasoning.effort' must be a string%s", NULL), false;
+        if (!strcmp(json_string_value(eff), "none")) json_object_set_new(q->kwargs, "enable_thinking", json_false());
+        else json_object_set(q->kwargs, "reasoning_effort", eff);
+    }
     return build_messages(r, root, q, rc);
 }
 
@@ -559,7 +571,6 @@ int responses_api_create(srv_req *r) {
     char *prompt = NULL;
     int32_t *ids = NULL;
     srv_job *j = NULL;
-    json_t *kw = json_object();
     if (!parse_request(r, root, &q, &rc)) goto done;
     char buf[300];
     const char *why = srv_check_messages(q.messages, buf, sizeof buf);
@@ -572,7 +583,7 @@ int responses_api_create(srv_req *r) {
     int n = 0, status = 500;
     bool think = false;
     char err[800];
-    if (!srv_chat_prompt(m, q.messages, NULL, kw, &prompt, &plen, &ids, &n, &think, &status, err, sizeof err)) {
+    if (!srv_chat_prompt(m, q.messages, NULL, q.kwargs, &prompt, &plen, &ids, &n, &think, &status, err, sizeof err)) {
         rc = srv_send_error(r, status, status == 400 ? ERR_INVALID : "server_error", "template_error", "%s", err);
         goto done;
     }
@@ -656,7 +667,7 @@ done:
     srv_job_unref(j);
     free(ids);
     free(prompt);
-    json_decref(kw);
+    json_decref(q.kwargs);
     json_decref(q.messages);
     json_decref(q.echo);
     json_decref(root);

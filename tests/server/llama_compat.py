@@ -153,8 +153,8 @@ check(llama_error(st, b, 503, "unavailable_error") and jbody(b)["error"]["messag
       "/health while loading: 503 with llama-server's body (%s %s)" % (st, b[:120]))
 st2, _, b2 = request(port, "GET", "/v1/health", timeout=5)
 check(st2 == 503, "/v1/health while loading: 503")
-with open(fifo, "wb") as w:  # unblock the loader with bytes that are not a model
-    w.write(b"not a gguf")
+fd = os.open(fifo, os.O_WRONLY)  # a writer unblocks the loader's open(); a FIFO is no model file
+os.close(fd)
 rc = proc.wait(timeout=30)
 check(rc == 1 and "not a regular file" in open(logp, errors="replace").read(), "the load then fails cleanly (rc 1)")
 
@@ -424,6 +424,48 @@ for line in open(os.path.join(SHARED, "fixtures", "qwen3-tokenizer", "cases.tsv"
             print("   mismatch %s: %s vs %s" % (f[0], jbody(b), want))
 check(n_cases >= 20 and bad == 0, "/tokenize equals llama.cpp on %d Qwen3 cases (%d differ)" % (n_cases, bad))
 check(s.stop() == 0, "qwen server: clean exit")
+
+# ---------------------------------------------------------------------------
+# /v1/responses with a thinking template: the reasoning item first (the
+# prompt ends inside "<think>", so what the random tiny model writes is
+# reasoning), then the message; reasoning.effort "none" turns thinking off.
+# Event names and fields from the OpenAI API reference (openai npm types).
+# ---------------------------------------------------------------------------
+tmpl35 = os.path.join(SHARED, "fixtures", "templates", "Qwen3.5-4B.jinja")
+s = Server(T, "qwen35", ["-m", QWEN, "-a", "q", "-t", "1", "--chat-template-file", tmpl35])
+rq = {"model": "q", "input": "Hi", "max_output_tokens": 6, "temperature": 0}
+st, _, b = request(s.port, "POST", "/v1/responses", rq)
+j = jbody(b)
+out = j.get("output", []) if j else []
+check(st == 200 and [o["type"] for o in out] == ["reasoning", "message"] and out[0]["content"][0]["type"] ==
+      "reasoning_text" and out[0]["content"][0]["text"] and out[1]["content"][0]["text"] == "" and
+      j["status"] == "incomplete", "/v1/responses: a reasoning item, then the (empty) message")
+st, h, b = request(s.port, "POST", "/v1/responses", dict(rq, stream=True))
+evs = []
+for block in b.decode().split("\n\n"):
+    if block.strip():
+        name, data = block.split("\n", 1)
+        evs.append((name[len("event: "):], json.loads(data[len("data: "):])))
+types = [e[0] for e in evs]
+check(st == 200 and all(n == d["type"] for n, d in evs) and [d["sequence_number"] for _, d in evs] ==
+      list(range(len(evs))), "/v1/responses stream: `event:` names match each data's type; sequence_number 0..n-1")
+want_head = ["response.created", "response.in_progress", "response.output_item.added"]
+want_tail = ["response.reasoning_text.done", "response.output_item.done", "response.output_item.added",
+             "response.content_part.added", "response.output_text.done", "response.content_part.done",
+             "response.output_item.done", "response.incomplete"]
+mid = types[3:len(types) - len(want_tail)]
+check(types[:3] == want_head and types[-len(want_tail):] == want_tail and mid and
+      all(t == "response.reasoning_text.delta" for t in mid), "/v1/responses stream: reasoning events, then the "
+      "message's (%s)" % types)
+check("".join(d["delta"] for n, d in evs if n == "response.reasoning_text.delta") == out[0]["content"][0]["text"] and
+      evs[2][1]["item"]["type"] == "reasoning" and evs[2][1]["output_index"] == 0 and
+      evs[-6][1]["output_index"] == 1 and evs[-1][1]["response"]["output"][0]["type"] == "reasoning",
+      "/v1/responses stream: reasoning deltas equal the plain answer's; the message is output 1")
+st, _, b = request(s.port, "POST", "/v1/responses", dict(rq, reasoning={"effort": "none"}))
+j = jbody(b)
+check(st == 200 and [o["type"] for o in j["output"]] == ["message"] and j["output"][0]["content"][0]["text"] and
+      j["reasoning"]["effort"] == "none", "/v1/responses: reasoning.effort none -> no reasoning, text in the message")
+check(s.stop() == 0, "qwen35 server: clean exit")
 
 import shutil
 shutil.rmtree(T, ignore_errors=True)
