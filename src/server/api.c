@@ -1,6 +1,6 @@
 /*
- * api.c - the OpenAI surface: POST /v1/chat/completions,
- * POST /v1/completions and GET /v1/models.
+ * api.c - the OpenAI surface: POST /v1/chat/completions and
+ * POST /v1/completions (GET /v1/models is in compat.c).
  *
  * A request is checked completely before any work is queued: JSON shape,
  * types and ranges of every parameter we read, the model name, the chat
@@ -19,7 +19,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "server_int.h"
+#include "compat.h"
 #include "stats_json.h"
 
 #define ERR_INVALID "invalid_request_error"
@@ -136,7 +136,7 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
     snprintf(g->model_name, sizeof g->model_name, "%s", name);
     int status = 500;
     char err[700];
-    g->m = srv_model_get(s, name, &status, err, sizeof err);
+    g->m = srv_model_find(s, name, &status, err, sizeof err);
     if (!g->m) {
         *rc = srv_send_error(r, status, status == 404 ? ERR_INVALID : status == 400 ? ERR_INVALID : "server_error",
                              status == 404 ? "model_not_found" : NULL, "%s", err);
@@ -152,6 +152,7 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
     sp.seed = seed;
     int32_t cfg_max_tokens = -1;
     if (cfg) gallery_config_apply(cfg, NULL, &sp, &cfg_max_tokens, NULL);
+    srv_cli_defaults_apply(s, &sp, &cfg_max_tokens); /* -n, --temp, ... */
     double v;
     bool has;
     if (!get_number(root, "temperature", &v, &has) || (has && !(v >= 0 && v <= 2))) {
@@ -363,17 +364,8 @@ static json_t *usage_json(const bd_gen_stats *st) {
                      (json_int_t)st->n_gen, "total_tokens", (json_int_t)(st->n_prompt + st->n_gen));
 }
 
-/* llama-server's names; prompt_n counts every prompt token, cache_n those
- * kept from the slot's cache (prefix reuse), the per-token and per-second
- * prompt figures count the forwarded ones. */
-static json_t *timings_json(const bd_gen_stats *st) {
-    int32_t fwd = st->n_prompt - st->n_prompt_cached;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "prompt_n", (json_int_t)st->n_prompt, "cache_n",
-                     (json_int_t)st->n_prompt_cached, "prompt_ms", st->prompt_ms, "prompt_per_token_ms",
-                     fwd > 0 ? st->prompt_ms / fwd : 0.0, "prompt_per_second", st->prompt_tps, "predicted_n",
-                     (json_int_t)st->n_gen, "predicted_ms", st->gen_ms, "predicted_per_token_ms",
-                     st->n_gen ? st->gen_ms / st->n_gen : 0.0, "predicted_per_second", st->gen_tps);
-}
+/* llama-server's names and meanings (stats_json.h) */
+static json_t *timings_json(const bd_gen_stats *st) { return srv_json_timings(st, -1); }
 
 static json_t *spec_json(const srv_job *j) {
     const srv_model *m = j->model;
@@ -825,51 +817,4 @@ done:
     free(ids);
     json_decref(root);
     return rc;
-}
-
-/* ------------------------------------------------------------------------
- * GET /v1/models
- * ---------------------------------------------------------------------- */
-
-static bool list_has(json_t *arr, const char *id) {
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        if (!strcmp(json_string_value(json_object_get(json_array_get(arr, i), "id")), id)) return true;
-    return false;
-}
-
-int api_models(srv_req *r) {
-    server *s = r->srv;
-    json_t *data = json_array();
-    pthread_mutex_lock(&s->models_mu);
-    for (srv_model *m = s->models; m; m = m->next) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "id", m->name, "object", "model", "created", (json_int_t)0,
-                              "owned_by", "blockdraft");
-        /* state is written under load_mu; a racy read here only affects the label */
-        int state = m->state;
-        json_object_set_new(o, "loaded", json_boolean(state == MODEL_LOADED));
-        if (state == MODEL_LOADED) {
-            json_object_set_new(o, "speculative", json_string(bd_spec_type_name(m->spp.type)));
-            json_object_set_new(o, "context_size", json_integer(m->n_ctx));
-            json_object_set_new(o, "slots", json_integer(m->n_slots));
-        }
-        json_array_append_new(data, o);
-    }
-    pthread_mutex_unlock(&s->models_mu);
-    gallery_installed *inst = NULL;
-    int n = 0;
-    char err[300];
-    if (gallery_list_installed(s->models_dir, &inst, &n, err, sizeof err)) {
-        for (int i = 0; i < n; i++) {
-            if (strcmp(inst[i].status, "installed") && strcmp(inst[i].status, "manual")) continue;
-            if (list_has(data, inst[i].name)) continue;
-            json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:b}", "id", inst[i].name, "object", "model", "created",
-                                  (json_int_t)0, "owned_by", "blockdraft", "loaded", 0);
-            if (o) json_array_append_new(data, o);
-        }
-        free(inst);
-    }
-    json_t *root = json_object();
-    json_object_set_new(root, "object", json_string("list"));
-    json_object_set_new(root, "data", data);
-    return srv_send_json(r, 200, root);
 }

@@ -16,7 +16,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "server_int.h"
+#include "compat.h"
 
 /* Per-connection request state (MHD's con_cls). */
 typedef struct http_ctx {
@@ -204,10 +204,9 @@ static int route(srv_req *r) {
         }
         return queue(r, 204, resp);
     }
-    if (!strcmp(u, "/health") || !strcmp(u, "/v1/health")) {
-        if (!get) goto bad_method;
-        return srv_send_text(r, 200, "application/json", "{\"status\":\"ok\"}");
-    }
+    /* /health, /v1/models, llama-server's and LocalAI's endpoints, /v1/responses */
+    int crc;
+    if (compat_route(r, &crc)) return crc;
     if (!strcmp(u, "/ready")) {
         if (!get) goto bad_method;
         if (atomic_load(&r->srv->stopping))
@@ -224,33 +223,17 @@ static int route(srv_req *r) {
         free(t);
         return rc;
     }
-    if (!strcmp(u, "/v1/models") || !strcmp(u, "/models")) {
-        if (!get) goto bad_method;
-        return api_models(r);
-    }
     bool work = !strcmp(u, "/v1/chat/completions") || !strcmp(u, "/chat/completions") ||
-                !strcmp(u, "/v1/completions") || !strcmp(u, "/completions") || !strcmp(u, "/models/apply");
+                !strcmp(u, "/v1/completions");
     if (work && post && atomic_load(&r->srv->stopping))
         return srv_send_error(r, 503, "server_error", "shutting_down", "the server is shutting down");
     if (!strcmp(u, "/v1/chat/completions") || !strcmp(u, "/chat/completions")) {
         if (!post) goto bad_method;
         return api_chat(r);
     }
-    if (!strcmp(u, "/v1/completions") || !strcmp(u, "/completions")) {
+    if (!strcmp(u, "/v1/completions")) {
         if (!post) goto bad_method;
         return api_completions(r);
-    }
-    if (!strcmp(u, "/models/available")) {
-        if (!get) goto bad_method;
-        return gallery_api_available(r);
-    }
-    if (!strcmp(u, "/models/apply")) {
-        if (!post) goto bad_method;
-        return gallery_api_apply(r);
-    }
-    if (!strncmp(u, "/models/jobs/", 13)) {
-        if (!get) goto bad_method;
-        return gallery_api_job(r, u + 13);
     }
     return srv_send_error(r, 404, "invalid_request_error", "not_found", "no route for %s %s", m, u);
 bad_method:

@@ -72,8 +72,11 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     sp.n_ctx = train > 0 && train < 4096 ? train : 4096;
     if (m->has_cfg) gallery_config_apply(&m->cfg, &sp, NULL, NULL, &m->spp);
     if (s->p.n_ctx > 0) sp.n_ctx = s->p.n_ctx;
+    else if (s->p.n_ctx < 0 && train > 0) sp.n_ctx = train; /* -c 0: the trained context */
     if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
     if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
+    if (s->p.spec_n_min > 0) m->spp.n_min = s->p.spec_n_min;
+    if (s->p.spec_p_min >= 0) m->spp.p_min = s->p.spec_p_min;
     m->n_ctx = sp.n_ctx;
     bool spec = m->spp.type != BD_SPEC_NONE;
     /* each speculative slot needs its own drafter state: default to one */
@@ -106,7 +109,8 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     const char *src = m->from_cli && s->template_override ? s->template_override : bd_model_chat_template(m->m);
     m->tmpl_fallback = src == NULL;
     if (!src) src = chat_template_chatml;
-    m->reasoning = strstr(src, "<think>") != NULL;
+    /* --reasoning-format none: thoughts stay in the content */
+    m->reasoning = strstr(src, "<think>") != NULL && s->p.reasoning_format != SERVER_REASONING_NONE;
     m->bos_str = token_text(m->m, bd_token_bos(m->m));
     m->eos_str = token_text(m->m, bd_token_eos(m->m));
     char terr[512];
@@ -177,7 +181,7 @@ bool srv_model_add_cli(server *s, char *err, size_t errlen) {
 srv_model *srv_model_get(server *s, const char *name, int *status, char *err, size_t errlen) {
     pthread_mutex_lock(&s->models_mu);
     srv_model *m = s->models;
-    while (m && strcmp(m->name, name)) m = m->next;
+    while (m && (strcmp(m->name, name) || atomic_load(&m->removed))) m = m->next;
     if (!m) {
         char why[256];
         if (!gallery_name_check(name, why, sizeof why)) {

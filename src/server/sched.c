@@ -21,8 +21,11 @@
  * ---------------------------------------------------------------------- */
 
 srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
+    static atomic_llong next_id;
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
+    j->id = atomic_fetch_add(&next_id, 1);
+    j->slot_id = -1;
     j->prompt = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *prompt);
     if (!j->prompt) {
         free(j);
@@ -60,6 +63,7 @@ void srv_job_unref(srv_job *j) {
     free(j->prompt);
     free(j->text);
     free(j->marks);
+    free(j->ids);
     bd_textstream_free(j->ts);
     free(j->piece);
     pthread_mutex_destroy(&j->mu);
@@ -205,6 +209,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         if (f && (size_t)(f - j->text) < cut) {
             cut = (size_t)(f - j->text);
             hit = true;
+            j->stop_word = j->stops[i];
         }
     }
     if (hit) {
@@ -251,8 +256,11 @@ static int stream_piece(srv_job *j, int32_t tok) {
 
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
+    /* n_predict 0 (llama-server's /completion): evaluate the prompt only */
+    if (j->gp.n_predict == 0) return false;
     int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
+    if (bd_grow(&j->ids, &j->cap_ids, (size_t)j->n_ids + 1, sizeof *j->ids)) j->ids[j->n_ids++] = tok;
     bool stop = n > 0 && job_append(j, j->piece, (size_t)n);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
@@ -328,6 +336,7 @@ void *srv_slot_main(void *arg) {
         s->n_running++;
         sl->busy = true;
         sl->cur = j;
+        j->slot_id = sl->id; /* read by the request thread after JOB_DONE, or under qmu */
         pthread_mutex_unlock(&s->qmu);
 
         run_job(sl, j);

@@ -28,6 +28,10 @@ void server_params_init(server_params *p) {
     p->max_body = 8u << 20;
     p->timeout_s = 600;
     p->conn_limit = 64;
+    p->spec_p_min = -1;
+    p->seed = -1;
+    p->n_predict = -1;
+    p->slots_endpoint = true;
 }
 
 server *server_start(const server_params *p, char *err, size_t errlen) {
@@ -56,6 +60,15 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
         size_t len;
         if (!gallery_read_file(p->chat_template_file, 1u << 20, &s->template_override, &len, e, sizeof e)) {
             bd_err(err, errlen, "--chat-template-file: %s", e);
+            server_free(s);
+            return NULL;
+        }
+    }
+    if (p->chat_template && !s->template_override) {
+        /* --chat-template: a Jinja source, or the name "chatml" */
+        s->template_override = strdup(!strcmp(p->chat_template, "chatml") ? chat_template_chatml : p->chat_template);
+        if (!s->template_override) {
+            bd_err(err, errlen, "out of memory");
             server_free(s);
             return NULL;
         }

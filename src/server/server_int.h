@@ -7,9 +7,11 @@
  *   models.c   model registry: -m model, gallery models by name, loading,
  *              slots, chat templates
  *   sched.c    job queue, slot workers, generation, stop strings
- *   api.c      /v1/chat/completions, /v1/completions, /v1/models: request
+ *   api.c      /v1/chat/completions, /v1/completions: request
  *              validation and response bodies
- *   gallery_api.c  /models/available, /models/apply, /models/jobs/{id}
+ *   compat.c, llama_api.c, responses.c, gallery_api.c (compat.h):
+ *              /v1/models, /health, llama-server's own endpoints,
+ *              /v1/responses, LocalAI's gallery API
  *   metrics.c  counters and the Prometheus text
  *   server.c   start, shutdown, free
  */
@@ -67,6 +69,7 @@ struct srv_model {
     bool has_cfg;
     gallery_config cfg;
     bool from_cli; /* the -m model */
+    atomic_bool removed; /* deleted through /models/delete: no longer served (freed at exit) */
     /* loading */
     pthread_mutex_t load_mu;
     atomic_int state;    /* MODEL_* (written under load_mu; /v1/models reads it without) */
@@ -126,6 +129,12 @@ struct srv_job {
     int err_status;           /* HTTP status when !ok */
     char err[512];
     const char *finish;       /* "stop" / "length" */
+    const char *stop_word;    /* the stop string that ended it (one of stops[]), or NULL */
+    int32_t *ids;             /* [n_ids] generated tokens, in order */
+    int n_ids;
+    size_t cap_ids;
+    int64_t id;               /* server-wide sequence number (llama-server's id_task) */
+    int slot_id;              /* the slot that ran it (set under qmu when taken) */
     bool timed_out;
     bd_gen_stats st;
     /* worker private */
@@ -263,7 +272,6 @@ bool srv_client_alive(struct MHD_Connection *c);
 /* Handlers (api.c, gallery_api.c) */
 int api_chat(srv_req *r);
 int api_completions(srv_req *r);
-int api_models(srv_req *r);
 int gallery_api_available(srv_req *r);
 int gallery_api_apply(srv_req *r);
 int gallery_api_job(srv_req *r, const char *id);

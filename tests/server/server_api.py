@@ -330,7 +330,7 @@ e = [x for x in avail if x.get("name") == "stories-dflash"]
 check(st == 200 and e and e[0]["installed"] is False, "/models/available lists the entry, not installed")
 st, h, b = request(p, "POST", "/v1/chat/completions", dict(CHAT, model="stories-dflash"))
 check(st == 404, "not yet installed -> 404")
-st, h, b = request(p, "POST", "/models/apply", {"id": "localai@stories-dflash"})
+st, h, b = request(p, "POST", "/models/apply", {"id": "index@stories-dflash"})  # gallery named after index.yaml
 j = jbody(b)
 check(st == 200 and j and j.get("uuid"), "/models/apply returns a job id")
 job = None
