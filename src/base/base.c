@@ -25,8 +25,20 @@
  * Errors
  * ---------------------------------------------------------------------- */
 
+/* Messages quote names and strings from files (GGUF metadata, indexes)
+ * and requests, and end up on terminals and in logs: control bytes in
+ * them are escaped here, once for every error (bd_escape_ctrl). */
 bool bd_verr(char *err, size_t errlen, const char *fmt, va_list ap) {
-    if (err && errlen > 0) vsnprintf(err, errlen, fmt, ap);
+    if (!err || errlen == 0) return false;
+    char raw[4096];
+    if (errlen > sizeof raw) {
+        vsnprintf(err, errlen, fmt, ap); /* too long to escape here: blank what would act */
+        for (char *p = err; *p; p++)
+            if ((unsigned char)*p < 0x20 && *p != '\n' && *p != '\t') *p = '?';
+        return false;
+    }
+    vsnprintf(raw, errlen, fmt, ap);
+    bd_escape_ctrl(err, errlen, raw, strlen(raw), true);
     return false;
 }
 

@@ -176,6 +176,14 @@ uint32_t bd_utf8_decode(const uint8_t *s, size_t n, int *used);
 /* Encode cp (<= 0x10FFFF) as UTF-8 into out[4]; returns the length. */
 int bd_utf8_encode(uint32_t cp, uint8_t out[4]);
 
+/* src[0..len) made safe for a terminal, into out[n] (NUL-terminated,
+ * truncated at a whole character): C0 controls and DEL become \xNN (\n
+ * and \t stay when keep_nl), C1 controls (U+0080..U+009F: CSI and the
+ * like) \u00NN, bytes that are not UTF-8 \xNN; everything else is kept.
+ * For strings from files and the network (GGUF metadata, gallery
+ * indexes) on their way to a terminal or log. Returns the length. */
+size_t bd_escape_ctrl(char *out, size_t n, const char *src, size_t len, bool keep_nl);
+
 /* Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for
  * bytes that cannot lead a sequence), as llama.cpp's unicode_len_utf8. */
 int bd_utf8_len(uint8_t lead);

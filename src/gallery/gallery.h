@@ -108,6 +108,15 @@ typedef struct gallery_installed {
 bool gallery_list_installed(const char *models_dir, gallery_installed **out, int *n, char *err,
                             size_t errlen);
 
+/* The installed model other than `self` whose config or install record
+ * names the file rel (relative to the models folder): its name in owner,
+ * and, when its install record lists the file (*recorded), the SHA-256 it
+ * was installed with ("" for an --insecure install). false when no other
+ * model refers to rel. A pull may reuse such a file only with the same
+ * bytes (gallery_pull). */
+bool gallery_file_owner(const char *models_dir, const char *rel, const char *self, char *owner, size_t owner_n,
+                        char sha[65], bool *recorded);
+
 #define GALLERY_RM_MAX 16
 typedef struct gallery_rm_result {
     int n_removed, n_kept;

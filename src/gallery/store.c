@@ -62,6 +62,25 @@ bool gallery_relpath_check(const char *rel, char *why, size_t whylen) {
     return true;
 }
 
+bool gallery_install_name_check(const char *rel, char *why, size_t whylen) {
+    if (!gallery_relpath_check(rel, why, whylen)) return false;
+    size_t n = strlen(rel);
+    if (!strncmp(rel, ".blockdraft", 11) && (rel[11] == 0 || rel[11] == '/'))
+        return bd_err(why, whylen, "'%s' is inside blockdraft's state folder", rel);
+    bool top = strchr(rel, '/') == NULL;
+    if (top && ((n > 5 && !strcmp(rel + n - 5, ".yaml")) || (n > 4 && !strcmp(rel + n - 4, ".yml"))))
+        return bd_err(why, whylen, "'%s' is a model config name (<models>/NAME.yaml belongs to model NAME)", rel);
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    size_t bl = strlen(base);
+    if (bl > 8 && !strcmp(base + bl - 8, ".partial"))
+        return bd_err(why, whylen, "'%s' ends in .partial, the name of an unfinished download", rel);
+    const char *t = strstr(base, ".tmp.");
+    if (t && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5))
+        return bd_err(why, whylen, "'%s' is the name of a temporary file blockdraft writes", rel);
+    return true;
+}
+
 bool gallery_models_dir(char *out, size_t n, char *err, size_t errlen) {
     const char *env = getenv("BLOCKDRAFT_MODELS");
     int w;
@@ -175,7 +194,8 @@ bool gallery_read_file(const char *path, size_t max, char **buf, size_t *len, ch
                        size_t errlen) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bd_err(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -224,7 +244,11 @@ bool gallery_write_atomic(const char *path, const void *data, size_t len, char *
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return bd_err(err, errlen, "path too long");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A fresh file: whatever is at the temporary name (a stale file, or a
+     * symlink or hard link someone planted) is removed, never written
+     * through. */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return bd_err(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     const char *p = data;
     size_t left = len;
@@ -273,7 +297,7 @@ int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waitin
         bd_err(err, errlen, "lock path too long");
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) {
         bd_err(err, errlen, "cannot open lock %s: %s", path, strerror(errno));
         return -1;

@@ -27,6 +27,13 @@ bool gallery_name_check(const char *name, char *why, size_t whylen);
  * control characters, at most 1000 bytes. */
 bool gallery_relpath_check(const char *rel, char *why, size_t whylen);
 
+/* A file name a gallery entry may install: gallery_relpath_check, and not
+ * one of the names blockdraft itself owns -- a top-level NAME.yaml (model
+ * NAME's config), anything under .blockdraft/ (install records, locks), a
+ * `*.partial` or `*.tmp.<digits>` name (unfinished downloads, atomic
+ * writes). */
+bool gallery_install_name_check(const char *rel, char *why, size_t whylen);
+
 /* The models folder (not created). */
 bool gallery_models_dir(char *out, size_t n, char *err, size_t errlen);
 
