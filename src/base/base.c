@@ -63,7 +63,9 @@ bool bd_err(char *err, size_t errlen, const char *fmt, ...) {
 bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a
+     * writer; anything but a regular file is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bd_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

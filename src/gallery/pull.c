@@ -429,10 +429,17 @@ static bool regular_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Something other than a regular file (a FIFO, a directory) at path. */
+static bool exists_irregular(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
+
 bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pull,
                            gallery_model *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (looks_like_path(name_or_path)) {
+        if (exists_irregular(name_or_path)) return bd_err(err, errlen, "%s: not a regular file", name_or_path);
         if (!regular_file(name_or_path))
             return bd_err(err, errlen, "%s: no such model file", name_or_path);
         snprintf(out->target_path, sizeof out->target_path, "%s", name_or_path);
@@ -445,6 +452,7 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
     else if (!gallery_models_dir(models, sizeof models, err, errlen)) return false;
     char cfg_path[PATH_MAX + 200];
     snprintf(cfg_path, sizeof cfg_path, "%s/%s.yaml", models, name_or_path);
+    if (exists_irregular(cfg_path)) return bd_err(err, errlen, "%s: not a regular file", cfg_path);
     if (!regular_file(cfg_path)) {
         if (!pull)
             return bd_err(err, errlen,
@@ -475,6 +483,8 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
     if (!gallery_path_inside(models, out->cfg.model, out->target_path, sizeof out->target_path,
                              why, sizeof why))
         return bd_err(err, errlen, "%s: parameters.model: %s", cfg_path, why);
+    if (exists_irregular(out->target_path))
+        return bd_err(err, errlen, "%s: parameters.model %s is not a regular file", cfg_path, out->target_path);
     if (!regular_file(out->target_path))
         return bd_err(err, errlen, "%s: parameters.model %s is missing (run `blockdraft pull %s`)",
                       cfg_path, out->target_path, out->name);
@@ -482,6 +492,8 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
         if (!gallery_path_inside(models, out->cfg.draft_model, out->draft_path,
                                  sizeof out->draft_path, why, sizeof why))
             return bd_err(err, errlen, "%s: draft_model: %s", cfg_path, why);
+        if (exists_irregular(out->draft_path))
+            return bd_err(err, errlen, "%s: draft_model %s is not a regular file", cfg_path, out->draft_path);
         if (!regular_file(out->draft_path))
             return bd_err(err, errlen, "%s: draft_model %s is missing (run `blockdraft pull %s`)",
                           cfg_path, out->draft_path, out->name);
