@@ -22,11 +22,13 @@ static void usage(void) {
             "  --alias NAME              name of the -m model (default: file name without .gguf)\n"
             "  --chat-template-file F    Jinja chat template for the -m model instead of its own\n"
             "  --models-dir DIR          models folder (default $BLOCKDRAFT_MODELS or ~/.local/share/blockdraft/models)\n"
-            "  --host ADDR               bind address (default 127.0.0.1)\n"
+            "  --host ADDR               bind address (default 127.0.0.1; on a loopback address only\n"
+            "                            localhost Host names are answered)\n"
             "  --port N                  port (default 8080; 0 = any free port)\n"
             "  --api-key KEY             require this key (repeatable, or comma-separated);\n"
             "                            also read from BLOCKDRAFT_API_KEY (comma-separated)\n"
-            "  --cors ORIGIN             send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
+            "  --cors ORIGIN[,ORIGIN]    web origins allowed to call the server (CORS; * = any); requests\n"
+            "                            from other origins are refused (default: none but its own)\n"
             "  --parallel N              slots per model (default 1 with a drafter, else 2)\n"
             "  -c, --ctx-size N          context per slot (default min(4096, trained context))\n"
             "  -t, --threads N           threads of the pool all slots share (default: all cores)\n"
@@ -147,6 +149,9 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
+    /* a model file truncated while served fails its requests instead of
+     * killing the server (models.c reloads it once it changes again) */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft serve: warning: %s\n", err);
     server *s = server_start(&p, err, sizeof err);
     if (!s) {
         fprintf(stderr, "blockdraft serve: %s\n", err);
@@ -155,6 +160,9 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "blockdraft serve: listening on http://%s:%d%s\n", p.host, server_port(s),
             p.n_api_keys ? " (API key required)" : "");
+    if (!p.n_api_keys && strcmp(p.host, "127.0.0.1") && strcmp(p.host, "::1") && strncmp(p.host, "127.", 4))
+        fprintf(stderr, "blockdraft serve: warning: listening on %s without an API key: anyone who can reach this "
+                        "address can use the server and install models (--api-key)\n", p.host);
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

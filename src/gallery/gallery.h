@@ -89,6 +89,12 @@ typedef struct gallery_model {
  * and spec_type not "none"). */
 bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pull,
                            gallery_model *out, char *err, size_t errlen);
+/* Only an installed model's name, in models_dir: a name that looks like a
+ * path or a file (x.gguf) is still just a name, never a file opened
+ * relative to the working directory (what a server must do with names a
+ * client sends). Never pulls. */
+bool gallery_resolve_installed(const char *models_dir, const char *name, gallery_model *out, char *err,
+                               size_t errlen);
 
 /* ------------------------------------------------------------------------
  * Listing and removal

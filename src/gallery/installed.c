@@ -209,7 +209,7 @@ bool gallery_remove(const char *models, const char *name, gallery_rm_result *res
         return bd_err(err, errlen, "model '%s' is not installed in %s", name, models);
     char lockkey[GALLERY_NAME_MAX + 8];
     snprintf(lockkey, sizeof lockkey, "model-%s", name);
-    int lk = gallery_lock(models, lockkey, NULL, NULL, err, errlen);
+    int lk = gallery_lock(models, lockkey, NULL, NULL, NULL, err, errlen);
     if (lk < 0) return false;
 
     char mine[GALLERY_RM_MAX][GALLERY_PATH_MAX];
@@ -240,7 +240,7 @@ bool gallery_remove(const char *models, const char *name, gallery_rm_result *res
         if (!gallery_path_inside(models, mine[i], path, sizeof path - 10, e1, sizeof e1)) continue;
         char fkey[1100] = "file-";
         gallery_strcpy(fkey + 5, sizeof fkey - 5, mine[i]);
-        int fl = gallery_lock(models, fkey, NULL, NULL, e1, sizeof e1);
+        int fl = gallery_lock(models, fkey, NULL, NULL, NULL, e1, sizeof e1);
         bool gone = unlink(path) == 0;
         strcat(path, ".partial");
         unlink(path);

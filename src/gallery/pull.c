@@ -234,7 +234,7 @@ static bool lock_files(const char *models, pull_file *files, int n, const galler
     for (int i = 0; i < n; i++) {
         char fkey[1100];
         snprintf(fkey, sizeof fkey, "file-%s", order[i]->ref->filename);
-        order[i]->lock_fd = gallery_lock(models, fkey, on_wait, (void *)o, err, errlen);
+        order[i]->lock_fd = gallery_lock(models, fkey, on_wait, (void *)o, o->fetch.cancel, err, errlen);
         if (order[i]->lock_fd < 0) return false;
     }
     return true;
@@ -387,7 +387,7 @@ bool gallery_pull(const char *name, const gallery_pull_opts *o, gallery_pull_res
     if (!gallery_mkdirs(models, err, errlen)) goto out;
     char lockkey[GALLERY_NAME_MAX + 8];
     snprintf(lockkey, sizeof lockkey, "model-%s", e->name);
-    model_lock = gallery_lock(models, lockkey, on_wait, (void *)o, err, errlen);
+    model_lock = gallery_lock(models, lockkey, on_wait, (void *)o, o->fetch.cancel, err, errlen);
     if (model_lock < 0) goto out;
 
     for (int i = 0; i < n_files; i++)
@@ -435,6 +435,9 @@ static bool exists_irregular(const char *path) {
     return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
 }
 
+static bool resolve_name(const char *models, const char *name_or_path, const gallery_pull_opts *pull,
+                         gallery_model *out, char *err, size_t errlen);
+
 bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pull,
                            gallery_model *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
@@ -445,11 +448,23 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
         snprintf(out->target_path, sizeof out->target_path, "%s", name_or_path);
         return true;
     }
-    char why[640];
-    if (!gallery_name_check(name_or_path, why, sizeof why)) return bd_err(err, errlen, "%s", why);
     char models[PATH_MAX];
     if (pull && pull->models_dir) snprintf(models, sizeof models, "%s", pull->models_dir);
     else if (!gallery_models_dir(models, sizeof models, err, errlen)) return false;
+    return resolve_name(models, name_or_path, pull, out, err, errlen);
+}
+
+bool gallery_resolve_installed(const char *models_dir, const char *name, gallery_model *out, char *err,
+                               size_t errlen) {
+    memset(out, 0, sizeof *out);
+    return resolve_name(models_dir, name, NULL, out, err, errlen);
+}
+
+/* NAME: `<models>/NAME.yaml`, its files inside the models folder. */
+static bool resolve_name(const char *models, const char *name_or_path, const gallery_pull_opts *pull,
+                         gallery_model *out, char *err, size_t errlen) {
+    char why[640];
+    if (!gallery_name_check(name_or_path, why, sizeof why)) return bd_err(err, errlen, "%s", why);
     char cfg_path[PATH_MAX + 200];
     snprintf(cfg_path, sizeof cfg_path, "%s/%s.yaml", models, name_or_path);
     if (exists_irregular(cfg_path)) return bd_err(err, errlen, "%s: not a regular file", cfg_path);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../base/base.h"
@@ -283,7 +284,7 @@ bool gallery_write_atomic(const char *path, const void *data, size_t len, char *
  * ---------------------------------------------------------------------- */
 
 int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waiting, void *ctx,
-                 char *err, size_t errlen) {
+                 const atomic_bool *cancel, char *err, size_t errlen) {
     char dir[PATH_MAX], path[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/.blockdraft/locks", models_dir);
     if (!gallery_mkdirs(dir, err, errlen)) return -1;
@@ -309,11 +310,20 @@ int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waitin
         return -1;
     }
     if (waiting) waiting(ctx, key);
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        bd_err(err, errlen, "cannot lock %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
+    /* polled, so that a cancel (a server shutting down) ends the wait */
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            bd_err(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (cancel && atomic_load(cancel)) {
+            bd_err(err, errlen, "cancelled while waiting for %s", key);
+            close(fd);
+            return -1;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
     }
     return fd;
 }
