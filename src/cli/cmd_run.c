@@ -415,6 +415,8 @@ int cmd_run(int argc, char **argv) {
     int rc = 1, np = 0;
     bd_grammar_vocab *gvocab = NULL;
     bd_grammar *grammar = NULL;
+    /* a model file truncated under us is an error message, not SIGBUS */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft run: warning: %s\n", err);
     bd_model *m = NULL, *dm = NULL;
     bd_session *s = NULL;
     bd_spec *spec = NULL;

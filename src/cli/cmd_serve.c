@@ -75,12 +75,13 @@ static void usage(void) {
             "  --spec-draft-p-min P       draft-simple: stop drafting below this probability\n"
             "  --models-dir DIR           models folder (default $BLOCKDRAFT_MODELS or\n"
             "                             ~/.local/share/blockdraft/models)\n"
-            "  --cors-origins ORIGIN      send Access-Control-Allow-Origin: ORIGIN (one origin)\n"
+            "  --cors-origins ORIGIN[,ORIGIN]  web origins allowed to call the server (CORS; * = any);\n"
+            "                             requests from other origins are refused (default: none)\n"
             "\n"
             "----- blockdraft-specific params -----\n"
             "  --any-model-name           a request for an unknown model name goes to the -m model\n"
             "                             (as llama-server, which ignores the name; default: 404)\n"
-            "  --cors ORIGIN              same as --cors-origins\n"
+            "  --cors ORIGIN[,ORIGIN]     same as --cors-origins\n"
             "  --queue N                  requests that may wait for a slot before 503 (default 16)\n"
             "  --max-body BYTES           request body limit (default 8388608)\n"
             "  --max-tokens N             largest max_tokens a request may ask for (default: context)\n"
@@ -358,12 +359,7 @@ int cmd_serve(int argc, char **argv) {
             }
             if (add_keys(&p, c, "\n", owned, &n_owned) < 0) goto out;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--cors", "--cors-origins", NULL}, &v)) {
-            if (strchr(v, ',') || !strcmp(v, "*") || !strcmp(v, "localhost")) {
-                fprintf(stderr, "blockdraft serve: %s takes one origin here (e.g. https://app.example); lists, '*' "
-                                "and 'localhost' are not supported\n", a);
-                goto out;
-            }
-            p.cors_origin = v;
+            p.cors_origin = v; /* a comma-separated list of origins, or * */
         } else if (arg_take(argc, argv, &i, (const char *[]){"--parallel", "-np", NULL}, &v)) {
             p.parallel = arg_i32(a, v, -1, 64);
             if (p.parallel < 0) p.parallel = 0; /* -1: auto */
@@ -503,6 +499,9 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
+    /* a model file truncated while served fails its requests instead of
+     * killing the server (models.c reloads it once it changes again) */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft serve: warning: %s\n", err);
     server *s = server_start(&p, err, sizeof err);
     if (!s) {
         fprintf(stderr, "blockdraft serve: %s\n", err);
@@ -511,6 +510,9 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "blockdraft serve: listening on http://%s:%d%s\n", p.host, server_port(s),
             p.n_api_keys ? " (API key required)" : "");
+    if (!p.n_api_keys && strcmp(p.host, "127.0.0.1") && strcmp(p.host, "::1") && strncmp(p.host, "127.", 4))
+        fprintf(stderr, "blockdraft serve: warning: listening on %s without an API key: anyone who can reach this "
+                        "address can use the server and install models (--api-key)\n", p.host);
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

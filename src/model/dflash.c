@@ -243,5 +243,8 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         const float *lg = d->logits + (int64_t)i * V;
         out[i] = bd_argmax(lg, V);
     }
+    if (!bd_model_intact(d->dm))
+        return bd_err(err, errlen, "drafter file %s changed on disk while in use (truncated or rewritten): "
+                      "reopen the model", d->dm->path);
     return true;
 }

@@ -55,6 +55,17 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
+/* One of the K and V caches: [n_attn_layers][n_ctx][n_kv * hd] floats. */
+static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx) {
+    const bd_hparams *hp = &m->hp;
+    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) * sizeof(float);
+}
+
+uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx) {
+    if (m->arch == BD_ARCH_DFLASH) return 0;
+    return 2 * (uint64_t)kv_cache_bytes(m, n_ctx > 0 ? n_ctx : 4096);
+}
+
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
     return bd_session_create_on_pool(m, p, p && p->threadpool ? p->threadpool->pool : NULL, err, errlen);
 }
@@ -107,9 +118,8 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         bd_err(err, errlen, "cannot create thread pool");
         goto fail;
     }
-    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
-                  KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
-    size_t kv_bytes = (size_t)hp->n_attn_layers * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd, FF = hp->n_ff;
+    size_t kv_bytes = kv_cache_bytes(m, s->n_ctx); /* each of K and V */
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
     /* attention reads cache rows below n_past + n only, all written first */
     s->k_cache = bd_alloc_raw(kv_bytes);

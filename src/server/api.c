@@ -276,6 +276,19 @@ static bool parse_common(srv_req *r, json_t *root, gen_req *g, int *rc) {
     return true;
 }
 
+/* A prompt of more bytes than n_ctx tokens of the vocabulary's longest
+ * piece can hold is refused before the tokenizer spends time on it (a
+ * body may carry megabytes). false with a 400 queued (*rc). */
+static bool prompt_fits(srv_req *r, const srv_model *m, size_t len, int *rc) {
+    int piece = bd_token_piece_max(m->m, true);
+    size_t most = (size_t)m->n_ctx * (size_t)(piece > 0 ? piece : 1);
+    if (len <= most) return true;
+    *rc = srv_send_error(r, 400, ERR_INVALID, "context_length_exceeded",
+                         "the prompt has %zu bytes, more than the %d tokens of model '%s''s context can hold "
+                         "(a token is at most %d bytes)", len, m->n_ctx, m->name, piece);
+    return false;
+}
+
 /* Tokenize into a malloc'd array; returns the count (0: none, -1: OOM).
  * Control tokens are matched in the text, except inside the n_plain
  * ranges plain[2k] .. plain[2k+1] (a chat prompt's user text). */
@@ -409,6 +422,7 @@ static int send_job_error(srv_req *r, srv_job *j) {
 typedef struct api_stream {
     srv_stream base; /* first: http.c sees this */
     srv_job *j;
+    srv_model *m;    /* held (srv_model_get) */
     bool chat;
     char id[64];
     char model[GALLERY_NAME_MAX];
@@ -552,6 +566,7 @@ static void stream_release(srv_stream *base) {
     atomic_store(&as->j->cancel, true); /* no effect once the job is done */
     srv_job_withdraw(as->base.srv, as->j);
     srv_job_unref(as->j);
+    srv_model_put(as->base.srv, as->m);
     chat_think_free(&as->think);
     free(as);
 }
@@ -561,8 +576,10 @@ static int start_stream(srv_req *r, srv_job *j, gen_req *g, bool chat, bool star
     if (!as) {
         atomic_store(&j->cancel, true);
         srv_job_unref(j);
+        srv_model_put(r->srv, g->m);
         return srv_send_error(r, 500, "server_error", NULL, "out of memory");
     }
+    as->m = g->m; /* the stream holds the model until it ends */
     as->base.next = stream_next;
     as->base.release = stream_release;
     as->j = j;
@@ -627,6 +644,7 @@ int api_chat(srv_req *r) {
     json_t *root = parse_body(r, &rc);
     if (!root) return rc;
     gen_req g;
+    memset(&g, 0, sizeof g);
     json_t *kw = NULL;
     char *prompt = NULL;
     int32_t *ids = NULL;
@@ -679,6 +697,10 @@ int api_chat(srv_req *r) {
                             user_err ? " (caused by the request)" : " (in the model's template)", terr);
         goto done;
     }
+    if (!prompt_fits(r, m, plen, &rc)) {
+        free(spans);
+        goto done;
+    }
     /* a template that writes the BOS text itself must not get a second BOS */
     bool add_special = !(m->bos_str && m->bos_str[0] && !strncmp(prompt, m->bos_str, strlen(m->bos_str)));
     /* the messages' text never becomes a control token (prompt injection):
@@ -706,6 +728,7 @@ int api_chat(srv_req *r) {
     if (g.stream) {
         rc = start_stream(r, j, &g, true, starts_in_think);
         j = NULL; /* the stream owns it */
+        g.m = NULL; /* and the model */
         goto done;
     }
     if (!wait_job(r, j)) {
@@ -747,6 +770,7 @@ int api_chat(srv_req *r) {
     rc = srv_send_json(r, 200, o);
 done:
     srv_job_unref(j);
+    srv_model_put(r->srv, g.m);
     free(ids);
     free(prompt);
     json_decref(kw);
@@ -765,6 +789,7 @@ int api_completions(srv_req *r) {
     int32_t *ids = NULL;
     srv_job *j = NULL;
     gen_req g;
+    memset(&g, 0, sizeof g);
     json_t *p = json_object_get(root, "prompt");
     if (json_is_array(p) && json_array_size(p) == 1) p = json_array_get(p, 0);
     if (!json_is_string(p)) {
@@ -777,6 +802,7 @@ int api_completions(srv_req *r) {
         goto done;
     }
     if (!parse_common(r, root, &g, &rc)) goto done;
+    if (!prompt_fits(r, g.m, json_string_length(p), &rc)) goto done;
     /* exactly what `blockdraft run -p` does with a prompt */
     int n = tokenize(g.m->m, json_string_value(p), json_string_length(p), true, NULL, 0, &ids);
     if (n < 0) {
@@ -788,6 +814,7 @@ int api_completions(srv_req *r) {
     if (g.stream) {
         rc = start_stream(r, j, &g, false, false);
         j = NULL;
+        g.m = NULL;
         goto done;
     }
     if (!wait_job(r, j)) {
@@ -814,6 +841,7 @@ int api_completions(srv_req *r) {
     rc = srv_send_json(r, 200, o);
 done:
     srv_job_unref(j);
+    srv_model_put(r->srv, g.m);
     free(ids);
     json_decref(root);
     return rc;

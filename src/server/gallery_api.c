@@ -415,6 +415,7 @@ static void *pull_main(void *arg) {
     gallery_pull_opts o;
     gallery_pull_opts_init(&o);
     o.models_dir = s->models_dir;
+    o.fetch.cancel = &s->pull_cancel; /* shutdown stops the download; the partial stays */
     o.fetch.progress = on_progress;
     o.fetch.progress_ctx = p;
     o.note = on_note;

@@ -175,12 +175,40 @@ void srv_sched_drop_queued(server *s) {
     }
 }
 
+void srv_sched_drop_model(server *s, srv_model *m) {
+    srv_job *dropped = NULL;
+    pthread_mutex_lock(&s->qmu);
+    srv_job *prev = NULL, *j = s->qhead;
+    while (j) {
+        srv_job *nx = j->next;
+        if (j->model == m) {
+            if (prev) prev->next = nx;
+            else s->qhead = nx;
+            if (s->qtail == j) s->qtail = prev;
+            s->n_queued--;
+            j->next = dropped;
+            dropped = j;
+        } else {
+            prev = j;
+        }
+        j = nx;
+    }
+    pthread_mutex_unlock(&s->qmu);
+    while (dropped) {
+        srv_job *nx = dropped->next;
+        job_fail(dropped, 503, "the model is being reloaded");
+        srv_job_unref(dropped);
+        dropped = nx;
+    }
+}
+
 void srv_sched_cancel_running(server *s) {
     pthread_mutex_lock(&s->qmu);
     pthread_mutex_lock(&s->models_mu);
-    for (srv_model *m = s->models; m; m = m->next)
-        for (int i = 0; m->slots && i < m->n_slots; i++)
-            if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
+    for (int list = 0; list < 2; list++)
+        for (srv_model *m = list ? s->retired : s->models; m; m = m->next)
+            for (int i = 0; m->slots && i < m->n_slots; i++)
+                if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
     pthread_mutex_unlock(&s->models_mu);
     pthread_mutex_unlock(&s->qmu);
 }
@@ -321,7 +349,7 @@ void *srv_slot_main(void *arg) {
     pthread_mutex_lock(&s->qmu);
     for (;;) {
         srv_job *j = NULL, *prev = NULL;
-        while (!s->quit) {
+        while (!s->quit && !atomic_load(&sl->model->quit)) {
             prev = NULL;
             for (j = s->qhead; j && j->model != sl->model; j = j->next) prev = j;
             if (j) break;

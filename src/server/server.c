@@ -10,6 +10,8 @@
  *      (every job is done, so no request thread is left waiting), then the
  *      gallery pull threads (pulls write only `.partial` files until their
  *      atomic rename, so nothing half-written is ever in place).
+ * Gallery downloads are cancelled at step 1 (fetch_opts.cancel): they end
+ * within a fraction of a second, keeping their partials for a resume.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +55,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     atomic_init(&s->stopping, false);
     atomic_init(&s->shut_done, false);
     atomic_init(&s->active_requests, 0);
+    atomic_init(&s->pull_cancel, false);
     char e[600];
     if (p->models_dir) snprintf(s->models_dir, sizeof s->models_dir, "%s", p->models_dir);
     else if (!gallery_models_dir(s->models_dir, sizeof s->models_dir, e, sizeof e)) s->models_dir[0] = '\0';
@@ -98,6 +101,9 @@ static bool idle(server *s) {
 void server_shutdown(server *s, double grace_s) {
     if (atomic_load(&s->shut_done)) return;
     atomic_store(&s->stopping, true);
+    /* gallery downloads stop now, whatever the grace period: a model can
+     * take hours; their partials stay for the next pull to resume */
+    atomic_store(&s->pull_cancel, true);
     srv_http_quiesce(s);
     double until = bd_time_ms() + grace_s * 1e3;
     while (!idle(s) && bd_time_ms() < until) {

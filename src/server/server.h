@@ -26,7 +26,13 @@
  * (named by the first --alias, else after the file; the other aliases and,
  * with --any-model-name, any unknown name reach it too); models installed in the models
  * folder are resolved by name through their gallery config and loaded on
- * their first request (and stay loaded). Each loaded model has N slots,
+ * their first request (and stay loaded). A model whose files change on
+ * disk (or whose load failed and whose files then change) is loaded again
+ * for the next request (models.c).
+ *
+ * Who may call it (http.c, SECURITY.md): a foreign Origin is refused
+ * unless --cors lists it, a POST must be JSON, and on a loopback address
+ * only localhost Host names are answered. Each loaded model has N slots,
  * each with its own session (and drafter state) and worker thread; a
  * bounded queue sits in front of them.
  *
@@ -52,7 +58,8 @@ typedef struct server_params {
     int port;                  /* 0 = any free port (see server_port) */
     const char *api_keys[SERVER_MAX_KEYS]; /* none = open server */
     int n_api_keys;
-    const char *cors_origin;   /* NULL = no CORS headers */
+    const char *cors_origin;   /* --cors: comma-separated web origins (or *) allowed to call
+                                  the server; NULL = none but its own (http.c) */
     /* models */
     const char *model_path;    /* -m (may be NULL when serving the models folder) */
     const char *draft_path;    /* -md */
@@ -84,7 +91,8 @@ typedef struct server_params {
     size_t max_body;           /* request body bytes; default 8 MiB */
     int max_tokens;            /* largest max_tokens accepted; default n_ctx */
     double timeout_s;          /* wall time per request; default 600 */
-    int conn_limit;            /* simultaneous connections; default 64 */
+    int conn_limit;            /* simultaneous connections; default 64 (beyond it, idle and
+                                  incomplete ones are evicted: http.c) */
     bool verbose;              /* log one line per request to stderr */
 } server_params;
 

@@ -61,15 +61,33 @@ typedef struct srv_slot {
 
 enum { MODEL_UNLOADED = 0, MODEL_LOADED = 1, MODEL_FAILED = 2 };
 
+/* What a file was when a model was loaded from it: a change means the
+ * model is reloaded (models.c). */
+typedef struct srv_file_id {
+    bool present;
+    unsigned long long dev, ino, size;
+    long long mtime_s, mtime_ns;
+} srv_file_id;
+
 struct srv_model {
     server *srv;
     char name[GALLERY_NAME_MAX];
     char target_path[GALLERY_PATH_MAX + 256];
     char draft_path[GALLERY_PATH_MAX + 256];
+    char cfg_path[GALLERY_PATH_MAX + 256]; /* its gallery config, "" for the -m model */
+    srv_file_id id_target, id_draft, id_cfg; /* taken before loading */
     bool has_cfg;
     gallery_config cfg;
     bool from_cli; /* the -m model */
     atomic_bool removed; /* deleted through /models/delete: no longer served (freed at exit) */
+    /* lifetime: requests hold a model from srv_model_get to srv_model_put
+     * (users, under models_mu). A model whose files changed, whose mapping
+     * faulted or whose failed load may now succeed is retired -- taken off
+     * the list, a fresh one loaded in its place -- and freed once no
+     * request holds it (its workers finish their jobs first). */
+    int users;
+    bool retired;
+    atomic_bool quit; /* its slot workers exit */
     /* loading */
     pthread_mutex_t load_mu;
     atomic_int state;    /* MODEL_* (written under load_mu; /v1/models reads it without) */
@@ -89,10 +107,15 @@ struct srv_model {
     srv_model *next;
 };
 
-/* Find a model by name, resolving installed gallery models on first use
- * and loading it. Returns NULL with *status (404 unknown, 400 refused,
- * 500 load failure) and err. */
+/* Find a model by name -- the -m model's alias or an installed model of
+ * the models folder, never a file path -- loading it on first use and
+ * reloading it when its files changed since. Returns it held for the
+ * request (srv_model_put when done with it, and with every job made from
+ * it), or NULL with *status (404 unknown, 400 refused, 500 load failure)
+ * and err. */
 srv_model *srv_model_get(server *s, const char *name, int *status, char *err, size_t errlen);
+/* Release what srv_model_get returned (NULL: nothing). */
+void srv_model_put(server *s, srv_model *m);
 /* Register the -m model and load it now. */
 bool srv_model_add_cli(server *s, char *err, size_t errlen);
 /* Set the quit flag and join every slot worker (each finishes its job). */
@@ -161,6 +184,8 @@ void *srv_slot_main(void *arg);
 void srv_sched_wake(server *s);
 /* Fail every job still queued with 503 (shutdown). */
 void srv_sched_drop_queued(server *s);
+/* Fail the queued jobs of model m (it is being freed). */
+void srv_sched_drop_model(server *s, srv_model *m);
 /* Cancel the jobs being generated (shutdown after the grace period). */
 void srv_sched_cancel_running(server *s);
 
@@ -194,6 +219,8 @@ typedef struct srv_pull srv_pull;
 struct server {
     server_params p;
     char host[64];
+    bool loopback;          /* bound to 127.0.0.0/8 or ::1: Host names are checked */
+    struct srv_conns *conns; /* connection tracking (http.c) */
     char models_dir[GALLERY_PATH_MAX];
     char *template_override; /* contents of --chat-template-file, or NULL */
     unsigned char key_hash[SERVER_MAX_KEYS][32]; /* SHA-256 of each API key */
@@ -207,6 +234,8 @@ struct server {
     /* models */
     pthread_mutex_t models_mu;
     srv_model *models;
+    srv_model *retired;     /* replaced, freed once no request holds them */
+    char cli_name[GALLERY_NAME_MAX]; /* the -m model's name, "" without -m */
     /* thread pools shared by every slot of every model, one per thread
      * count asked for (--threads, else a model config's threads): N slots
      * use one pool's threads, not N pools' (models.c) */
@@ -225,6 +254,7 @@ struct server {
     bool quit;              /* workers exit */
     srv_metrics met;
     /* gallery pulls */
+    atomic_bool pull_cancel; /* set at shutdown: downloads stop, partials stay */
     pthread_mutex_t pulls_mu;
     srv_pull *pulls[SRV_MAX_PULLS];
     int n_pulls;
