@@ -594,6 +594,7 @@ typedef struct cmpl_stream {
     cmpl_params p;
     json_t *root;  /* owns what p borrows */
     char model[GALLERY_NAME_MAX];
+    srv_model *m;  /* held (srv_model_get) until the stream ends */
 } cmpl_stream;
 
 static void sse_data(bd_buf *b, json_t *o /* stolen */) {
@@ -662,6 +663,7 @@ static void cmpl_stream_release(srv_stream *base) {
         srv_job_withdraw(cs->base.srv, cs->jobs[i].j);
         srv_job_unref(cs->jobs[i].j);
     }
+    srv_model_put(cs->base.srv, cs->m); /* after the jobs that use it */
     json_decref(cs->root);
     free(cs);
 }
@@ -783,6 +785,8 @@ int llama_api_completion(srv_req *r) {
         cs->p = p;
         cs->root = root; /* p borrows from it */
         snprintf(cs->model, sizeof cs->model, "%s", model_name);
+        cs->m = m; /* the stream holds the model until it ends */
+        m = NULL;
         n_jobs = 0;
         root = NULL;
         rc = srv_send_stream(r, &cs->base);
@@ -814,6 +818,7 @@ done:
         srv_job_withdraw(r->srv, jobs[i].j);
         srv_job_unref(jobs[i].j);
     }
+    srv_model_put(r->srv, m);
     free(ib.v);
     json_decref(root);
     return rc;
@@ -877,6 +882,7 @@ int llama_api_tokenize(srv_req *r) {
     }
     rc = srv_send_json(r, 200, json_pack("{s:o}", "tokens", tokens));
 done:
+    srv_model_put(r->srv, m);
     free(ib.v);
     json_decref(root);
     return rc;
@@ -912,6 +918,7 @@ int llama_api_detokenize(srv_req *r) {
     }
     rc = srv_send_json(r, 200, json_pack("{s:o}", "content", srv_jstr(b.p ? b.p : "", b.n)));
 done:
+    srv_model_put(r->srv, m);
     bd_buf_free(&b);
     json_decref(root);
     return rc;
@@ -959,6 +966,7 @@ int llama_api_apply_template(srv_req *r) {
     }
     rc = srv_send_json(r, 200, json_pack("{s:o}", "prompt", srv_jstr(prompt, plen)));
 done:
+    srv_model_put(r->srv, m);
     free(prompt);
     free(ids);
     json_decref(kw);
@@ -972,7 +980,8 @@ done:
 
 /* The model /props and /slots describe: ?model=NAME, else the -m model
  * (never waiting for a load: 503 while it is loading). NULL with a
- * response queued, or NULL and *none when there is no model at all. */
+ * response queued, or NULL and *none when there is no model at all.
+ * A model returned is held: srv_model_put it. */
 static srv_model *described_model(srv_req *r, bool *none, int *rc) {
     server *s = r->srv;
     *none = false;
@@ -985,9 +994,11 @@ static srv_model *described_model(srv_req *r, bool *none, int *rc) {
     srv_model *m = NULL;
     pthread_mutex_lock(&s->models_mu);
     for (srv_model *x = s->models; x && !m; x = x->next)
-        if (x->from_cli) m = x;
+        if (x->from_cli && !atomic_load(&x->removed) && !x->retired) m = x;
+    if (m && atomic_load(&m->state) == MODEL_LOADED) m->users++;
+    else m = NULL;
     pthread_mutex_unlock(&s->models_mu);
-    if (!m || atomic_load(&m->state) != MODEL_LOADED) {
+    if (!m) {
         *rc = srv_send_llama_error(r, 503, "Loading model");
         return NULL;
     }
@@ -1084,6 +1095,7 @@ int llama_api_props(srv_req *r) {
     snprintf(bi, sizeof bi, "blockdraft %s", bd_version());
     json_object_set_new(o, "build_info", json_string(bi));
     json_object_set_new(o, "is_sleeping", json_false());
+    srv_model_put(s, m);
     return srv_send_json(r, 200, o);
 }
 
@@ -1102,6 +1114,7 @@ int llama_api_slots(srv_req *r) {
         idle += !json_is_true(json_object_get(o, "is_processing"));
         json_array_append_new(arr, o);
     }
+    srv_model_put(s, m);
     const char *f = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "fail_on_no_slot");
     if (f && f[0] && idle == 0) {
         json_decref(arr);

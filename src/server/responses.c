@@ -364,6 +364,7 @@ static void add_stats(json_t *resp, const srv_job *j) {
 typedef struct resp_stream {
     srv_stream base; /* first: http.c sees this */
     srv_job *j;
+    srv_model *m;    /* held (srv_model_get) until the stream ends */
     json_t *echo;
     char id[64], msg_id[64], rs_id[64];
     char model[GALLERY_NAME_MAX];
@@ -552,6 +553,7 @@ static void resp_stream_release(srv_stream *base) {
     atomic_store(&rs->j->cancel, true); /* no effect once the job is done */
     srv_job_withdraw(rs->base.srv, rs->j);
     srv_job_unref(rs->j);
+    srv_model_put(rs->base.srv, rs->m); /* after the job that uses it */
     chat_think_free(&rs->think);
     chat_text_free(&rs->all_reason);
     chat_text_free(&rs->all_text);
@@ -636,6 +638,8 @@ int responses_api_create(srv_req *r) {
         snprintf(rs->model, sizeof rs->model, "%s", q.model_name);
         rs->created = created;
         rs->reasoning = m->reasoning;
+        rs->m = m; /* the stream holds the model until it ends */
+        q.m = NULL;
         chat_think_init(&rs->think, think);
         j = NULL; /* the stream owns it */
         rc = srv_send_stream(r, &rs->base);
@@ -664,7 +668,12 @@ int responses_api_create(srv_req *r) {
     add_stats(resp, j);
     rc = srv_send_json(r, 200, resp);
 done:
-    srv_job_unref(j);
+    if (j) {
+        atomic_store(&j->cancel, true); /* no effect once done */
+        srv_job_withdraw(r->srv, j);
+        srv_job_unref(j);
+    }
+    srv_model_put(r->srv, q.m);
     free(ids);
     free(prompt);
     json_decref(q.kwargs);

@@ -22,6 +22,7 @@
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -134,15 +135,19 @@ check(r.returncode == 0 and -1 not in heads and heads == sorted(heads), "serve -
 # ---------------------------------------------------------------------------
 # GET /health while the model loads: 503, then 200
 # ---------------------------------------------------------------------------
-# A FIFO as the model: opening it blocks until a writer comes, so the
-# server is up and loading for as long as the test wants.
-fifo = os.path.join(T, "loading.gguf")
-os.mkfifo(fifo)
+# The model's open() waits on a gate file (tests/tools/open_gate.c, an
+# LD_PRELOAD shim), so the server is up and loading for as long as the
+# test wants; then the load goes on and /health turns 200.
+gated = os.path.join(T, "loading.gguf")
+shutil.copy(TARGET, gated)
+gate = os.path.join(T, "gate")
+shim = os.path.join(os.environ["BD_BUILD"], "tests", "bd-open-gate.so")
 port = free_port()
 logp = os.path.join(T, "loading.log")
-proc = subprocess.Popen([BIN, "serve", "--port", str(port), "-m", fifo], stdout=open(logp, "wb"),
-                        stderr=subprocess.STDOUT)
-st = None
+env = dict(os.environ, LD_PRELOAD=shim, BD_GATE_PATH=gated, BD_GATE_FILE=gate)
+proc = subprocess.Popen([BIN, "serve", "--port", str(port), "-m", gated, "-t", "1"], stdout=open(logp, "wb"),
+                        stderr=subprocess.STDOUT, env=env)
+st, b = None, b""
 for _ in range(200):
     try:
         st, h, b = request(port, "GET", "/health", timeout=5)
@@ -153,10 +158,23 @@ check(llama_error(st, b, 503, "unavailable_error") and jbody(b)["error"]["messag
       "/health while loading: 503 with llama-server's body (%s %s)" % (st, b[:120]))
 st2, _, b2 = request(port, "GET", "/v1/health", timeout=5)
 check(st2 == 503, "/v1/health while loading: 503")
-fd = os.open(fifo, os.O_WRONLY)  # a writer unblocks the loader's open(); a FIFO is no model file
-os.close(fd)
+open(gate, "w").close()
+for _ in range(200):
+    st, _, b = request(port, "GET", "/health", timeout=5)
+    if st == 200:
+        break
+    time.sleep(0.05)
+check(st == 200 and jbody(b) == {"status": "ok"}, "/health once the load went on: 200 (%s)" % st)
+proc.terminate()
+check(proc.wait(timeout=30) == 0, "gated server: clean exit")
+# A FIFO as the model is no model file: refused at once, never waited on.
+fifo = os.path.join(T, "fifo.gguf")
+os.mkfifo(fifo)
+port = free_port()
+proc = subprocess.Popen([BIN, "serve", "--port", str(port), "-m", fifo], stdout=open(logp, "wb"),
+                        stderr=subprocess.STDOUT)
 rc = proc.wait(timeout=30)
-check(rc == 1 and "not a regular file" in open(logp, errors="replace").read(), "the load then fails cleanly (rc 1)")
+check(rc == 1 and "not a regular file" in open(logp, errors="replace").read(), "a FIFO model is refused cleanly (rc 1)")
 
 # ---------------------------------------------------------------------------
 # the main server: a llama-server style command line with speculation
@@ -467,6 +485,5 @@ check(st == 200 and [o["type"] for o in j["output"]] == ["message"] and j["outpu
       j["reasoning"]["effort"] == "none", "/v1/responses: reasoning.effort none -> no reasoning, text in the message")
 check(s.stop() == 0, "qwen35 server: clean exit")
 
-import shutil
 shutil.rmtree(T, ignore_errors=True)
 finish()

@@ -357,7 +357,9 @@ msg = ""
 while time.time() - t0 < 10:
     st, _, b = request(s.port, "GET", "/models/jobs/%s" % uuid)
     msg = (jbody(b) or {}).get("message", "")
-    if (jbody(b) or {}).get("downloaded_size", 0) >= 1000:
+    # downloaded_size is LocalAI's human-readable string: watch the partial file
+    part = os.path.join(m13, "slow", "t.gguf.partial")
+    if os.path.exists(part) and os.path.getsize(part) >= 1000:
         break
     time.sleep(0.1)
 check("downloading" in msg, "item 13: the pull is downloading (%s)" % msg)
