@@ -14,6 +14,12 @@ CFLAGS  += -std=c11 -g $(OPT) -Wall -Wextra -pthread -D_GNU_SOURCE -Iinclude -Is
 LDLIBS  += -lm -pthread
 APPLIBS  = -ljansson -lyaml -lcurl -lcrypto -lmicrohttpd
 
+# Every function with external linkage has a prototype in a header: an
+# error for the folders listed (so make test fails on a missing one).
+PROTO_WARN      = -Werror=missing-prototypes -Werror=missing-declarations
+PROTO_WARN_DIRS = base gguf tensor tokenizer model decode chat gallery server cli
+proto_warn = $(if $(filter $(PROTO_WARN_DIRS),$(word 2,$(subst /, ,$(1)))),$(PROTO_WARN))
+
 # Each level's flags, feature for feature what kernels.c checks before it
 # installs that level's table (NEED_AVX2 / NEED_AVX512 / NEED_AMX there).
 AVX2_FLAGS   = -mavx2 -mfma -mf16c
@@ -41,10 +47,12 @@ ifneq ($(SANITIZE),)
 UNIT_SRC := $(filter-out tests/unit/test_noalloc.c,$(UNIT_SRC))
 endif
 UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# Usage examples of the public API, linked against libbdcore.a alone.
+EXAMPLE_BIN = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench oracle bench-compare
+.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench oracle bench-compare readme-archs check-layers
 
-all: $(BUILD)/blockdraft
+all: $(BUILD)/blockdraft $(EXAMPLE_BIN)
 
 $(BUILD)/libbdcore.a: $(CORE_OBJ)
 	@mkdir -p $(@D)
@@ -59,32 +67,53 @@ $(BUILD)/blockdraft: $(BUILD)/src/cli/main.o $(BUILD)/libbdapp.a $(BUILD)/libbdc
 
 $(BUILD)/%_avx2.o: %_avx2.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX2_FLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVX2_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_avxvnni.o: %_avxvnni.c %_avx2.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVXVNNI_FLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVXVNNI_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AVX512_FLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVX512_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_amx.o: %_amx.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(AMX_FLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AMX_FLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) -c -o $@ $<
 
 # gallery/index.yaml is compiled in (.incbin in builtin_index.c).
 $(BUILD)/src/gallery/builtin_index.o: gallery/index.yaml
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a -lcmocka $(APPLIBS) $(LDLIBS) $(TEST_LDFLAGS)
 
-tests: all $(UNIT_BIN)
+# Allocation failure injection: blockdraft's own calls to the allocator go
+# through the test's wrappers (works under ASan too).
+$(BUILD)/tests/test_allocfail: TEST_LDFLAGS = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free \
+    -Wl,--wrap=aligned_alloc,--wrap=posix_memalign,--wrap=strdup
+
+$(BUILD)/examples/%: examples/%.c $(BUILD)/libbdcore.a include/blockdraft.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+
+# Helper programs of the end-to-end tests (not tests themselves).
+TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit $(BUILD)/tests/bd-grammar-check $(BUILD)/tests/bd-open-gate.so
+$(BUILD)/tests/bd-open-gate.so: tests/tools/open_gate.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -Wall -Wextra -fPIC -shared -o $@ $< -ldl
+$(BUILD)/tests/bd-gguf-edit: tests/tools/gguf_edit.c $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+$(BUILD)/tests/bd-grammar-check: tests/tools/grammar_check.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(APPLIBS) $(LDLIBS)
+
+tests: all $(UNIT_BIN) $(TOOL_BIN)
 
 # The unit tests that need only the engine core, linked without the app
 # libraries: what a cross build runs (tests/e2e/cross_aarch64.sh builds
@@ -109,13 +138,23 @@ test: deps
 	@$(MAKE) --no-print-directory debug-bin
 	@tests/run.sh $(BUILD)
 
+# Includes only downwards (base < gguf < tensor < tokenizer < model <
+# decode < chat < gallery < server < cli), one include style, and a core
+# library that exports only bd_* and needs only libc/libm/pthreads
+# (tools/check-layers.sh). make test runs it as e2e_check_layers, which
+# also shows it failing on planted violations.
+check-layers: $(BUILD)/libbdcore.a
+	@tools/check-layers.sh --lib $(BUILD)/libbdcore.a
+
 # ASan + UBSan build of everything, in build-debug/ (run its tests with
-# tests/run.sh build-debug); debug-bin builds only the binary.
-SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# tests/run.sh build-debug); debug-bin builds only the binary and the
+# allocation-failure test (make test runs both: server_load, allocfail_asan).
+SAN_OPT = -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DBD_DEBUG
 debug:
 	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" tests
 debug-bin:
-	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" build-debug/blockdraft
+	@$(MAKE) --no-print-directory BUILD=build-debug SANITIZE=1 OPT="$(SAN_OPT)" build-debug/blockdraft \
+	    build-debug/tests/test_allocfail
 
 # Quick-start demo: stories260K with its DFlash drafter.
 STORIES = ../shared/fixtures/stories260K
@@ -130,10 +169,11 @@ demo: deps all
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_DIR      = build-fuzz
-FUZZ_MAXLEN  ?= 20000
+FUZZ_MAXLEN  ?= 65536
 BD_SHARED    ?= ../shared
-FUZZ_LIB_SRC  = $(wildcard src/gguf/*.c) src/base/base.c src/tensor/types.c src/tensor/quant_ref.c src/tensor/dot_ref.c
 FUZZ_FLAGS    = -std=c11 -g -O1 -D_GNU_SOURCE -pthread -Iinclude -Isrc
+# The engine core built with clang and libFuzzer's coverage, for the loaders.
+FUZZ_SAN      = -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 
 fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds
 	@mkdir -p $(FUZZ_DIR)/corpus
@@ -148,20 +188,28 @@ fuzz: $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/make_seeds
 	    -rss_limit_mb=2048 -print_final_stats=1 -dict=tests/fuzz/gguf.dict \
 	    -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus
 
-$(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) $(HDRS)
+FUZZ_CORE     = $(FUZZ_DIR)/core/libbdcore.a
+ifneq ($(BUILD),$(FUZZ_DIR)/core)
+.PHONY: $(FUZZ_CORE)
+$(FUZZ_CORE):
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_DIR)/core CC=$(FUZZ_CC) OPT="-O1 $(FUZZ_SAN)" $(FUZZ_CORE)
+endif
+
+$(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_LIB_SRC) -lm
+	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) -lm
 
-$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) $(HDRS)
+$(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(FUZZ_LIB_SRC) -lm
+	$(CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a -lm
 
 # blockdraft vs llama.cpp v0.5.0 (npm node-llama-cpp@3.22.1, prebuilt CPU
-# libraries) on the same GGUF files and threads: pp, tg, verify curve,
-# DFlash end to end; prints a side-by-side table (tools/bench-compare.sh,
-# BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_THREADS, BENCH_REPS,
-# BENCH_SHAPES, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
+# libraries) on the same GGUF files and threads, once per ISA level the host
+# has (llama.cpp held to the matching CPU variant): pp, tg, verify curve,
+# DFlash end to end; prints side-by-side tables (tools/bench-compare.sh,
+# BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_ISAS, BENCH_THREADS,
+# BENCH_REPS, BENCH_SHAPES, BENCH_BUSY, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
@@ -170,6 +218,10 @@ bench-compare: all
 kbench: $(BUILD)/kbench
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libbdcore.a $(HDRS)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+
+# The README's model table, regenerated from the architecture table.
+readme-archs: all
+	tools/readme-archs.sh $(BUILD)/blockdraft
 
 clean:
 	rm -rf build build-debug build-fuzz build-aarch64

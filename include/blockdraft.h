@@ -1,18 +1,42 @@
 /*
  * blockdraft.h - public API of the blockdraft inference engine.
  *
- * Two opaque handles:
- *   bd_model   - weights of one GGUF file (mmapped, read-only, shareable by
- *                many sessions) plus its tokenizer.
- *   bd_session - one mutable timeline over a model: the KV cache, scratch
- *                buffers, logits of the last forward and the captured
- *                ("tapped") layer inputs. A session can be truncated to any
- *                earlier length, which speculative decoding relies on.
+ * Handles (all opaque; each has a create/open and a free):
+ *   bd_model      - weights of one GGUF file (mmapped, read-only, shareable
+ *                   by many sessions and threads) plus its tokenizer.
+ *   bd_session    - one mutable timeline over a model: the KV cache, scratch
+ *                   buffers, logits of the last forward and the captured
+ *                   ("tapped") layer inputs. A session can be truncated to
+ *                   any earlier length, which speculative decoding and
+ *                   prefix reuse rely on.
+ *   bd_threadpool - worker threads that sessions can share.
+ *   bd_spec       - speculative decoding over a target session.
+ *   bd_textstream - streaming detokenizer.
  *
  * Errors: functions that can fail take (char *err, size_t errlen) and
- * return NULL / false / negative; nothing in the library exits.
- * Threading: one session is used by one thread at a time; it runs its
- * kernels on its own thread pool.
+ * return NULL / false / negative; err (may be NULL) gets a NUL-terminated
+ * message. Nothing in the library exits or prints.
+ *
+ * Lifetimes: an object borrows the objects it is created from and must be
+ * freed before them: a session before its model and thread pool, a bd_spec
+ * before its target session (unless the bd_spec owns it, bd_spec_open) and
+ * its draft model, a textstream before its model. Pointers returned by
+ * accessors are borrowed from the object and stay valid as documented at
+ * each function (until the object is freed, unless said otherwise).
+ *
+ * Threading: a model may be used by any number of threads. A session (and
+ * a bd_spec, and a textstream) is used by one thread at a time. Sessions
+ * that share a bd_threadpool may run on different threads at once (their
+ * parallel sections take turns on the pool's threads).
+ *
+ * Minimal use (examples/simple.c is a complete program):
+ *   bd_model *m = bd_model_open("model.gguf", err, sizeof err);
+ *   bd_session *s = bd_session_create(m, NULL, err, sizeof err);
+ *   int n = bd_tokenize(m, text, strlen(text), true, false, ids, 512);
+ *   bd_gen_params gp = {.n_predict = 64, .sampling = bd_sampler_default_params()};
+ *   bd_generate(s, ids, n, &gp, on_token, user, &stats, err, sizeof err);
+ *   bd_session_free(s);
+ *   bd_model_free(m);
  */
 #ifndef BLOCKDRAFT_H
 #define BLOCKDRAFT_H
@@ -25,26 +49,56 @@
 extern "C" {
 #endif
 
+/* The version of this header; bd_version() gives the library's. */
+#define BD_VERSION_MAJOR 0
+#define BD_VERSION_MINOR 1
+#define BD_VERSION_PATCH 0
+#define BD_VERSION_STRING "0.1.0"
+
+/* The library's version string ("MAJOR.MINOR.PATCH"; static). A program
+ * built against another header than the library it runs with can compare
+ * it with BD_VERSION_STRING. */
+const char *bd_version(void);
+
 typedef struct bd_model bd_model;
 typedef struct bd_session bd_session;
+typedef struct bd_threadpool bd_threadpool;
 
 /* ------------------------------------------------------------------------
  * Model
  * ---------------------------------------------------------------------- */
 
 /* Open a GGUF model (architectures: llama, qwen3; and dflash drafters,
- * which need a target to run). */
+ * which need a target to run). path is not kept. */
 bd_model *bd_model_open(const char *path, char *err, size_t errlen);
+/* After every session, bd_spec and textstream that uses m. NULL is a no-op. */
 void bd_model_free(bd_model *m);
 
-const char *bd_model_arch(const bd_model *m);   /* "llama", "qwen3", "dflash" */
+/* "llama", "qwen3", "dflash"; borrowed, valid until bd_model_free. */
+const char *bd_model_arch(const bd_model *m);
 int32_t bd_model_n_vocab(const bd_model *m);
 int32_t bd_model_n_embd(const bd_model *m);
 int32_t bd_model_n_layer(const bd_model *m);
 int32_t bd_model_n_ctx_train(const bd_model *m);
 uint64_t bd_model_weight_bytes(const bd_model *m); /* bytes of all tensors */
-/* Borrowed; NUL-terminated; NULL if the file has none. */
+/* Borrowed (valid until bd_model_free); NUL-terminated; NULL if the file
+ * has none. */
 const char *bd_model_chat_template(const bd_model *m);
+
+/* Model files are memory-mapped: a file truncated or rewritten in place
+ * while a model uses it (a `cp` over it) makes reads of the lost pages
+ * raise SIGBUS, which kills the process. bd_mmap_guard_install (once, at
+ * start; process-wide: it installs a SIGBUS handler) makes such a fault
+ * recoverable for every file blockdraft maps: the lost pages then read as
+ * zeros, the model stops being intact, and every bd_session_forward (and
+ * DFlash draft) with it fails with "model file ... changed on disk while
+ * in use": reopen the model. Faults anywhere else go to the SIGBUS
+ * disposition that was there before. A file rewritten in place without
+ * being shortened is not noticed here (its pages may change under the
+ * model): compare its size and mtime before use, as `serve` does. */
+bool bd_mmap_guard_install(char *err, size_t errlen);
+/* false once the model's file has been found truncated (see above). */
+bool bd_model_intact(const bd_model *m);
 
 /* ------------------------------------------------------------------------
  * Tokens
@@ -55,18 +109,41 @@ const char *bd_model_chat_template(const bd_model *m);
  * Returns the token count, or -(needed) if max_out is too small. */
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special,
                 bool parse_special, int32_t *out, int max_out);
+/* Tokenize text of which some byte ranges are untrusted -- a chat prompt
+ * rendered from a template (trusted) around users' messages (untrusted):
+ * control tokens (<|im_start|> ...) are matched as with parse_special,
+ * except that no match may cover a byte inside one of the n_plain ranges
+ * plain[2k] .. plain[2k+1] (byte offsets, end exclusive; any order, may
+ * overlap); such text is tokenized as ordinary text, as with parse_special
+ * false. So text a user wrote never becomes a control token, and text
+ * without control-token texts tokenizes exactly as bd_tokenize would.
+ * Returns as bd_tokenize. */
+int bd_tokenize_guarded(const bd_model *m, const char *text, size_t len, bool add_special, const size_t *plain,
+                        int n_plain, int32_t *out, int max_out);
 /* Bytes of one token (control tokens only when render_special).
- * Returns bytes written or -(needed). */
+ * Returns bytes written or -(needed) (nothing written). */
 int bd_token_piece(const bd_model *m, int32_t id, char *buf, int bufsize, bool render_special);
+/* The longest piece of the vocabulary in bytes (with this render_special):
+ * a buffer of this size fits any bd_token_piece. Qwen3's is 128 bytes;
+ * vocabularies with longer tokens exist. 0 without a vocabulary. */
+int bd_token_piece_max(const bd_model *m, bool render_special);
 bool bd_token_is_eog(const bd_model *m, int32_t id);
 
 /* Streaming detokenizer: feed ids one by one, get back only complete UTF-8
- * sequences (a character split across tokens is held until complete). */
+ * sequences (a character split across tokens is held until complete).
+ * The concatenated output equals the decoded ids byte for byte. Borrows m:
+ * free the stream before the model. NULL without a vocabulary or memory. */
 typedef struct bd_textstream bd_textstream;
 bd_textstream *bd_textstream_create(const bd_model *m, bool render_special);
-/* Returns bytes written to out (outsize >= 64 is always enough for one
- * token plus a held tail), or -1 if out is too small. */
+/* The most bytes one push or flush can write: the longest piece plus a
+ * held tail of up to 3 bytes. A buffer of this size never gets -(needed). */
+int bd_textstream_max_bytes(const bd_textstream *ts);
+/* Returns the bytes written to out, or -(bytes needed) when outsize is too
+ * small: then nothing is written and the token is not consumed (push the
+ * same id again with a buffer of at least that size). */
 int bd_textstream_push(bd_textstream *ts, int32_t id, char *out, int outsize);
+/* Emits a held incomplete tail (end of generation). Bytes written, or
+ * -(needed) with nothing consumed. */
 int bd_textstream_flush(bd_textstream *ts, char *out, int outsize);
 void bd_textstream_free(bd_textstream *ts);
 int32_t bd_token_bos(const bd_model *m);
@@ -76,26 +153,60 @@ int32_t bd_token_eos(const bd_model *m);
  * Session
  * ---------------------------------------------------------------------- */
 
+/* Worker threads shared by sessions (bd_session_params.threadpool): N
+ * sessions -- a server's slots -- on one pool of the machine's cores run
+ * at most that many threads, instead of N pools of all cores each. Runs
+ * from sessions on different threads take turns on the pool: each
+ * parallel section (one matmul, one attention pass) gets all of its
+ * threads, and the sections of concurrent forwards interleave, so the CPU
+ * is never oversubscribed; two concurrent generations then each progress
+ * at about half speed. n_threads <= 0: all online CPUs. Free it after
+ * every session that uses it. */
+bd_threadpool *bd_threadpool_create(int32_t n_threads, char *err, size_t errlen);
+void bd_threadpool_free(bd_threadpool *tp);
+int32_t bd_threadpool_n_threads(const bd_threadpool *tp);
+
 typedef struct bd_session_params {
     int32_t n_ctx;      /* KV cache length in tokens; 0 = 4096 */
     int32_t n_batch;    /* max tokens per forward chunk; 0 = 512 */
     int32_t n_outputs;  /* max rows with logits in one BD_LOGITS_ALL forward; 0 = 32 */
-    int32_t n_threads;  /* 0 = all online CPUs */
+    int32_t n_threads;  /* threads of the session's own pool; 0 = all online CPUs */
+    int32_t n_rollback; /* recurrent (hybrid) models: rows a truncation can undo, counted
+                           from the last checkpoint; 0 = n_outputs. See bd_session_truncate. */
     int32_t n_tap;      /* number of layers whose input is captured */
-    const int32_t *tap_layers; /* [n_tap] layer indices (0..n_layer) */
+    const int32_t *tap_layers; /* [n_tap] layer indices (0..n_layer); copied */
+    bd_threadpool *threadpool; /* borrowed, or NULL: the session creates its own pool of
+                                  n_threads (n_threads is ignored when set) */
 } bd_session_params;
 
+/* All zero: the defaults above, a pool of its own. */
 bd_session_params bd_session_default_params(void);
 
+/* p may be NULL (defaults). Borrows m (and p->threadpool). */
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen);
+/* Bytes of the K and V caches a session of n_ctx tokens (0: the default)
+ * of m allocates -- the bulk of a session's memory, and zero-filled at
+ * creation, so all of it resident. 0 for a dflash drafter. For checking
+ * a configuration against the machine before creating sessions. */
+uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx);
+/* Before its model and thread pool. NULL is a no-op. */
 void bd_session_free(bd_session *s);
 
 int32_t bd_session_length(const bd_session *s); /* tokens in the KV cache */
 int32_t bd_session_n_ctx(const bd_session *s);
+/* Bytes of recurrent state the session holds (0 for attention-only
+ * models): both state buffers and the rollback inputs. */
+uint64_t bd_session_recurrent_bytes(const bd_session *s);
 /* Ids of the tokens in the cache, [bd_session_length] of them. Borrowed:
  * valid until the next forward or truncate of s. */
 const int32_t *bd_session_tokens(const bd_session *s);
-/* Drop everything after the first n_keep tokens (n_keep <= length). */
+/* Drop everything after the first n_keep tokens (n_keep <= length).
+ * Attention-only models truncate anywhere. Models with recurrent layers
+ * (qwen35, qwen35moe) keep the inputs of the last rows (n_rollback, from
+ * the last checkpoint: a forward that does not fit starts a new one) and
+ * truncate exactly -- to the state plain decoding would have -- within
+ * them, or to 0; a deeper truncation returns false and leaves the session
+ * unchanged. */
 bool bd_session_truncate(bd_session *s, int32_t n_keep);
 
 enum bd_logits_mode {
@@ -113,10 +224,12 @@ enum bd_logits_mode {
 bool bd_session_forward(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode,
                         char *err, size_t errlen);
 /* Logits row i of the last forward ([n_vocab] floats); i < number of rows
- * with logits (all rows for ALL, 1 for LAST). NULL when out of range. */
+ * with logits (all rows for ALL, 1 for LAST). NULL when out of range.
+ * Borrowed: valid until the next forward of s. */
 const float *bd_session_logits(const bd_session *s, int32_t i);
 /* Tapped inputs of the last forward (last chunk): [rows][n_tap][n_embd]
- * floats; *rows receives the row count. NULL when no layers are tapped. */
+ * floats; *rows receives the row count. NULL when no layers are tapped.
+ * Borrowed: valid until the next forward of s. */
 const float *bd_session_taps(const bd_session *s, int32_t *rows);
 
 /* ------------------------------------------------------------------------
@@ -129,9 +242,18 @@ typedef struct bd_sampler_params {
     float top_p;       /* >= 1: off */
     float min_p;       /* <= 0: off */
     uint64_t seed;
+    /* Repetition penalty (llama.cpp's penalty_repeat / penalty_last_n), applied
+     * first, to the raw logits, at every temperature (greedy included): each
+     * distinct token among the last repeat_last_n tokens of the history
+     * (prompt + generated) has its logit divided by repeat_penalty when
+     * positive, multiplied when <= 0. */
+    float repeat_penalty;   /* 1.0 = off (0, as in a zeroed struct, reads as 1.0) */
+    int32_t repeat_last_n;  /* history length penalized: 0 = off, -1 = all of it */
 } bd_sampler_params;
 
-bd_sampler_params bd_sampler_default_params(void); /* llama.cpp defaults: T 0.8, k 40, p 0.95, min_p 0.05 */
+/* llama.cpp defaults: T 0.8, k 40, p 0.95, min_p 0.05, repeat_penalty 1.0
+ * (off), repeat_last_n 64, a random seed. */
+bd_sampler_params bd_sampler_default_params(void);
 
 typedef struct bd_spec_stats {
     char type[24];          /* "none", "draft-dflash", ... */
@@ -146,27 +268,39 @@ typedef struct bd_spec_stats {
 } bd_spec_stats;
 
 typedef struct bd_gen_stats {
-    int32_t n_prompt;
+    int32_t n_prompt;        /* prompt tokens */
+    int32_t n_prompt_cached; /* of which kept from the session's cache (not forwarded) */
     int32_t n_gen;
     double prompt_ms;
     double gen_ms;
-    double prompt_tps;
+    double prompt_tps;       /* forwarded prompt tokens (n_prompt - n_prompt_cached) per second */
     double gen_tps;
     bool stopped_eog;
     bd_spec_stats spec;
 } bd_gen_stats;
 
-/* Called once per emitted token. Return false to stop generation. */
+/* Called once per emitted token, on the generating thread, before the
+ * next forward. Return false to stop generation. */
 typedef bool (*bd_token_cb)(int32_t token, void *user);
+
+/* Grammar-constrained generation (GBNF; src/decode/grammar.h). */
+typedef struct bd_grammar bd_grammar;
 
 typedef struct bd_gen_params {
     int32_t n_predict;          /* max new tokens; < 0: until EOG or context end */
     bd_sampler_params sampling;
     bool ignore_eog;            /* do not stop at end-of-generation tokens */
+    bd_grammar *grammar;        /* optional: every sampled token obeys it, generation ends when it is
+                                   complete and allows nothing else; NULL = unconstrained. Borrowed;
+                                   one generation at a time per grammar. */
 } bd_gen_params;
 
-/* Prefill prompt (the session must be empty or hold a prefix of it) and
- * generate. Tokens are reported through cb. */
+/* Prefill prompt and generate; tokens are reported through cb.
+ * Prefix reuse: whatever s holds, the longest common prefix of
+ * bd_session_tokens(s) and prompt stays in the cache (at most n_prompt - 1
+ * tokens: the last prompt token is always forwarded, for its logits) and
+ * only the rest is forwarded; the output is the same as from an empty
+ * session. stats->n_prompt_cached says how many were kept. */
 bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
                  bd_token_cb cb, void *user, bd_gen_stats *stats, char *err, size_t errlen);
 
@@ -197,35 +331,65 @@ typedef struct bd_spec_params {
 } bd_spec_params;
 
 bd_spec_params bd_spec_default_params(void);
-const char *bd_spec_type_name(bd_spec_type t);
+const char *bd_spec_type_name(bd_spec_type t); /* static string */
 /* "none", "draft-dflash", "draft-simple", "ngram-simple" -> type; false if unknown. */
 bool bd_spec_type_parse(const char *s, bd_spec_type *out);
 /* The spec type a draft file implies (arch dflash -> DFLASH, else SIMPLE). */
 bd_spec_type bd_spec_type_for_draft(const bd_model *draft);
 
+/* Does the DFlash drafter fit the target (width, taps within the target's
+ * trunk, mask id and vocabulary, same tokenizer)? The checks the gallery
+ * runs at install; false with the first failure in err. Run it before
+ * creating the target session with the drafter's tap layers. */
+bool bd_dflash_check_pair(const bd_model *target, const bd_model *draft, char *err, size_t errlen);
+
 /* Target layers a DFlash drafter taps; the target session must be created
- * with exactly these as tap_layers. Returns the count (0 if not dflash). */
+ * with exactly these as tap_layers. Writes them to layers[0..count) and
+ * returns the count; 0 if draft is not a DFlash drafter; -(count) when max
+ * is smaller than the count, and then nothing is written. (At most 16;
+ * bd_spec_session_create does all of this in one call.) */
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max);
 
 typedef struct bd_spec bd_spec;
 
 /* target: a session of the target model (for DFlash created with the
  * drafter's tap layers); draft: the draft model (NULL for ngram-simple).
- * Checks that the pair fits. n_max above the drafter's limit is clamped,
- * with a warning in warn (may be NULL). */
+ * Borrows both: free the bd_spec first. Checks that the pair fits. n_max
+ * above the drafter's limit is clamped, with a warning in warn (may be
+ * NULL). The drafter's state (DFlash context, draft-simple session) runs
+ * on the target session's threads. */
 bd_spec *bd_spec_create(bd_session *target, bd_model *draft, const bd_spec_params *p, char *warn,
                         size_t warnlen, char *err, size_t errlen);
+
+/* Speculative decoding set up in one call: creates the target session
+ * from sp (sp may be NULL; for draft-dflash with the drafter's tap layers,
+ * whatever sp->n_tap says) and the bd_spec that drives it. The bd_spec
+ * owns that session: bd_spec_session returns it and bd_spec_free frees it.
+ * spp->type must not be BD_SPEC_NONE (bd_spec_type_for_draft picks the
+ * type a draft file implies). Borrows target, draft, sp->threadpool. */
+bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params *sp, const bd_spec_params *spp,
+                      char *warn, size_t warnlen, char *err, size_t errlen);
+/* The target session a bd_spec drives (borrowed; valid until bd_spec_free,
+ * or until the caller frees it when it created the session itself). */
+bd_session *bd_spec_session(bd_spec *sp);
+
+/* Frees the drafter state (and the session bd_spec_open created). */
 void bd_spec_free(bd_spec *sp);
 int32_t bd_spec_n_max(const bd_spec *sp);
 
 /* Observe every speculative step: the anchor's position and id, the
  * drafted tokens and how many of them the target accepted. For tests that
- * compare drafts step by step with another engine. fn NULL turns it off. */
+ * compare drafts step by step with another engine. fn NULL turns it off.
+ * drafts is borrowed for the duration of the call. */
 typedef void (*bd_spec_trace_fn)(void *user, int32_t pos, int32_t anchor, const int32_t *drafts,
                                  int32_t n_drafts, int32_t n_accepted);
 void bd_spec_set_trace(bd_spec *sp, bd_spec_trace_fn fn, void *user);
 
-/* Like bd_generate, speculatively. stats->spec is filled in. */
+/* Like bd_generate (prefix reuse included), speculatively, on the bd_spec's
+ * target session. The drafter's state is reused with the target's: the
+ * DFlash context keeps its rows for the common prefix (capped by what it
+ * holds), the draft-simple session its matching tokens. stats->spec is
+ * filled in. */
 bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
                       bd_token_cb cb, void *user, bd_gen_stats *stats, char *err, size_t errlen);
 

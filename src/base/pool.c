@@ -9,11 +9,19 @@
  * the core for a while (on an oversubscribed machine the thread being
  * waited for needs it), then block on a condition variable so an idle pool
  * sleeps.
+ *
+ * Sharing: several sessions may run on one pool (the public bd_threadpool)
+ * from different threads at once. Runs are serialized by run_mu: each
+ * parallel section gets all of the pool's threads in turn, so N sessions
+ * never use more than the pool's threads (no oversubscription), and their
+ * forwards interleave section by section. The calling thread is thread 0
+ * of its own runs only.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "base.h"
+#include "blockdraft.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -32,6 +40,11 @@ struct bd_pool {
     pthread_t *threads;    /* [n-1] */
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_mutex_t run_mu; /* one run at a time (callers on several threads) */
+#ifdef BD_DEBUG
+    pthread_t owner;        /* the thread running, while running */
+    int running;            /* atomic */
+#endif
     bd_pool_fn fn;
     void *ctx;
     int generation;        /* bumped by each run; atomic */
@@ -92,6 +105,7 @@ bd_pool *bd_pool_create(int n_threads) {
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_mutex_init(&p->run_mu, NULL);
     if (n_threads > 1) {
         p->threads = calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!p->threads) {
@@ -127,6 +141,7 @@ void bd_pool_free(bd_pool *p) {
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->run_mu);
     free(p->threads);
     free(p);
 }
@@ -138,6 +153,13 @@ void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    /* not reentrant: fn calling bd_pool_run on its own pool would deadlock */
+    BD_ASSERT(!(__atomic_load_n(&p->running, __ATOMIC_ACQUIRE) && pthread_equal(p->owner, pthread_self())));
+    pthread_mutex_lock(&p->run_mu);
+#ifdef BD_DEBUG
+    p->owner = pthread_self();
+    __atomic_store_n(&p->running, 1, __ATOMIC_RELEASE);
+#endif
     p->fn = fn;
     p->ctx = ctx;
     __atomic_store_n(&p->pending, p->n - 1, __ATOMIC_RELEASE);
@@ -156,4 +178,31 @@ void bd_pool_run(bd_pool *p, bd_pool_fn fn, void *ctx) {
             sched_yield();
         }
     }
+#ifdef BD_DEBUG
+    __atomic_store_n(&p->running, 0, __ATOMIC_RELEASE);
+#endif
+    pthread_mutex_unlock(&p->run_mu);
 }
+
+/* ------------------------------------------------------------------------
+ * The public bd_threadpool: a bd_pool that sessions borrow.
+ * ---------------------------------------------------------------------- */
+
+bd_threadpool *bd_threadpool_create(int32_t n_threads, char *err, size_t errlen) {
+    bd_threadpool *tp = calloc(1, sizeof *tp);
+    if (tp) tp->pool = bd_pool_create(n_threads);
+    if (!tp || !tp->pool) {
+        free(tp);
+        bd_err(err, errlen, "cannot create a thread pool of %d threads", (int)n_threads);
+        return NULL;
+    }
+    return tp;
+}
+
+void bd_threadpool_free(bd_threadpool *tp) {
+    if (!tp) return;
+    bd_pool_free(tp->pool);
+    free(tp);
+}
+
+int32_t bd_threadpool_n_threads(const bd_threadpool *tp) { return bd_pool_size(tp->pool); }

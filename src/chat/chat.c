@@ -2,7 +2,8 @@
  * chat.c - chat prompt rendering on top of the Jinja engine, llama.cpp input
  * normalizations, and the reasoning/content splitter.
  */
-#include "chat/chat.h"
+#include "chat.h"
+#include "../base/base.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +30,6 @@ struct chat_template {
     bool supports_typed_content; /* [{"type":"text",...}] content renders as its text */
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ========================================================================
  * Rendering
@@ -62,18 +55,18 @@ static bool set_str(jinja_ctx *cx, const char *name, const char *s) {
 /* Reject shapes no template can handle; everything else is the template's business. */
 static bool validate_messages(const json_t *msgs, char *err, size_t errlen) {
     if (!json_is_array(msgs)) {
-        errf(err, errlen, "messages must be an array");
+        bd_err(err, errlen, "messages must be an array");
         return false;
     }
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
         if (!json_is_object(m)) {
-            errf(err, errlen, "messages[%zu] must be an object", i);
+            bd_err(err, errlen, "messages[%zu] must be an object", i);
             return false;
         }
         if (!json_is_string(json_object_get(m, "role"))) {
-            errf(err, errlen, "messages[%zu].role must be a string", i);
+            bd_err(err, errlen, "messages[%zu].role must be a string", i);
             return false;
         }
     }
@@ -182,6 +175,38 @@ fail:
     return NULL;
 }
 
+/* Roles are request text too, but templates build control tokens from
+ * them ('<|' + role + '|>' in Phi-3's): the known ones stay trusted. */
+static bool trusted_role(const char *key, const char *value, size_t len, void *user) {
+    (void)user;
+    static const char *const roles[] = {"system", "user", "assistant", "tool", "developer"};
+    if (strcmp(key, "role") != 0) return false;
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        if (strlen(roles[i]) == len && memcmp(roles[i], value, len) == 0) return true;
+    return false;
+}
+
+/* Runs of set flags as spans. */
+static bool taint_spans(const uint8_t *t, size_t n, chat_span **out, size_t *nout) {
+    *out = NULL;
+    *nout = 0;
+    if (!t) return true;
+    size_t cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i] && (i == 0 || !t[i - 1])) cnt++;
+    if (!cnt) return true;
+    chat_span *s = malloc(cnt * sizeof *s);
+    if (!s) return false;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] && (i == 0 || !t[i - 1])) s[k].start = i;
+        if (t[i] && (i + 1 == n || !t[i + 1])) s[k++].end = i + 1;
+    }
+    *out = s;
+    *nout = cnt;
+    return true;
+}
+
 static char *apply_inner(const chat_template *t, const chat_params *p, size_t *out_len, bool *is_user_error,
                          char *err, size_t errlen) {
     bool user_dummy;
@@ -197,11 +222,11 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     }
     if (p->tools && !json_is_array(p->tools) && !json_is_null(p->tools)) {
         *is_user_error = true;
-        errf(err, errlen, "tools must be an array");
+        bd_err(err, errlen, "tools must be an array");
         return NULL;
     }
     if (p->extra_kwargs && !json_is_object(p->extra_kwargs)) {
-        errf(err, errlen, "chat template kwargs must be an object");
+        bd_err(err, errlen, "chat template kwargs must be an object");
         *is_user_error = true;
         return NULL;
     }
@@ -210,7 +235,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     if (p->llamacpp_compat) {
         norm = llamacpp_normalize(p->messages, t->supports_system, t->supports_typed_content);
         if (!norm) {
-            errf(err, errlen, "out of memory");
+            bd_err(err, errlen, "out of memory");
             return NULL;
         }
         msgs = norm;
@@ -219,12 +244,13 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     char *out = NULL;
     jinja_ctx *cx = jinja_ctx_create(p->limits);
     if (!cx) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         goto done;
     }
     bool ok = jinja_ctx_define_hf_globals(cx, p->fixed_now);
-    jinja_value *mv = ok ? jinja_from_json(cx, msgs) : NULL;
-    jinja_value *tv = mv ? jinja_from_json(cx, tools) : NULL; /* NULL json -> None */
+    /* the request's strings are untrusted: the output says where they went */
+    jinja_value *mv = ok ? jinja_from_json_untrusted(cx, msgs, trusted_role, NULL) : NULL;
+    jinja_value *tv = mv ? jinja_from_json_untrusted(cx, tools, NULL, NULL) : NULL; /* NULL json -> None */
     ok = mv && tv && jinja_ctx_set(cx, "messages", mv) && jinja_ctx_set(cx, "tools", tv) &&
          jinja_ctx_set(cx, "add_generation_prompt", jinja_bool(cx, p->add_generation_prompt));
     if (ok && t->bos) ok = set_str(cx, "bos_token", t->bos);
@@ -233,7 +259,7 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
         const char *k;
         json_t *v;
         json_object_foreach((json_t *)p->extra_kwargs, k, v) {
-            jinja_value *jv = jinja_from_json(cx, v);
+            jinja_value *jv = jinja_from_json_untrusted(cx, v, NULL, NULL);
             if (!jv || !jinja_ctx_set(cx, k, jv)) {
                 ok = false;
                 break;
@@ -242,18 +268,27 @@ static char *apply_inner(const chat_template *t, const chat_params *p, size_t *o
     }
     if (!ok) {
         /* conversion fails only on limits (nesting) or memory */
-        errf(err, errlen, "could not convert the request for the chat template (too deeply nested or out of memory)");
+        bd_err(err, errlen, "could not convert the request for the chat template (too deeply nested or out of memory)");
         *is_user_error = true;
         goto done;
     }
-    out = jinja_render(t->tpl, cx, out_len, jerr);
-    if (!out) {
+    size_t n_out = 0;
+    uint8_t *taint = NULL;
+    out = jinja_render_taint(t->tpl, cx, &n_out, &taint, jerr);
+    if (out_len) *out_len = n_out;
+    if (out && p->user_spans && p->n_user_spans && !taint_spans(taint, n_out, p->user_spans, p->n_user_spans)) {
+        free(out);
+        out = NULL;
+        bd_err(err, errlen, "out of memory");
+    }
+    free(taint);
+    if (!out && jerr->kind != JINJA_OK) {
         *is_user_error = is_user_kind(jerr->kind);
-        if (jerr->kind == JINJA_ERR_RAISE) errf(err, errlen, "%s", jerr->msg);
+        if (jerr->kind == JINJA_ERR_RAISE) bd_err(err, errlen, "%s", jerr->msg);
         else {
             char buf[700];
             jinja_error_format(jerr, buf, sizeof buf);
-            errf(err, errlen, "chat template: %s", buf);
+            bd_err(err, errlen, "chat template: %s", buf);
         }
     }
 done:
@@ -266,45 +301,56 @@ char *chat_template_apply(const chat_template *t, const chat_params *p, size_t *
                           char *err, size_t errlen) {
     if (!t || !p) {
         if (is_user_error) *is_user_error = false;
-        errf(err, errlen, "no template");
+        bd_err(err, errlen, "no template");
         return NULL;
     }
     return apply_inner(t, p, out_len, is_user_error, err, errlen);
 }
 
-/* Render one probe conversation; true when the output contains needle and none of the avoid strings. */
-static bool probe(chat_template *t, json_t *msgs, const char *needle, const char *avoid1, const char *avoid2) {
-    if (!msgs) return false;
-    chat_params p = {.messages = msgs, .add_generation_prompt = false};
-    char err[256];
+/* Render one probe conversation; true when the output contains needle and
+ * none of the avoid strings. A template error means "no"; running out of
+ * memory sets *oom (the answer would be a guess). */
+static bool probe(chat_template *t, json_t *msgs, const char *needle, const char *avoid1, const char *avoid2,
+                  bool *oom) {
+    if (!msgs) {
+        *oom = true;
+        return false;
+    }
+    jinja_error je;
+    chat_params p = {.messages = msgs, .add_generation_prompt = false, .error_out = &je};
+    char err[256] = "";
     bool ue;
     char *out = apply_inner(t, &p, NULL, &ue, err, sizeof err);
+    if (!out && (je.kind == JINJA_ERR_NOMEM || !strcmp(err, "out of memory"))) *oom = true;
     bool r = out && strstr(out, needle) && !(avoid1 && strstr(out, avoid1)) && !(avoid2 && strstr(out, avoid2));
     free(out);
     json_decref(msgs);
     return r;
 }
 
-/* Capability probes in the spirit of llama.cpp's template caps detection. */
-static void probe_caps(chat_template *t) {
+/* Capability probes in the spirit of llama.cpp's template caps detection.
+ * false when memory ran out. */
+static bool probe_caps(chat_template *t) {
+    bool oom = false;
     t->supports_system = probe(t,
                                json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", "<System Needle>",
                                          "role", "user", "content", "Hey"),
-                               "<System Needle>", NULL, NULL);
+                               "<System Needle>", NULL, NULL, &oom);
     /* typed parts must come out as their text, not as a Python repr of the list */
     t->supports_typed_content =
         probe(t, json_pack("[{s:s, s:[{s:s, s:s}]}]", "role", "user", "content", "type", "text", "text", "<Typed Needle>"),
-              "<Typed Needle>", "'text'", "\"text\"");
+              "<Typed Needle>", "'text'", "\"text\"", &oom);
+    return !oom;
 }
 
 chat_template *chat_template_create(const char *src, const char *bos, const char *eos, char *err, size_t errlen) {
     if (!src) {
-        errf(err, errlen, "no chat template");
+        bd_err(err, errlen, "no chat template");
         return NULL;
     }
     chat_template *t = calloc(1, sizeof *t);
     if (!t) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         return NULL;
     }
     jinja_error je;
@@ -313,16 +359,20 @@ chat_template *chat_template_create(const char *src, const char *bos, const char
     if (!t->tpl) {
         char buf[700];
         jinja_error_format(&je, buf, sizeof buf);
-        errf(err, errlen, "chat template: %s", buf);
+        bd_err(err, errlen, "chat template: %s", buf);
         free(t);
         return NULL;
     }
     if ((bos && !(t->bos = strdup(bos))) || (eos && !(t->eos = strdup(eos)))) {
-        errf(err, errlen, "out of memory");
+        bd_err(err, errlen, "out of memory");
         chat_template_free(t);
         return NULL;
     }
-    probe_caps(t);
+    if (!probe_caps(t)) {
+        bd_err(err, errlen, "out of memory");
+        chat_template_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -345,14 +395,14 @@ char *chat_render(const char *template_src, const json_t *messages, const json_t
     jinja_error je;
     jinja_options o = jinja_options_hf();
     if (!template_src) {
-        errf(err, errlen, "no chat template");
+        bd_err(err, errlen, "no chat template");
         return NULL;
     }
     t.tpl = jinja_template_parse(template_src, strlen(template_src), &o, &je);
     if (!t.tpl) {
         char buf[700];
         jinja_error_format(&je, buf, sizeof buf);
-        errf(err, errlen, "chat template: %s", buf);
+        bd_err(err, errlen, "chat template: %s", buf);
         return NULL;
     }
     t.bos = (char *)bos_token;
@@ -375,14 +425,7 @@ static const char OPEN_TAG[] = "<think>", CLOSE_TAG[] = "</think>";
 
 static bool text_put(chat_text *t, const char *s, size_t n) {
     if (n == 0) return true;
-    if (t->n + n + 1 > t->cap) {
-        size_t nc = t->cap ? t->cap : 64;
-        while (nc < t->n + n + 1) nc *= 2;
-        char *p = realloc(t->p, nc);
-        if (!p) return false;
-        t->p = p;
-        t->cap = nc;
-    }
+    if (!bd_grow(&t->p, &t->cap, t->n + n + 1, 1)) return false;
     memcpy(t->p + t->n, s, n);
     t->n += n;
     t->p[t->n] = 0;

@@ -19,7 +19,7 @@
 #ifndef BD_CHAT_H
 #define BD_CHAT_H
 
-#include "chat/jinja.h"
+#include "jinja.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -56,6 +56,11 @@ void chat_template_free(chat_template *t);
  * the output). Computed at create time. */
 bool chat_template_supports_system(const chat_template *t);
 
+/* A byte range [start, end) of a rendered prompt. */
+typedef struct chat_span {
+    size_t start, end;
+} chat_span;
+
 typedef struct chat_params {
     const json_t *messages;      /* array (required) */
     const json_t *tools;         /* array or NULL (-> None) */
@@ -70,6 +75,18 @@ typedef struct chat_params {
      * user message (joined with "\n"). */
     bool llamacpp_compat;
     jinja_error *error_out;      /* optional: the structured error on failure */
+    /* Optional: where the request's text landed. On success *user_spans
+     * (malloc'd, free(); NULL when *n_user_spans is 0) gets the increasing,
+     * disjoint byte ranges of the output that came from the messages,
+     * tools and extra_kwargs (every string and key in them, except roles
+     * that are one of system, user, assistant, tool, developer) rather than
+     * from the template -- through whatever the template did to them
+     * (jinja_from_json_untrusted). A caller tokenizes the prompt with
+     * control tokens matched only outside these ranges
+     * (bd_tokenize_guarded), so message text never becomes a control
+     * token (prompt injection). */
+    chat_span **user_spans;
+    size_t *n_user_spans;
 } chat_params;
 
 /* Render with a parsed template. *out_len (optional) gets the length. */

@@ -126,9 +126,26 @@ jinja_value *jinja_str(jinja_ctx *cx, const char *s, size_t len);
  * out-of-memory or nesting deeper than 256. UTF-8 validity is jansson's. */
 jinja_value *jinja_from_json(jinja_ctx *cx, const json_t *j);
 
+/* The same for untrusted input (a request's messages and tools): every
+ * string, and every object key, is tainted -- the render output tells
+ * which of its bytes came from them (jinja_render_taint), whatever the
+ * template does with the strings (slices, splits, strips and joins keep
+ * the flags byte for byte; rewriting operations such as upper, escape,
+ * tojson or %-formatting taint their whole output). A string that is the
+ * value of object member `key` stays clean when trusted(key, value, len,
+ * user) returns true (e.g. a role the caller has validated); trusted may
+ * be NULL. */
+typedef bool (*jinja_trust_fn)(const char *key, const char *value, size_t len, void *user);
+jinja_value *jinja_from_json_untrusted(jinja_ctx *cx, const json_t *j, jinja_trust_fn trusted, void *user);
+
 /* Render. Returns a malloc'd NUL-terminated string (length in *out_len when
  * out_len != NULL), or NULL with err filled. */
 char *jinja_render(const jinja_template *t, jinja_ctx *cx, size_t *out_len, jinja_error *err);
+
+/* jinja_render, and in *taint (malloc'd, [*out_len] flags, free()) which
+ * output bytes came from untrusted input; *taint is NULL when none did. */
+char *jinja_render_taint(const jinja_template *t, jinja_ctx *cx, size_t *out_len, uint8_t **taint,
+                         jinja_error *err);
 
 /* Convenience: parse + render with the given globals object (a jansson
  * object whose members become globals), HF options and default limits.

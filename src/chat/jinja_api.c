@@ -2,7 +2,7 @@
  * jinja_api.c - the public surface of jinja.h: parsing, render contexts,
  * globals, value constructors, rendering, error formatting.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +184,12 @@ bool jinja_ctx_define_hf_globals(jinja_ctx *c, const struct tm *fixed_now) {
  * ====================================================================== */
 
 char *jinja_render(const jinja_template *t, jinja_ctx *c, size_t *out_len, jinja_error *err) {
+    return jinja_render_taint(t, c, out_len, NULL, err);
+}
+
+char *jinja_render_taint(const jinja_template *t, jinja_ctx *c, size_t *out_len, uint8_t **taint,
+                         jinja_error *err) {
+    if (taint) *taint = NULL;
     jinja_error local;
     if (!err) err = &local;
     memset(err, 0, sizeof *err);
@@ -219,6 +225,8 @@ char *jinja_render(const jinja_template *t, jinja_ctx *c, size_t *out_len, jinja
         out.p[0] = 0;
     }
     if (out_len) *out_len = out.n;
+    if (taint) *taint = out.t; /* NULL when no byte is tainted */
+    else free(out.t);
     return out.p;
 }
 

@@ -10,7 +10,7 @@
  * Every function that can fail returns NULL/false after recording the first
  * error in cx (jx_fail); callers just propagate.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -160,8 +160,8 @@ static jinja_value *scope_lookup(jx_scope *s, const char *name, size_t len) {
  * Output capture
  * ====================================================================== */
 
-static bool out_put(jx_ctx *cx, const char *s, size_t n, const jx_node *at) {
-    if (!jx_buf_put(cx->out, s, n)) {
+static bool out_put_t(jx_ctx *cx, const char *s, size_t n, const uint8_t *taint, const jx_node *at) {
+    if (!jx_buf_put_t(cx->out, s, n, taint)) {
         if (cx->out->over_limit)
             jx_fail(cx, JINJA_ERR_LIMIT, at, "template output exceeds %zu bytes", cx->lim.max_output);
         else jx_fail(cx, JINJA_ERR_NOMEM, at, "out of memory");
@@ -170,8 +170,10 @@ static bool out_put(jx_ctx *cx, const char *s, size_t n, const jx_node *at) {
     return true;
 }
 
+static bool out_put(jx_ctx *cx, const char *s, size_t n, const jx_node *at) { return out_put_t(cx, s, n, NULL, at); }
+
 static bool out_value(jx_ctx *cx, jinja_value *v, const jx_node *at) {
-    if (v->kind == JV_STR) return out_put(cx, v->u.str.s, v->u.str.len, at);
+    if (v->kind == JV_STR) return out_put_t(cx, v->u.str.s, v->u.str.len, v->u.str.taint, at);
     if (v->kind == JV_UNDEF) return true;
     jv_write_str(cx->out, v);
     if (cx->out->failed) return out_put(cx, "", 1, at); /* report the failure */
@@ -188,7 +190,7 @@ static jinja_value *capture(jx_ctx *cx, jx_scope *sc, jx_node **list, size_t n) 
     bool ok = exec_body(cx, sc, list, n);
     cx->out = saved;
     jinja_value *r = NULL;
-    if (ok) r = jv_str_copy(cx, buf.p ? buf.p : "", buf.n);
+    if (ok) r = jv_str_from_buf(cx, &buf);
     jx_buf_free(&buf);
     return r;
 }
@@ -287,14 +289,14 @@ jinja_value *jx_getitem(jx_ctx *cx, jinja_value *obj, jinja_value *key, const jx
                 int64_t n = (int64_t)len;
                 if (i < 0) i += n;
                 if (i < 0 || i >= n) return undef_element(cx, obj, key);
-                return jv_str_ref(cx, s + i, 1);
+                return jv_str_sub(cx, obj, (size_t)i, 1);
             }
             size_t nc;
             size_t *off = jx_utf8_offsets(cx, s, len, &nc);
             if (!off) return jx_fail_oom(cx, at);
             if (i < 0) i += (int64_t)nc;
             if (i < 0 || i >= (int64_t)nc) return undef_element(cx, obj, key);
-            return jv_str_ref(cx, s + off[i], off[i + 1] - off[i]);
+            return jv_str_sub(cx, obj, off[i], off[i + 1] - off[i]);
         }
     }
     return undef_element(cx, obj, key);
@@ -390,7 +392,9 @@ static jinja_value *do_slice(jx_ctx *cx, jinja_value *obj, jinja_value *vs[3], c
         jinja_value *r = jv_list_new(cx, (size_t)count);
         if (!r) return NULL;
         r->is_tuple = obj->is_tuple;
-        for (int64_t k = 0, i = start; k < count; k++, i += step) r->u.list->items[k] = obj->u.list->items[i];
+        /* i = start + k*step: only indices of the slice are ever formed
+         * (an i += step after the last one could overflow for a huge step) */
+        for (int64_t k = 0; k < count; k++) r->u.list->items[k] = obj->u.list->items[start + k * step];
         r->u.list->n = (size_t)count;
         return r;
     }
@@ -398,16 +402,18 @@ static jinja_value *do_slice(jx_ctx *cx, jinja_value *obj, jinja_value *vs[3], c
     if (step == 1) {
         if (count == 0) return &jx_empty_str;
         size_t b = off ? off[start] : (size_t)start, e = off ? off[start + count] : (size_t)(start + count);
-        jinja_value *r = jv_str_ref(cx, s + b, e - b);
+        jinja_value *r = jv_str_sub(cx, obj, b, e - b);
         if (r && r != &jx_empty_str) r->is_ascii = obj->is_ascii;
         return r;
     }
     jx_buf b = {.limit = cx->lim.max_output};
-    for (int64_t k = 0, i = start; k < count; k++, i += step) {
-        if (off) jx_buf_put(&b, s + off[i], off[i + 1] - off[i]);
-        else jx_buf_putc(&b, s[i]);
+    const uint8_t *t = obj->u.str.taint;
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = start + k * step; /* |k*step| <= |stop - start|: no overflow */
+        size_t o = off ? off[i] : (size_t)i, l = off ? off[i + 1] - off[i] : 1;
+        jx_buf_put_t(&b, s + o, l, t ? t + o : NULL);
     }
-    jinja_value *r = b.failed ? jx_fail_oom(cx, at) : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = b.failed ? jx_fail_oom(cx, at) : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -451,7 +457,16 @@ static jinja_value *repeat(jx_ctx *cx, jinja_value *seq, int64_t times, const jx
         if (!p) return jx_fail_oom(cx, at);
         for (int64_t k = 0; k < times; k++) memcpy(p + (size_t)k * seq->u.str.len, seq->u.str.s, seq->u.str.len);
         jinja_value *r = jv_str_ref(cx, p, total);
-        if (r && r != &jx_empty_str) r->is_ascii = seq->is_ascii;
+        if (r && r != &jx_empty_str) {
+            r->is_ascii = seq->is_ascii;
+            if (seq->u.str.taint) {
+                uint8_t *t = jx_arena_alloc(&cx->arena, total);
+                if (!t) return jx_fail_oom(cx, at);
+                for (int64_t k = 0; k < times; k++)
+                    memcpy(t + (size_t)k * seq->u.str.len, seq->u.str.taint, seq->u.str.len);
+                r->u.str.taint = t;
+            }
+        }
         return r;
     }
     uint64_t total;
@@ -479,7 +494,16 @@ static jinja_value *binop(jx_ctx *cx, jx_op op, jinja_value *a, jinja_value *b, 
         memcpy(p, sa->u.str.s, sa->u.str.len);
         memcpy(p + sa->u.str.len, sb->u.str.s, sb->u.str.len);
         jinja_value *r = jv_str_ref(cx, p, n);
-        if (r && r != &jx_empty_str) r->is_ascii = sa->is_ascii && sb->is_ascii;
+        if (r && r != &jx_empty_str) {
+            r->is_ascii = sa->is_ascii && sb->is_ascii;
+            if (sa->u.str.taint || sb->u.str.taint) { /* the flags follow the bytes */
+                uint8_t *t = jx_arena_alloc(&cx->arena, n);
+                if (!t) return jx_fail_oom(cx, at);
+                if (sa->u.str.taint) memcpy(t, sa->u.str.taint, sa->u.str.len);
+                if (sb->u.str.taint) memcpy(t + sa->u.str.len, sb->u.str.taint, sb->u.str.len);
+                r->u.str.taint = t;
+            }
+        }
         return r;
     }
     if (a->kind == JV_UNDEF) return jx_fail_undef(cx, a, at);
@@ -749,7 +773,7 @@ static jinja_value *eval_inner(jx_ctx *cx, jx_scope *sc, const jx_node *nd) {
             if (k->kind != JV_STR)
                 return jx_fail(cx, JINJA_ERR_UNSUPPORTED, nd->list[i], "only string dict keys are supported");
             jinja_value *v = eval(cx, sc, nd->list2[i]);
-            if (!v || !jv_dict_set(cx, d, k->u.str.s, k->u.str.len, v)) return NULL;
+            if (!v || !jv_dict_set_v(cx, d, k, v)) return NULL;
         }
         return d;
     }

@@ -8,7 +8,7 @@
  * Undefined inputs behave as Jinja's default Undefined: string filters see
  * "", sequence filters see an empty sequence, tojson raises.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -247,7 +247,8 @@ F(escape) {
         default: jx_buf_putc(&b, c);
         }
     }
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    if (jv_str_tainted(s)) jx_buf_taint_from(&b, 0);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -264,9 +265,9 @@ F(center) {
     int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
     jx_buf b = {0};
     for (int64_t i = 0; i < left; i++) jx_buf_putc(&b, ' ');
-    jx_buf_put(&b, s->u.str.s, s->u.str.len);
+    jx_buf_put_t(&b, s->u.str.s, s->u.str.len, s->u.str.taint);
     for (int64_t i = 0; i < pad - left; i++) jx_buf_putc(&b, ' ');
-    jinja_value *r = b.failed ? jx_fail_oom(cx, at) : jv_str_copy(cx, b.p, b.n);
+    jinja_value *r = b.failed ? jx_fail_oom(cx, at) : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -277,10 +278,12 @@ F(indent) {
     if (!s) return NULL;
     jinja_value *w = jx_arg(a, 0, "width"), *first = jx_arg(a, 1, "first"), *blank = jx_arg(a, 2, "blank");
     const char *ind = "    ";
+    const uint8_t *ind_t = NULL;
     size_t il = 4;
     char spaces[256];
     if (w && w->kind == JV_STR) {
         ind = w->u.str.s;
+        ind_t = w->u.str.taint;
         il = w->u.str.len;
     } else if (w && w->kind == JV_INT) {
         int64_t k = w->u.i < 0 ? 0 : w->u.i > 255 ? 255 : w->u.i;
@@ -290,9 +293,10 @@ F(indent) {
     }
     /* s += "\n"; lines = s.splitlines() (newline-only approximation) */
     const char *p = s->u.str.s;
+    const uint8_t *pt = s->u.str.taint;
     size_t n = s->u.str.len;
     jx_buf b = {.limit = cx->lim.max_output};
-    if (first && jv_truthy(first)) jx_buf_put(&b, ind, il);
+    if (first && jv_truthy(first)) jx_buf_put_t(&b, ind, il, ind_t);
     size_t i = 0;
     bool firstline = true;
     while (i <= n) {
@@ -302,14 +306,14 @@ F(indent) {
         if (!firstline) {
             jx_buf_putc(&b, '\n');
             bool empty = e == i;
-            if (!empty || (blank && jv_truthy(blank))) jx_buf_put(&b, ind, il);
+            if (!empty || (blank && jv_truthy(blank))) jx_buf_put_t(&b, ind, il, ind_t);
         }
-        jx_buf_put(&b, p + i, e - i);
+        jx_buf_put_t(&b, p + i, e - i, pt ? pt + i : NULL);
         firstline = false;
         if (e >= n) break;
         i = e + 1;
     }
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -508,14 +512,12 @@ F(reverse) {
         size_t nc;
         size_t *off = jx_utf8_offsets(cx, v->u.str.s, v->u.str.len, &nc);
         if (!off) return jx_fail_oom(cx, at);
-        char *p = jx_arena_alloc(&cx->arena, v->u.str.len + 1);
-        if (!p) return jx_fail_oom(cx, at);
-        size_t o = 0;
-        for (size_t k = nc; k-- > 0;) {
-            memcpy(p + o, v->u.str.s + off[k], off[k + 1] - off[k]);
-            o += off[k + 1] - off[k];
-        }
-        return jv_str_ref(cx, p, o);
+        jx_buf b = {0};
+        const uint8_t *t = v->u.str.taint;
+        for (size_t k = nc; k-- > 0;) jx_buf_put_t(&b, v->u.str.s + off[k], off[k + 1] - off[k], t ? t + off[k] : NULL);
+        jinja_value *r = b.failed ? jx_fail_oom(cx, at) : jv_str_from_buf(cx, &b);
+        jx_buf_free(&b);
+        return r;
     }
     jinja_value **items;
     size_t n;
@@ -555,10 +557,10 @@ F(join) {
                 return NULL;
             }
         }
-        if (i) jx_buf_put(&b, sep->u.str.s, sep->u.str.len);
+        if (i) jx_buf_put_t(&b, sep->u.str.s, sep->u.str.len, sep->u.str.taint);
         jv_write_str(&b, x);
     }
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -773,7 +775,7 @@ F(pprint) {
     CHECK(0, NULL, "pprint");
     jx_buf b = {.limit = cx->lim.max_output};
     jv_write_repr(&b, v);
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -888,7 +890,12 @@ F(tojson) {
         jx_buf_free(&b);
         return NULL;
     }
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    /* separators or an indent string from untrusted input: all of it is */
+    if ((ind && jv_str_tainted(ind)) ||
+        (sep && sep->kind == JV_LIST && sep->u.list->n == 2 &&
+         (jv_str_tainted(sep->u.list->items[0]) || jv_str_tainted(sep->u.list->items[1]))))
+        jx_buf_taint_from(&b, 0);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }

@@ -7,7 +7,8 @@
 #ifndef BD_JINJA_INT_H
 #define BD_JINJA_INT_H
 
-#include "chat/jinja.h"
+#include "../base/base.h"
+#include "jinja.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -31,20 +32,40 @@ void *jx_arena_alloc(jx_arena *a, size_t n); /* zeroed, 16-aligned; NULL on fail
 void jx_arena_free(jx_arena *a);
 char *jx_arena_strdup(jx_arena *a, const char *s, size_t n); /* NUL-terminated copy */
 
-/* Growable byte buffer (malloc'd) with a size cap. */
+/* Growable byte buffer (malloc'd) with a size cap, and the taint of its
+ * bytes (see "Taint" below): t[i] != 0 when byte i came from untrusted
+ * input; t is NULL while no tainted byte was put. */
 typedef struct jx_buf {
     char *p;
+    uint8_t *t;           /* [cap] or NULL */
     size_t n, cap, limit; /* limit 0 = unlimited */
     bool failed;          /* over limit or out of memory; further appends are ignored */
     bool over_limit;
 } jx_buf;
+/* Clean bytes (template text, numbers, punctuation the engine writes). */
 bool jx_buf_put(jx_buf *b, const char *s, size_t n);
 bool jx_buf_putc(jx_buf *b, char c);
 bool jx_buf_printf(jx_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Bytes with their taint (taint NULL: clean). */
+bool jx_buf_put_t(jx_buf *b, const char *s, size_t n, const uint8_t *taint);
+/* Mark bytes [from, b->n) tainted: the output of a transformation (escape,
+ * repr, json, case mapping, printf) of a string that had a tainted byte. */
+bool jx_buf_taint_from(jx_buf *b, size_t from);
 void jx_buf_free(jx_buf *b);
 
 /* ------------------------------------------------------------------------
  * Values
+ *
+ * Taint: a string may carry a per-byte flag array saying which of its
+ * bytes came from untrusted input (jinja_from_json_untrusted: the request's
+ * messages and tools). Every operation that derives a string from strings
+ * carries the flags along: slices, splits, strips and concatenations byte
+ * for byte; transformations that rewrite bytes (case mapping, escaping,
+ * repr, json, %-formatting) taint their whole output when any input byte
+ * was tainted. The render's output keeps the flags (jinja_render_taint),
+ * so a caller can tell template text from user text, whatever the
+ * template did with the text (chat.c: control tokens are only matched in
+ * template text).
  * ---------------------------------------------------------------------- */
 
 typedef enum jv_kind {
@@ -87,6 +108,7 @@ typedef struct jv_dict {
     size_t *klen;      /* [n] */
     jinja_value **vals; /* [n] */
     size_t n, cap;
+    bool keys_tainted; /* some key came from untrusted input: every key reads as tainted */
 } jv_dict;
 
 typedef struct jv_macro {
@@ -112,6 +134,7 @@ struct jinja_value {
         struct {
             const char *s;
             size_t len;
+            const uint8_t *taint; /* [len] flags, or NULL (all clean) */
         } str;
         jv_list *list;
         jv_dict *dict; /* JV_DICT and JV_NS */
@@ -138,9 +161,21 @@ jinja_value *jv_new(jx_ctx *cx, jv_kind k);
 jinja_value *jv_int(jx_ctx *cx, int64_t i);
 jinja_value *jv_float(jx_ctx *cx, double f);
 jinja_value *jv_bool(bool b);
-jinja_value *jv_str_ref(jx_ctx *cx, const char *s, size_t n); /* no copy */
-jinja_value *jv_str_copy(jx_ctx *cx, const char *s, size_t n);
+jinja_value *jv_str_ref(jx_ctx *cx, const char *s, size_t n); /* no copy; clean */
+jinja_value *jv_str_copy(jx_ctx *cx, const char *s, size_t n); /* clean */
 jinja_value *jv_str_cstr(jx_ctx *cx, const char *s);
+/* Substring [off, off + n) of string v, sharing its bytes and taint. */
+jinja_value *jv_str_sub(jx_ctx *cx, const jinja_value *v, size_t off, size_t n);
+/* A string from a buffer's bytes and taint (copied into the arena). */
+jinja_value *jv_str_from_buf(jx_ctx *cx, const jx_buf *b);
+/* A string from bytes with the given taint flags (copied; taint NULL: clean). */
+jinja_value *jv_str_copy_t(jx_ctx *cx, const char *s, size_t n, const uint8_t *taint);
+/* Whether any byte of string v is tainted. */
+bool jv_str_tainted(const jinja_value *v);
+/* Key i of a dict as a string value (tainted when the dict's keys are). */
+jinja_value *jv_dict_key(jx_ctx *cx, const jinja_value *d, size_t i);
+/* Insert with a key given as a string value (its taint marks the dict's keys). */
+bool jv_dict_set_v(jx_ctx *cx, jinja_value *d, const jinja_value *key, jinja_value *v);
 jinja_value *jv_list_new(jx_ctx *cx, size_t cap);
 bool jv_list_push(jx_ctx *cx, jinja_value *l, jinja_value *v);
 jinja_value *jv_dict_new(jx_ctx *cx, size_t cap);

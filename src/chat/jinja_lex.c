@@ -13,7 +13,7 @@
  * Inside tags, "}}" / "%}" only end the tag outside (), [], {} (Jinja's
  * balancing stack).
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

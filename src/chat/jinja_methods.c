@@ -9,7 +9,7 @@
  * Case mapping covers ASCII, Latin-1, Greek and Cyrillic basic letters;
  * other scripts are left unchanged (Python would map e.g. U+0101).
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +92,15 @@ jinja_value *jx_str_case(jx_ctx *cx, jinja_value *sv, int mode) {
         idx++;
     }
     jinja_value *v = jv_str_ref(cx, out, o);
-    if (v && v != &jx_empty_str) v->is_ascii = sv->is_ascii;
+    if (v && v != &jx_empty_str) {
+        v->is_ascii = sv->is_ascii;
+        if (jv_str_tainted(sv)) { /* bytes rewritten: all of the output is tainted */
+            uint8_t *t = jx_arena_alloc(&cx->arena, o);
+            if (!t) return jx_fail_oom(cx, NULL);
+            memset(t, 1, o);
+            v->u.str.taint = t;
+        }
+    }
     return v;
 }
 
@@ -129,49 +137,53 @@ jinja_value *jx_str_strip(jx_ctx *cx, jinja_value *sv, jinja_value *chars, bool 
         if (e < b) e = b;
     }
     if (b == 0 && e == n) return sv;
-    jinja_value *v = jv_str_ref(cx, s + b, e - b);
+    jinja_value *v = jv_str_sub(cx, sv, b, e - b);
     if (v && v != &jx_empty_str) v->is_ascii = sv->is_ascii;
     return v;
 }
 
 jinja_value *jx_str_replace(jx_ctx *cx, jinja_value *sv, jinja_value *old, jinja_value *new_, int64_t count) {
     const char *s = sv->u.str.s;
+    const uint8_t *t = sv->u.str.taint, *nt = new_->u.str.taint;
     size_t n = sv->u.str.len, ol = old->u.str.len;
     jx_buf b = {.limit = cx->lim.max_output};
     int64_t done = 0;
+    /* kept pieces keep their flags, inserted copies of new_ carry new_'s */
+#define PUT_S(from, len) jx_buf_put_t(&b, s + (from), (len), t ? t + (from) : NULL)
     if (ol == 0) {
         /* Python inserts `new` between every character and at both ends */
         size_t i = 0;
         while (count < 0 || done < count) {
-            jx_buf_put(&b, new_->u.str.s, new_->u.str.len);
+            jx_buf_put_t(&b, new_->u.str.s, new_->u.str.len, nt);
             done++;
             if (i >= n) break;
             size_t st = i;
             jx_utf8_next(s, n, &i);
-            jx_buf_put(&b, s + st, i - st);
+            PUT_S(st, i - st);
         }
-        if (i < n) jx_buf_put(&b, s + i, n - i);
+        if (i < n) PUT_S(i, n - i);
     } else {
         size_t i = 0;
         while (i < n) {
             const char *hit = (count < 0 || done < count) ? memmem(s + i, n - i, old->u.str.s, ol) : NULL;
             if (!hit) {
-                jx_buf_put(&b, s + i, n - i);
+                PUT_S(i, n - i);
                 break;
             }
             size_t h = (size_t)(hit - s);
-            jx_buf_put(&b, s + i, h - i);
-            jx_buf_put(&b, new_->u.str.s, new_->u.str.len);
+            PUT_S(i, h - i);
+            jx_buf_put_t(&b, new_->u.str.s, new_->u.str.len, nt);
             i = h + ol;
             done++;
         }
     }
+#undef PUT_S
     if (b.failed) {
         bool lim = b.over_limit;
         jx_buf_free(&b);
         return lim ? jx_fail(cx, JINJA_ERR_LIMIT, NULL, "string too large") : jx_fail_oom(cx, NULL);
     }
-    jinja_value *r = jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -272,11 +284,11 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
             for (;;) {
                 const char *hit = (maxsplit < 0 || done < maxsplit) ? memmem(s + i, n - i, p, pl) : NULL;
                 if (!hit) {
-                    if (!jv_list_push(cx, out, jv_str_ref(cx, s + i, n - i))) return NULL;
+                    if (!jv_list_push(cx, out, jv_str_sub(cx, self, i, n - i))) return NULL;
                     break;
                 }
                 size_t h = (size_t)(hit - s);
-                if (!jv_list_push(cx, out, jv_str_ref(cx, s + i, h - i))) return NULL;
+                if (!jv_list_push(cx, out, jv_str_sub(cx, self, i, h - i))) return NULL;
                 i = h + pl;
                 done++;
                 if (!jx_count_iter(cx, 1, at)) return NULL;
@@ -294,10 +306,10 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
                             break;
                         }
                 if (h < 0) {
-                    if (!jv_list_push(cx, out, jv_str_ref(cx, s, e))) return NULL;
+                    if (!jv_list_push(cx, out, jv_str_sub(cx, self, 0, e))) return NULL;
                     break;
                 }
-                if (!jv_list_push(cx, out, jv_str_ref(cx, s + h + pl, e - (size_t)h - pl))) return NULL;
+                if (!jv_list_push(cx, out, jv_str_sub(cx, self, h + pl, e - (size_t)h - pl))) return NULL;
                 e = (size_t)h;
                 done++;
                 if (!jx_count_iter(cx, 1, at)) return NULL;
@@ -318,7 +330,7 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
                 if (maxsplit >= 0 && done >= maxsplit) {
                     /* rest, with trailing whitespace stripped? Python keeps it for split(None, k) */
                     size_t e = n;
-                    if (!jv_list_push(cx, out, jv_str_ref(cx, s + i, e - i))) return NULL;
+                    if (!jv_list_push(cx, out, jv_str_sub(cx, self, i, e - i))) return NULL;
                     break;
                 }
                 size_t b = i;
@@ -327,7 +339,7 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
                     if (jx_is_space_cp(jx_utf8_next(s, n, &q))) break;
                     i = q;
                 }
-                if (!jv_list_push(cx, out, jv_str_ref(cx, s + b, i - b))) return NULL;
+                if (!jv_list_push(cx, out, jv_str_sub(cx, self, b, i - b))) return NULL;
                 done++;
                 if (!jx_count_iter(cx, 1, at)) return NULL;
             }
@@ -346,7 +358,7 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
                 }
                 if (k <= 0) break;
                 if (maxsplit >= 0 && done >= maxsplit) {
-                    if (!jv_list_push(cx, out, jv_str_ref(cx, s, off[k]))) return NULL;
+                    if (!jv_list_push(cx, out, jv_str_sub(cx, self, 0, off[k]))) return NULL;
                     break;
                 }
                 int64_t e = k;
@@ -355,7 +367,7 @@ static jinja_value *split_impl(jx_ctx *cx, jinja_value *self, jx_args *a, const 
                     if (jx_is_space_cp(jx_utf8_next(s, n, &q))) break;
                     k--;
                 }
-                if (!jv_list_push(cx, out, jv_str_ref(cx, s + off[k], off[e] - off[k]))) return NULL;
+                if (!jv_list_push(cx, out, jv_str_sub(cx, self, off[k], off[e] - off[k]))) return NULL;
                 done++;
                 if (!jx_count_iter(cx, 1, at)) return NULL;
             }
@@ -404,7 +416,7 @@ static jinja_value *m_splitlines(jx_ctx *cx, jinja_value *self, jx_args *a, cons
             }
             i++;
         }
-        if (!jv_list_push(cx, out, jv_str_ref(cx, s + b, (keep ? i : e) - b))) return NULL;
+        if (!jv_list_push(cx, out, jv_str_sub(cx, self, b, (keep ? i : e) - b))) return NULL;
         if (!jx_count_iter(cx, 1, at)) return NULL;
     }
     return out;
@@ -508,10 +520,10 @@ static jinja_value *m_sjoin(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_
             return jx_fail(cx, JINJA_ERR_TYPE, at, "sequence item %zu: expected str instance, %s found", i,
                            jv_type_name(items[i]));
         }
-        if (i) jx_buf_put(&b, self->u.str.s, self->u.str.len);
-        jx_buf_put(&b, items[i]->u.str.s, items[i]->u.str.len);
+        if (i) jx_buf_put_t(&b, self->u.str.s, self->u.str.len, self->u.str.taint);
+        jx_buf_put_t(&b, items[i]->u.str.s, items[i]->u.str.len, items[i]->u.str.taint);
     }
-    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
     jx_buf_free(&b);
     return r;
 }
@@ -545,6 +557,7 @@ static jinja_value *m_isupper(jx_ctx *cx, jinja_value *s, jx_args *a, const jx_n
 /* str.format with {} / {0} / {name} fields and {{ }} escapes; no format specs. */
 static jinja_value *m_format(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_node *at) {
     const char *s = self->u.str.s;
+    const uint8_t *t = self->u.str.taint; /* literal text keeps its flags */
     size_t n = self->u.str.len;
     jx_buf b = {.limit = cx->lim.max_output};
     size_t auto_idx = 0;
@@ -552,10 +565,10 @@ static jinja_value *m_format(jx_ctx *cx, jinja_value *self, jx_args *a, const jx
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
         if (c == '{' && i + 1 < n && s[i + 1] == '{') {
-            jx_buf_putc(&b, '{');
+            jx_buf_put_t(&b, s + i, 1, t ? t + i : NULL);
             i++;
         } else if (c == '}' && i + 1 < n && s[i + 1] == '}') {
-            jx_buf_putc(&b, '}');
+            jx_buf_put_t(&b, s + i, 1, t ? t + i : NULL);
             i++;
         } else if (c == '{') {
             size_t j = i + 1;
@@ -592,9 +605,9 @@ static jinja_value *m_format(jx_ctx *cx, jinja_value *self, jx_args *a, const jx
         } else if (c == '}') {
             jx_fail(cx, JINJA_ERR_VALUE, at, "Single '}' encountered in format string");
             goto out;
-        } else jx_buf_putc(&b, c);
+        } else jx_buf_put_t(&b, s + i, 1, t ? t + i : NULL);
     }
-    r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
 out:
     jx_buf_free(&b);
     return r;
@@ -611,7 +624,7 @@ static jinja_value *m_items(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_
     if (!out) return NULL;
     for (size_t i = 0; i < d->n; i++) {
         jinja_value *t = jv_list_new(cx, 2);
-        jinja_value *k = jv_str_ref(cx, d->keys[i], d->klen[i]);
+        jinja_value *k = jv_dict_key(cx, self, i);
         if (!t || !k) return NULL;
         t->is_tuple = 1;
         t->u.list->items[0] = k;
@@ -629,7 +642,7 @@ static jinja_value *m_keys(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_n
     jinja_value *out = jv_list_new(cx, d->n);
     if (!out) return NULL;
     for (size_t i = 0; i < d->n; i++)
-        if (!(out->u.list->items[i] = jv_str_ref(cx, d->keys[i], d->klen[i]))) return NULL;
+        if (!(out->u.list->items[i] = jv_dict_key(cx, self, i))) return NULL;
     out->u.list->n = d->n;
     return out;
 }
@@ -738,12 +751,13 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
         na = args->u.list->n;
     } else single[0] = args;
     const char *s = fmt->u.str.s;
+    const uint8_t *t = fmt->u.str.taint; /* literal text keeps its flags */
     size_t n = fmt->u.str.len;
     jx_buf b = {.limit = cx->lim.max_output};
     jinja_value *r = NULL;
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '%') {
-            jx_buf_putc(&b, s[i]);
+            jx_buf_put_t(&b, s + i, 1, t ? t + i : NULL);
             continue;
         }
         if (++i >= n) {
@@ -769,18 +783,38 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
             }
             i = j + 1;
         }
-        char spec[32] = "%";
-        size_t sl = 1;
-        while (i < n && strchr("-0+ ", s[i]) && sl < 8) spec[sl++] = s[i++];
-        while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 16) spec[sl++] = s[i++];
+        /* flags, width, precision: the numbers are parsed (saturating) and
+         * checked against the output budget before anything is formatted,
+         * so '%999999999d' costs an error, not a gigabyte (the template is
+         * untrusted input) */
+        char flags[8];
+        size_t nf = 0;
+        while (i < n && strchr("-0+ ", s[i]) && nf < sizeof flags - 1) flags[nf++] = s[i++];
+        flags[nf] = 0;
+        size_t width = 0, prec = 0;
+        bool has_prec = false;
+        while (i < n && s[i] >= '0' && s[i] <= '9') width = width > SIZE_MAX / 20 ? SIZE_MAX / 2 : width * 10 + (size_t)(s[i++] - '0');
         if (i < n && s[i] == '.') {
-            spec[sl++] = s[i++];
-            while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 24) spec[sl++] = s[i++];
+            has_prec = true;
+            i++;
+            while (i < n && s[i] >= '0' && s[i] <= '9') prec = prec > SIZE_MAX / 20 ? SIZE_MAX / 2 : prec * 10 + (size_t)(s[i++] - '0');
         }
         if (i >= n) {
             jx_fail(cx, JINJA_ERR_VALUE, at, "incomplete format");
             goto out;
         }
+        size_t budget = b.limit ? b.limit : cx->lim.max_memory ? cx->lim.max_memory : SIZE_MAX / 2;
+        size_t room = budget > b.n ? budget - b.n : 0;
+        if (width > room || (has_prec && prec > room && s[i] != 's' && s[i] != 'r')) {
+            jx_fail(cx, JINJA_ERR_LIMIT, at, "format width or precision larger than the output limit of %zu bytes",
+                    budget);
+            goto out;
+        }
+        char spec[40] = "%", num[24] = "";
+        if (width) snprintf(num, sizeof num, "%zu", width);
+        if (has_prec) snprintf(spec, sizeof spec, "%%%s%s.%zu", flags, num, prec);
+        else snprintf(spec, sizeof spec, "%%%s%s", flags, num);
+        size_t sl = strlen(spec);
         char conv = s[i];
         if (!v) {
             if (ai >= na || dict) {
@@ -790,14 +824,27 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
             v = av[ai++];
         }
         if (conv == 's' || conv == 'r') {
+            /* Python's semantics: the precision cuts and the width pads in
+             * characters (code points), not bytes */
             jx_buf tmp = {.limit = cx->lim.max_output};
             if (conv == 's') jv_write_str(&tmp, v);
             else jv_write_repr(&tmp, v);
-            spec[sl++] = '.';
-            spec[sl++] = '*';
-            spec[sl++] = 's';
-            spec[sl] = 0;
-            jx_buf_printf(&b, spec, (int)tmp.n, tmp.p ? tmp.p : "");
+            const char *tp = tmp.p ? tmp.p : "";
+            size_t keep = tmp.n, chars = 0;
+            for (size_t k = 0; k < tmp.n; chars++) {
+                if (has_prec && chars == prec) {
+                    keep = k;
+                    break;
+                }
+                jx_utf8_next(tp, tmp.n, &k);
+            }
+            size_t pad = width > chars ? width - chars : 0;
+            bool left = strchr(flags, '-') != NULL;
+            size_t from = b.n;
+            for (size_t k = 0; !left && k < pad; k++) jx_buf_putc(&b, ' ');
+            jx_buf_put(&b, tp, keep);
+            for (size_t k = 0; left && k < pad; k++) jx_buf_putc(&b, ' ');
+            if (tmp.t) jx_buf_taint_from(&b, from); /* padded: the whole field */
             jx_buf_free(&tmp);
         } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X') {
             int64_t x;
@@ -834,7 +881,7 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
         jx_fail(cx, JINJA_ERR_TYPE, at, "not all arguments converted during string formatting");
         goto out;
     }
-    r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_copy(cx, b.p ? b.p : "", b.n);
+    r = b.failed ? jx_fail(cx, JINJA_ERR_LIMIT, at, "string too large") : jv_str_from_buf(cx, &b);
 out:
     jx_buf_free(&b);
     return r;
@@ -870,8 +917,12 @@ static jinja_value *g_range(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_
     jinja_value *out = jv_list_new(cx, (size_t)count);
     if (!out) return NULL;
     int64_t v = start;
-    for (uint64_t k = 0; k < count; k++, v += step)
+    for (uint64_t k = 0; k < count; k++) {
         if (!(out->u.list->items[k] = jv_int(cx, v))) return NULL;
+        /* step to the next element only when there is one: it lies in the
+         * range, so this never overflows (range(1, 2, 2**63-1) would) */
+        if (k + 1 < count) v += step;
+    }
     out->u.list->n = (size_t)count;
     return out;
 }
@@ -884,6 +935,7 @@ static bool merge_kwargs(jx_ctx *cx, jinja_value *d, jx_args *a, const jx_node *
     if (a->npos == 1) {
         jinja_value *src = a->pos[0];
         if (src->kind == JV_DICT || src->kind == JV_NS) {
+            if (src->u.dict->keys_tainted) d->u.dict->keys_tainted = true;
             for (size_t i = 0; i < src->u.dict->n; i++)
                 if (!jv_dict_set(cx, d, src->u.dict->keys[i], src->u.dict->klen[i], src->u.dict->vals[i])) return false;
         } else if (src->kind == JV_LIST) {
@@ -894,7 +946,7 @@ static bool merge_kwargs(jx_ctx *cx, jinja_value *d, jx_args *a, const jx_node *
                     return false;
                 }
                 jinja_value *k = p->u.list->items[0];
-                if (!jv_dict_set(cx, d, k->u.str.s, k->u.str.len, p->u.list->items[1])) return false;
+                if (!jv_dict_set_v(cx, d, k, p->u.list->items[1])) return false;
             }
         } else if (src->kind != JV_UNDEF) {
             jx_fail(cx, JINJA_ERR_TYPE, at, "'%s' object is not iterable", jv_type_name(src));

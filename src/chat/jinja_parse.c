@@ -22,7 +22,7 @@
  *   N_CMP a=left list=operands s=ops (one jx_op byte per operand)
  *   N_COND a=then b=test c=else(NULL)  N_NSREF s=namespace name, a->s = attribute
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <stdio.h>
 #include <string.h>

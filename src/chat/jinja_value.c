@@ -2,7 +2,7 @@
  * jinja_value.c - arena, byte buffer, values and their Python semantics:
  * str(), repr(), json.dumps(), ==, ordering, len(), iteration, UTF-8.
  */
-#include "chat/jinja_int.h"
+#include "jinja_int.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -77,7 +77,22 @@ char *jx_arena_strdup(jx_arena *a, const char *s, size_t n) {
  * Buffer
  * ====================================================================== */
 
-bool jx_buf_put(jx_buf *b, const char *s, size_t n) {
+static bool any_flag(const uint8_t *t, size_t n) {
+    if (!t) return false;
+    for (size_t i = 0; i < n; i++)
+        if (t[i]) return true;
+    return false;
+}
+
+/* Allocate the taint array (all clean so far). */
+static bool buf_taint_init(jx_buf *b) {
+    if (b->t) return true;
+    b->t = calloc(b->cap ? b->cap : 1, 1);
+    if (!b->t) b->failed = true;
+    return b->t != NULL;
+}
+
+bool jx_buf_put_t(jx_buf *b, const char *s, size_t n, const uint8_t *taint) {
     if (b->failed) return false;
     if (n == 0) return true;
     if (b->limit && (b->n + n > b->limit || b->n + n < b->n)) {
@@ -85,47 +100,51 @@ bool jx_buf_put(jx_buf *b, const char *s, size_t n) {
         return false;
     }
     if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1) nc *= 2;
-        char *p = realloc(b->p, nc);
-        if (!p) {
+        size_t cap = b->cap, tcap = b->cap; /* t, when present, has p's capacity */
+        if (!bd_grow(&b->p, &cap, b->n + n + 1, 1) || (b->t && !bd_grow(&b->t, &tcap, cap, 1))) {
             b->failed = true;
             return false;
         }
-        b->p = p;
-        b->cap = nc;
+        b->cap = cap;
     }
+    if (taint && any_flag(taint, n) && !buf_taint_init(b)) return false;
     memcpy(b->p + b->n, s, n);
+    if (b->t) {
+        if (taint) memcpy(b->t + b->n, taint, n);
+        else memset(b->t + b->n, 0, n);
+    }
     b->n += n;
     b->p[b->n] = 0;
     return true;
 }
 
+bool jx_buf_put(jx_buf *b, const char *s, size_t n) { return jx_buf_put_t(b, s, n, NULL); }
+
 bool jx_buf_putc(jx_buf *b, char c) { return jx_buf_put(b, &c, 1); }
 
+bool jx_buf_taint_from(jx_buf *b, size_t from) {
+    if (b->failed) return false;
+    if (from >= b->n) return true;
+    if (!buf_taint_init(b)) return false;
+    memset(b->t + from, 1, b->n - from);
+    return true;
+}
+
 bool jx_buf_printf(jx_buf *b, const char *fmt, ...) {
-    char tmp[256];
+    bd_buf tmp = {0};
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    bool ok = bd_buf_vprintf(&tmp, fmt, ap);
     va_end(ap);
-    if (n < 0) return false;
-    if ((size_t)n < sizeof tmp) return jx_buf_put(b, tmp, (size_t)n);
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->failed = true;
-        return false;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    bool ok = jx_buf_put(b, big, (size_t)n);
-    free(big);
+    if (ok) ok = jx_buf_put(b, tmp.p ? tmp.p : "", tmp.n);
+    else b->failed = true;
+    bd_buf_free(&tmp);
     return ok;
 }
 
 void jx_buf_free(jx_buf *b) {
     free(b->p);
+    free(b->t);
     memset(b, 0, sizeof *b);
 }
 
@@ -133,53 +152,18 @@ void jx_buf_free(jx_buf *b) {
  * UTF-8
  * ====================================================================== */
 
+/* base.h's decoder; an invalid byte reads as one character whose code is
+ * the byte itself (not U+FFFD), as this engine has always counted it. */
 uint32_t jx_utf8_next(const char *s, size_t n, size_t *i) {
-    const unsigned char *u = (const unsigned char *)s;
     size_t k = *i;
-    unsigned c = u[k];
-    if (c < 0x80) {
-        *i = k + 1;
-        return c;
-    }
-    int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (len == 1 || k + (size_t)len > n) {
-        *i = k + 1;
-        return c; /* invalid byte: one char */
-    }
-    uint32_t cp = c & (0xFF >> (len + 1));
-    for (int j = 1; j < len; j++) {
-        if ((u[k + j] & 0xC0) != 0x80) {
-            *i = k + 1;
-            return c;
-        }
-        cp = (cp << 6) | (u[k + j] & 0x3F);
-    }
-    *i = k + (size_t)len;
+    int used;
+    uint32_t cp = bd_utf8_decode((const uint8_t *)s + k, n - k, &used);
+    if (used == 1 && (unsigned char)s[k] >= 0x80) cp = (unsigned char)s[k];
+    *i = k + (size_t)used;
     return cp;
 }
 
-int jx_utf8_encode(uint32_t cp, char *o) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+int jx_utf8_encode(uint32_t cp, char *o) { return bd_utf8_encode(cp, (uint8_t *)o); }
 
 size_t jx_utf8_len(const char *s, size_t n) {
     size_t i = 0, c = 0;
@@ -260,6 +244,53 @@ jinja_value *jv_str_copy(jx_ctx *cx, const char *s, size_t n) {
 }
 
 jinja_value *jv_str_cstr(jx_ctx *cx, const char *s) { return jv_str_copy(cx, s, strlen(s)); }
+
+jinja_value *jv_str_copy_t(jx_ctx *cx, const char *s, size_t n, const uint8_t *taint) {
+    jinja_value *r = jv_str_copy(cx, s, n);
+    if (!r || r == &jx_empty_str || !any_flag(taint, n)) return r;
+    uint8_t *t = jx_arena_alloc(&cx->arena, n);
+    if (!t) return jx_fail_oom(cx, NULL);
+    memcpy(t, taint, n);
+    r->u.str.taint = t;
+    return r;
+}
+
+jinja_value *jv_str_from_buf(jx_ctx *cx, const jx_buf *b) {
+    return jv_str_copy_t(cx, b->p ? b->p : "", b->n, b->t);
+}
+
+jinja_value *jv_str_sub(jx_ctx *cx, const jinja_value *v, size_t off, size_t n) {
+    BD_ASSERT(v->kind == JV_STR && off <= v->u.str.len && n <= v->u.str.len - off);
+    jinja_value *r = jv_str_ref(cx, v->u.str.s + off, n);
+    if (r && r != &jx_empty_str && v->u.str.taint) r->u.str.taint = v->u.str.taint + off;
+    return r;
+}
+
+bool jv_str_tainted(const jinja_value *v) {
+    return v->kind == JV_STR && any_flag(v->u.str.taint, v->u.str.len);
+}
+
+/* A run of n tainted flags in the arena (shared by all keys of a tainted dict). */
+static const uint8_t *all_tainted(jx_ctx *cx, size_t n) {
+    uint8_t *t = jx_arena_alloc(&cx->arena, n ? n : 1);
+    if (t) memset(t, 1, n);
+    return t;
+}
+
+jinja_value *jv_dict_key(jx_ctx *cx, const jinja_value *dv, size_t i) {
+    const jv_dict *d = dv->u.dict;
+    jinja_value *k = jv_str_ref(cx, d->keys[i], d->klen[i]);
+    if (k && k != &jx_empty_str && d->keys_tainted) {
+        k->u.str.taint = all_tainted(cx, d->klen[i]);
+        if (!k->u.str.taint) return jx_fail_oom(cx, NULL);
+    }
+    return k;
+}
+
+bool jv_dict_set_v(jx_ctx *cx, jinja_value *dv, const jinja_value *key, jinja_value *v) {
+    if (jv_str_tainted(key)) dv->u.dict->keys_tainted = true;
+    return jv_dict_set(cx, dv, key->u.str.s, key->u.str.len, v);
+}
 
 jinja_value *jv_list_new(jx_ctx *cx, size_t cap) {
     jinja_value *v = jv_new(cx, JV_LIST);
@@ -544,7 +575,7 @@ static bool cp_nonprintable(uint32_t c) {
     return false;
 }
 
-static bool write_str_repr(jx_buf *b, const char *s, size_t n) {
+static bool write_str_repr_clean(jx_buf *b, const char *s, size_t n) {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = (has_sq && !has_dq) ? '"' : '\'';
     jx_buf_putc(b, q);
@@ -567,6 +598,13 @@ static bool write_str_repr(jx_buf *b, const char *s, size_t n) {
     return jx_buf_putc(b, q);
 }
 
+/* repr() of a string; its output is tainted when any input byte was. */
+static bool write_str_repr(jx_buf *b, const char *s, size_t n, bool tainted) {
+    size_t from = b->n;
+    bool ok = write_str_repr_clean(b, s, n);
+    return tainted ? jx_buf_taint_from(b, from) && ok : ok;
+}
+
 static bool write_repr_depth(jx_buf *b, const jinja_value *v, int depth);
 
 static bool write_str_depth(jx_buf *b, const jinja_value *v, int depth) {
@@ -577,7 +615,7 @@ static bool write_str_depth(jx_buf *b, const jinja_value *v, int depth) {
     case JV_BOOL: return v->u.b ? jx_buf_put(b, "True", 4) : jx_buf_put(b, "False", 5);
     case JV_INT: return jx_buf_printf(b, "%lld", (long long)v->u.i);
     case JV_FLOAT: jv_float_repr(v->u.f, tmp, sizeof tmp); return jx_buf_put(b, tmp, strlen(tmp));
-    case JV_STR: return jx_buf_put(b, v->u.str.s, v->u.str.len);
+    case JV_STR: return jx_buf_put_t(b, v->u.str.s, v->u.str.len, v->u.str.taint);
     default: return write_repr_depth(b, v, depth);
     }
 }
@@ -586,7 +624,7 @@ static bool write_repr_depth(jx_buf *b, const jinja_value *v, int depth) {
     if (depth > 200) return jx_buf_put(b, "...", 3);
     switch (v->kind) {
     case JV_UNDEF: return jx_buf_put(b, "Undefined", 9);
-    case JV_STR: return write_str_repr(b, v->u.str.s, v->u.str.len);
+    case JV_STR: return write_str_repr(b, v->u.str.s, v->u.str.len, jv_str_tainted(v));
     case JV_LIST: {
         jx_buf_putc(b, v->is_tuple ? '(' : '[');
         for (size_t i = 0; i < v->u.list->n; i++) {
@@ -601,7 +639,7 @@ static bool write_repr_depth(jx_buf *b, const jinja_value *v, int depth) {
         const jv_dict *d = v->u.dict;
         for (size_t i = 0; i < d->n; i++) {
             if (i) jx_buf_put(b, ", ", 2);
-            write_str_repr(b, d->keys[i], d->klen[i]);
+            write_str_repr(b, d->keys[i], d->klen[i], d->keys_tainted);
             jx_buf_put(b, ": ", 2);
             write_repr_depth(b, d->vals[i], depth + 1);
         }
@@ -612,7 +650,7 @@ static bool write_repr_depth(jx_buf *b, const jinja_value *v, int depth) {
         const jv_dict *d = v->u.dict;
         for (size_t i = 0; i < d->n; i++) {
             if (i) jx_buf_put(b, ", ", 2);
-            write_str_repr(b, d->keys[i], d->klen[i]);
+            write_str_repr(b, d->keys[i], d->klen[i], d->keys_tainted);
             jx_buf_put(b, ": ", 2);
             write_repr_depth(b, d->vals[i], depth + 1);
         }
@@ -640,7 +678,7 @@ jinja_value *jv_to_str(jx_ctx *cx, jinja_value *v) {
         jx_buf_free(&b);
         return lim ? jx_fail(cx, JINJA_ERR_LIMIT, NULL, "string too large") : jx_fail_oom(cx, NULL);
     }
-    jinja_value *r = jv_str_copy(cx, b.p ? b.p : "", b.n);
+    jinja_value *r = jv_str_from_buf(cx, &b);
     if (r && r != &jx_empty_str) r->is_ascii = 0;
     jx_buf_free(&b);
     return r;
@@ -650,7 +688,16 @@ jinja_value *jv_to_str(jx_ctx *cx, jinja_value *v) {
  * json.dumps
  * ====================================================================== */
 
-static void write_json_str(jx_buf *b, const char *s, size_t n, bool ensure_ascii) {
+static void write_json_str_clean(jx_buf *b, const char *s, size_t n, bool ensure_ascii);
+
+/* json.dumps of a string; its output is tainted when any input byte was. */
+static void write_json_str(jx_buf *b, const char *s, size_t n, bool ensure_ascii, bool tainted) {
+    size_t from = b->n;
+    write_json_str_clean(b, s, n, ensure_ascii);
+    if (tainted) jx_buf_taint_from(b, from);
+}
+
+static void write_json_str_clean(jx_buf *b, const char *s, size_t n, bool ensure_ascii) {
     jx_buf_putc(b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -720,7 +767,7 @@ bool jv_write_json(jx_ctx *cx, jx_buf *b, const jinja_value *v, const jx_json_op
         if (isinf(v->u.f)) return v->u.f < 0 ? jx_buf_put(b, "-Infinity", 9) : jx_buf_put(b, "Infinity", 8);
         jv_float_repr(v->u.f, tmp, sizeof tmp);
         return jx_buf_put(b, tmp, strlen(tmp));
-    case JV_STR: write_json_str(b, v->u.str.s, v->u.str.len, o->ensure_ascii); return true;
+    case JV_STR: write_json_str(b, v->u.str.s, v->u.str.len, o->ensure_ascii, jv_str_tainted(v)); return true;
     case JV_LIST: {
         const jv_list *l = v->u.list;
         if (l->n == 0) return jx_buf_put(b, "[]", 2);
@@ -760,7 +807,7 @@ bool jv_write_json(jx_ctx *cx, jx_buf *b, const jinja_value *v, const jx_json_op
             size_t i = ord[k];
             if (k) jx_buf_put(b, item_sep, strlen(item_sep));
             if (indent) json_newline(b, indent, depth + 1);
-            write_json_str(b, d->keys[i], d->klen[i], o->ensure_ascii);
+            write_json_str(b, d->keys[i], d->klen[i], o->ensure_ascii, d->keys_tainted);
             jx_buf_put(b, key_sep, strlen(key_sep));
             if (!jv_write_json(cx, b, d->vals[i], o, depth + 1, at))
                 return false;
@@ -890,7 +937,7 @@ bool jv_iterate(jx_ctx *cx, jinja_value *v, jinja_value ***items, size_t *n, con
         jinja_value **arr = jx_arena_alloc(&cx->arena, (d->n ? d->n : 1) * sizeof *arr);
         if (!arr) return jx_fail_oom(cx, at), false;
         for (size_t i = 0; i < d->n; i++) {
-            arr[i] = jv_str_ref(cx, d->keys[i], d->klen[i]);
+            arr[i] = jv_dict_key(cx, v, i);
             if (!arr[i]) return false;
         }
         *items = arr;
@@ -904,7 +951,7 @@ bool jv_iterate(jx_ctx *cx, jinja_value *v, jinja_value ***items, size_t *n, con
         jinja_value **arr = jx_arena_alloc(&cx->arena, (nc ? nc : 1) * sizeof *arr);
         if (!arr) return jx_fail_oom(cx, at), false;
         for (size_t i = 0; i < nc; i++) {
-            arr[i] = jv_str_ref(cx, v->u.str.s + off[i], off[i + 1] - off[i]);
+            arr[i] = jv_str_sub(cx, v, off[i], off[i + 1] - off[i]);
             if (!arr[i]) return false;
         }
         *items = arr;

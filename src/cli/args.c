@@ -2,6 +2,7 @@
  * args.c - see args.h.
  */
 #include "args.h"
+#include "../base/base.h"
 
 #include <errno.h>
 #include <math.h>
@@ -79,27 +80,33 @@ int arg_ids(const char *s, int32_t *ids, int max) {
 char *arg_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (r == 0) break;
-        if (n + 1 >= cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
+    bd_buf b = {0};
+    char chunk[65536];
+    size_t r;
+    while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) bd_buf_put(&b, chunk, r);
+    bool bad = ferror(f) || b.failed;
     fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        if (len) *len = n;
+    if (bad) {
+        bd_buf_free(&b);
+        return NULL;
     }
-    return buf;
+    if (len) *len = b.n;
+    return bd_buf_take(&b);
+}
+
+void cli_put_esc(FILE *f, const char *s, bool keep_nl) {
+    size_t len = strlen(s);
+    char *out = malloc(len * 6 + 1);
+    if (!out) return;
+    bd_escape_ctrl(out, len * 6 + 1, s, len, keep_nl);
+    fputs(out, f);
+    free(out);
+}
+
+const char *cli_esc(const char *s) {
+    static char bufs[4][1024];
+    static int next;
+    char *b = bufs[next++ & 3];
+    bd_escape_ctrl(b, sizeof bufs[0], s, strlen(s), false);
+    return b;
 }

@@ -14,6 +14,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* cmd_serve.c: OpenAI-compatible server */
 int cmd_bench(int argc, char **argv);
+int cmd_archs(int argc, char **argv); /* the architecture table */
 
 /* Gallery and model management (cmd_pull.c, cmd_list.c, cmd_show.c,
  * cmd_rm.c, cmd_gallery.c). */

@@ -46,6 +46,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../server/stats_json.h"
 #include "../base/base.h"
 #include "../model/model.h"
 
@@ -125,18 +126,9 @@ static bench_stat stat_of(double *v, int n) {
     return s;
 }
 
-/* xorshift64*: reproducible token ids, independent of libc's rand(). */
-static uint64_t rng_next(uint64_t *st) {
-    uint64_t x = *st;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *st = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-static void random_tokens(int32_t *out, int32_t n, int32_t n_vocab, uint64_t *st) {
-    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)(rng_next(st) % (uint64_t)n_vocab);
+/* Reproducible token ids (base.h's bd_rng, independent of libc's rand()). */
+static void random_tokens(int32_t *out, int32_t n, int32_t n_vocab, bd_rng *st) {
+    for (int32_t i = 0; i < n; i++) out[i] = (int32_t)bd_rng_below(st, (uint64_t)n_vocab);
 }
 
 /* ========================================================================
@@ -149,9 +141,10 @@ typedef struct bench_info {
     uint64_t stream_bytes;    /* read per decoded token: every weight except the
                                  token-embedding table, of which one row is read
                                  (when tied, the table is read whole as the head) */
-    double matmul_params;     /* multiply-adds per row in the matmuls, head included */
-    uint64_t kv_pos_bytes;    /* KV cache bytes per position, all layers, K and V */
-    int32_t n_layer, n_head, hd;
+    double matmul_params;     /* multiply-adds per row in the matmuls, head included
+                                 (mixture of experts: the experts one token uses) */
+    uint64_t kv_pos_bytes;    /* KV cache bytes per position, attention layers, K and V */
+    int32_t n_layer, n_attn_layers, n_head, hd;
 } bench_info;
 
 static double mat_params(const bd_mat *w) { return w->data ? (double)w->nrows * (double)w->ncols : 0; }
@@ -165,16 +158,28 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
     in.weight_bytes = m->weight_bytes;
     in.stream_bytes = m->weight_bytes;
     if (!m->tied && m->tok_embd.data) in.stream_bytes -= mat_bytes(&m->tok_embd) - m->tok_embd.row_bytes;
+    /* a token reads n_used of the n_expert experts of each layer */
+    const double used = m->hp.n_expert ? (double)m->hp.n_expert_used / m->hp.n_expert : 1.0;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const bd_layer *ly = &m->layers[l];
         in.matmul_params += mat_params(&ly->wq) + mat_params(&ly->wk) + mat_params(&ly->wv) +
                             mat_params(&ly->wo) + mat_params(&ly->w_gate) + mat_params(&ly->w_up) +
-                            mat_params(&ly->w_down);
+                            mat_params(&ly->w_down) + mat_params(&ly->w_qkv) + mat_params(&ly->w_z) +
+                            mat_params(&ly->w_beta) + mat_params(&ly->w_alpha) + mat_params(&ly->ssm_out) +
+                            mat_params(&ly->router) + mat_params(&ly->shexp_gate_inp) +
+                            mat_params(&ly->gate_shexp) + mat_params(&ly->up_shexp) + mat_params(&ly->down_shexp);
+        const bd_mat *ex[4] = {&ly->gate_exps, &ly->up_exps, &ly->gate_up_exps, &ly->down_exps};
+        for (int k = 0; k < 4; k++) {
+            in.matmul_params += used * mat_params(ex[k]);
+            in.stream_bytes -= (uint64_t)((1.0 - used) * (double)mat_bytes(ex[k]));
+        }
     }
     in.matmul_params += mat_params(&m->output);
-    /* The session's cache is f32: [n_layer][n_ctx][n_kv*hd] for K and for V. */
-    in.kv_pos_bytes = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
+    /* The session's cache is f32: [n_attn_layers][n_ctx][n_kv*hd] for K and for V. */
+    in.kv_pos_bytes =
+        (uint64_t)m->hp.n_attn_layers * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
     in.n_layer = m->hp.n_layer;
+    in.n_attn_layers = m->hp.n_attn_layers;
     in.n_head = m->hp.n_head;
     in.hd = m->hp.hd;
     return in;
@@ -183,7 +188,7 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
 /* Operations of one forward of n rows on top of `depth` cached positions. */
 static double forward_ops(const bench_info *in, int32_t depth, int32_t n) {
     double keys = (double)n * depth + (double)n * (n + 1) / 2; /* causal: row i sees depth+i+1 keys */
-    return 2.0 * in->matmul_params * n + 4.0 * in->n_layer * in->n_head * (double)in->hd * keys;
+    return 2.0 * in->matmul_params * n + 4.0 * in->n_attn_layers * in->n_head * (double)in->hd * keys;
 }
 
 /* 1-minute load average (/proc/loadavg), or -1 where there is none: other
@@ -284,14 +289,12 @@ typedef struct bench_result {
     double verify_gops[BENCH_VERIFY_MAX];
     bool spec_done;
     bench_stat spec_tps, plain_tps;
-    double tau, accept_rate;
-    int64_t n_drafted, n_accepted, target_forwards;
-    double acc_by_pos[32];
-    int n_acc_pos;
+    /* over the speculative runs: counts summed, tau and times per run */
+    bd_spec_stats spec;
     int32_t spec_n_max, spec_n_gen, spec_n_prompt;
     bool identical;
-    double draft_ms, verify_ms_total;
     uint64_t rss_bytes, rss_budget, kv_bytes, draft_file_bytes;
+    uint64_t recurrent_bytes; /* hybrid targets: state buffers and rollback inputs of the largest session */
     double load_before, load_after;
 } bench_result;
 
@@ -313,7 +316,7 @@ static bool fwd(bd_session *s, const int32_t *tok, int32_t n, enum bd_logits_mod
     return ok;
 }
 
-static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t *rng, bench_stat *out) {
+static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, bd_rng *rng, bench_stat *out) {
     int32_t *tok = malloc((size_t)o->n_prompt * sizeof *tok);
     double *v = malloc((size_t)o->reps * sizeof *v);
     bool ok = tok && v;
@@ -330,7 +333,7 @@ static bool run_pp(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t
     return ok;
 }
 
-static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t *rng, bench_stat *out) {
+static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, bd_rng *rng, bench_stat *out) {
     double *v = malloc((size_t)o->reps * sizeof *v);
     bool ok = v != NULL;
     for (int r = -1; ok && r < o->reps; r++) {
@@ -350,7 +353,7 @@ static bool run_tg(bd_session *s, const bench_opts *o, int32_t n_vocab, uint64_t
     return ok;
 }
 
-static bool run_verify(bd_session *s, const bench_opts *o, const bench_info *in, int32_t n_vocab, uint64_t *rng,
+static bool run_verify(bd_session *s, const bench_opts *o, const bench_info *in, int32_t n_vocab, bd_rng *rng,
                        bench_result *res) {
     int reps = o->reps < 3 ? 3 : o->reps;
     int32_t depth = o->verify_depth;
@@ -403,7 +406,6 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
                      const bench_info *in) {
     char err[512], warn[256] = "";
     bool ok = false;
-    int32_t taps[BD_MAX_TAPS];
     const char *prompt = o->spec_prompt ? o->spec_prompt : k_default_spec_prompt;
     int32_t np = bd_tokenize(m, prompt, strlen(prompt), true, true, NULL, 0);
     if (np < 0) np = -np;
@@ -428,24 +430,18 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     bd_session_params sprm = bd_session_default_params();
     sprm.n_threads = o->threads;
     sprm.n_ctx = np + o->n_gen + 64;
-    if (spp.type == BD_SPEC_DRAFT_DFLASH) {
-        sprm.n_tap = bd_dflash_tap_layers(dm, taps, BD_MAX_TAPS);
-        sprm.tap_layers = taps;
-    }
-    s = bd_session_create(m, &sprm, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "blockdraft bench: %s\n", err);
-        goto done;
-    }
     /* target cache + the drafter's (DFlash: n_ctx + one block of rows) */
     *kv_bytes = (uint64_t)sprm.n_ctx * in->kv_pos_bytes +
                 (uint64_t)(sprm.n_ctx + (spp.type == BD_SPEC_DRAFT_DFLASH ? dm->dflash.block_size : 0)) *
                     (uint64_t)dm->hp.n_layer * (uint64_t)dm->hp.n_kv * (uint64_t)dm->hp.hd * 2u * sizeof(float);
-    sp = bd_spec_create(s, dm, &spp, warn, sizeof warn, err, sizeof err);
+    /* the target session (plain runs use it too) and the bd_spec */
+    sp = bd_spec_open(m, dm, &sprm, &spp, warn, sizeof warn, err, sizeof err);
     if (!sp) {
         fprintf(stderr, "blockdraft bench: %s\n", err);
         goto done;
     }
+    s = bd_spec_session(sp);
+    if (bd_session_recurrent_bytes(s) > res->recurrent_bytes) res->recurrent_bytes = bd_session_recurrent_bytes(s);
     if (warn[0]) fprintf(stderr, "blockdraft bench: warning: %s\n", warn);
     res->spec_n_max = bd_spec_n_max(sp);
     bd_gen_params gp = {.n_predict = o->n_gen, .sampling = bd_sampler_default_params(), .ignore_eog = true};
@@ -483,6 +479,7 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
         acc.n_steps += st.spec.n_steps;
         acc.draft_ms += st.spec.draft_ms;
         acc.verify_ms += st.spec.verify_ms;
+        acc.other_ms += st.spec.other_ms;
         for (int i = 0; i < 32; i++) {
             acc.accepted_at[i] += st.spec.accepted_at[i];
             acc.drafted_at[i] += st.spec.drafted_at[i];
@@ -491,22 +488,17 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     }
     res->spec_tps = stat_of(vs, reps);
     res->plain_tps = stat_of(vp, reps);
-    res->tau = acc.tau / reps;
-    res->n_drafted = acc.n_drafted;
-    res->n_accepted = acc.n_accepted;
-    res->target_forwards = acc.target_forwards;
-    res->accept_rate = acc.n_drafted ? (double)acc.n_accepted / (double)acc.n_drafted : 0;
-    res->draft_ms = acc.draft_ms / reps;
-    res->verify_ms_total = acc.verify_ms / reps;
-    res->n_acc_pos = 0;
-    for (int i = 0; i < 32 && acc.drafted_at[i]; i++)
-        res->acc_by_pos[res->n_acc_pos++] = (double)acc.accepted_at[i] / (double)acc.drafted_at[i];
+    acc.tau /= reps;
+    acc.draft_ms /= reps;
+    acc.verify_ms /= reps;
+    acc.other_ms /= reps;
+    snprintf(acc.type, sizeof acc.type, "%s", bd_spec_type_name(spp.type));
+    res->spec = acc;
     res->spec_n_prompt = np;
     res->spec_done = true;
     ok = true;
 done:
-    bd_spec_free(sp);
-    bd_session_free(s);
+    bd_spec_free(sp); /* and its session s */
     free(pids);
     free(plain.ids);
     free(spec.ids);
@@ -554,18 +546,22 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
         printf("  speculative %.2f ± %.2f tok/s | plain %.2f ± %.2f tok/s | speed-up %.2fx\n", r->spec_tps.mean,
                r->spec_tps.sd, r->plain_tps.mean, r->plain_tps.sd,
                r->plain_tps.mean > 0 ? r->spec_tps.mean / r->plain_tps.mean : 0);
+        const bd_spec_stats *ss = &r->spec;
         printf("  tau %.3f | drafted %lld, accepted %lld (%.1f %%) | draft %.1f ms, verify %.1f ms per run\n",
-               r->tau, (long long)r->n_drafted, (long long)r->n_accepted, 100 * r->accept_rate, r->draft_ms,
-               r->verify_ms_total);
+               ss->tau, (long long)ss->n_drafted, (long long)ss->n_accepted,
+               ss->n_drafted ? 100.0 * (double)ss->n_accepted / (double)ss->n_drafted : 0.0, ss->draft_ms,
+               ss->verify_ms);
         printf("  acceptance by position:");
-        for (int i = 0; i < r->n_acc_pos; i++) printf(" %.2f", r->acc_by_pos[i]);
+        for (int i = 0; i < 32 && ss->drafted_at[i]; i++)
+            printf(" %.2f", (double)ss->accepted_at[i] / (double)ss->drafted_at[i]);
         printf("\n  output identical to plain decoding: %s\n\n", r->identical ? "yes" : "NO");
     }
     printf("load average (1 min): %.2f before, %.2f after%s\n", r->load_before, r->load_after,
            r->load_before > 0.5 || r->load_after > 0.5 ? " -- the machine was busy; figures are skewed" : "");
-    printf("memory: peak RSS %.3f GB; budget %.3f GB = (files %.3f GB + KV %.3f GB) x 1.1: %s\n", r->rss_bytes / 1e9,
-           r->rss_budget / 1e9, (in->file_bytes + r->draft_file_bytes) / 1e9, r->kv_bytes / 1e9,
-           r->rss_bytes <= r->rss_budget ? "within" : "OVER");
+    printf("memory: peak RSS %.3f GB; budget %.3f GB = (files %.3f GB + KV %.3f GB + recurrent state %.3f GB) x 1.1: "
+           "%s\n",
+           r->rss_bytes / 1e9, r->rss_budget / 1e9, (in->file_bytes + r->draft_file_bytes) / 1e9, r->kv_bytes / 1e9,
+           r->recurrent_bytes / 1e9, r->rss_bytes <= r->rss_budget ? "within" : "OVER");
 }
 
 static void print_json(const bench_opts *o, const bd_model *m, const bench_info *in, const bench_result *r) {
@@ -573,6 +569,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "engine", json_string("blockdraft"));
     json_object_set_new(j, "model", json_string(o->model));
     json_object_set_new(j, "arch", json_string(bd_model_arch(m)));
+    json_object_set_new(j, "isa", json_string(bd_kernels_get()->name));
     json_object_set_new(j, "file_bytes", json_integer((json_int_t)in->file_bytes));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)in->weight_bytes));
     json_object_set_new(j, "stream_bytes", json_integer((json_int_t)in->stream_bytes));
@@ -602,21 +599,15 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "verify_ratio", vr);
     json_object_set_new(j, "verify_gops", vg);
     if (r->spec_done) {
-        json_t *sp = json_object(), *ap = json_array();
+        /* the statistics as run --json and the server show them, plus the bench's own */
+        json_t *sp = srv_json_spec_stats(&r->spec, r->spec_n_max);
         json_object_set_new(sp, "draft", json_string(o->draft));
         json_object_set_new(sp, "tps", json_real(r->spec_tps.mean));
         json_object_set_new(sp, "tps_sd", json_real(r->spec_tps.sd));
         json_object_set_new(sp, "plain_tps", json_real(r->plain_tps.mean));
         json_object_set_new(sp, "plain_tps_sd", json_real(r->plain_tps.sd));
         json_object_set_new(sp, "speedup", json_real(r->plain_tps.mean > 0 ? r->spec_tps.mean / r->plain_tps.mean : 0));
-        json_object_set_new(sp, "tau", json_real(r->tau));
-        json_object_set_new(sp, "n_max", json_integer(r->spec_n_max));
         json_object_set_new(sp, "adaptive", json_boolean(o->spec_adaptive != 0));
-        json_object_set_new(sp, "n_drafted", json_integer(r->n_drafted));
-        json_object_set_new(sp, "n_accepted", json_integer(r->n_accepted));
-        json_object_set_new(sp, "acceptance_rate", json_real(r->accept_rate));
-        for (int i = 0; i < r->n_acc_pos; i++) json_array_append_new(ap, json_real(r->acc_by_pos[i]));
-        json_object_set_new(sp, "acceptance_by_position", ap);
         json_object_set_new(sp, "identical", json_boolean(r->identical));
         json_object_set_new(sp, "n_gen", json_integer(r->spec_n_gen));
         json_object_set_new(j, "spec", sp);
@@ -626,6 +617,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "rss_bytes", json_integer((json_int_t)r->rss_bytes));
     json_object_set_new(j, "rss_budget_bytes", json_integer((json_int_t)r->rss_budget));
     json_object_set_new(j, "kv_bytes", json_integer((json_int_t)r->kv_bytes));
+    json_object_set_new(j, "recurrent_bytes", json_integer((json_int_t)r->recurrent_bytes));
     json_object_set_new(j, "load_before", json_real(r->load_before));
     json_object_set_new(j, "load_after", json_real(r->load_after));
     char *dump = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
@@ -638,45 +630,45 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
  * Command
  * ====================================================================== */
 
-int cmd_bench(int argc, char **argv) {
-    bench_opts o = {.n_prompt = 512, .n_gen = 128, .threads = 0, .reps = 5, .n_batch = 512,
-                    .verify_depth = 512, .verify_max = 16, .spec_adaptive = -1, .peak_gops = 925,
-                    .peak_gbps = 48.7, .seed = 1};
+/* The options; returns -1 to go on, else the exit status. */
+static int bench_parse(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .threads = 0, .reps = 5, .n_batch = 512, .verify_depth = 512,
+                      .verify_max = 16, .spec_adaptive = -1, .peak_gops = 925, .peak_gbps = 48.7, .seed = 1};
     const char *v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) o.model = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", NULL}, &v)) o.draft = v;
+        if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) o->model = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", NULL}, &v)) o->draft = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--n-prompt", NULL}, &v))
-            o.n_prompt = arg_i32(a, v, 0, 1 << 20);
+            o->n_prompt = arg_i32(a, v, 0, 1 << 20);
         else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--n-gen", NULL}, &v))
-            o.n_gen = arg_i32(a, v, 0, 1 << 20);
+            o->n_gen = arg_i32(a, v, 0, 1 << 20);
         else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))
-            o.threads = arg_i32(a, v, 1, 256);
+            o->threads = arg_i32(a, v, 1, 256);
         else if (arg_take(argc, argv, &i, (const char *[]){"-r", "--repetitions", NULL}, &v))
-            o.reps = arg_i32(a, v, 1, 1000);
+            o->reps = arg_i32(a, v, 1, 1000);
         else if (arg_take(argc, argv, &i, (const char *[]){"-b", "--batch-size", NULL}, &v))
-            o.n_batch = arg_i32(a, v, BENCH_VERIFY_MAX, 1 << 16);
+            o->n_batch = arg_i32(a, v, BENCH_VERIFY_MAX, 1 << 16);
         else if (arg_take(argc, argv, &i, (const char *[]){"--verify-depth", NULL}, &v))
-            o.verify_depth = arg_i32(a, v, 0, 1 << 20);
+            o->verify_depth = arg_i32(a, v, 0, 1 << 20);
         else if (arg_take(argc, argv, &i, (const char *[]){"--verify-max", NULL}, &v))
-            o.verify_max = arg_i32(a, v, 1, BENCH_VERIFY_MAX);
-        else if (arg_is(a, "--no-verify", NULL)) o.no_verify = true;
+            o->verify_max = arg_i32(a, v, 1, BENCH_VERIFY_MAX);
+        else if (arg_is(a, "--no-verify", NULL)) o->no_verify = true;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-adaptive", NULL}, &v))
-            o.spec_adaptive = arg_i32(a, v, 0, 1);
+            o->spec_adaptive = arg_i32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-max", NULL}, &v))
-            o.spec_n_max = arg_i32(a, v, 1, 63);
-        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o.spec_short_block = true;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-prompt", NULL}, &v)) o.spec_prompt = v;
+            o->spec_n_max = arg_i32(a, v, 1, 63);
+        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spec_short_block = true;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-prompt", NULL}, &v)) o->spec_prompt = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-reps", NULL}, &v))
-            o.spec_reps = arg_i32(a, v, 1, 1000);
-        else if (arg_take(argc, argv, &i, (const char *[]){"--seed", NULL}, &v)) o.seed = arg_u64(a, v);
+            o->spec_reps = arg_i32(a, v, 1, 1000);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--seed", NULL}, &v)) o->seed = arg_u64(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"--peak-gbps", NULL}, &v))
-            o.peak_gbps = arg_f32(a, v, 0.001f, 1e6f);
+            o->peak_gbps = arg_f32(a, v, 0.001f, 1e6f);
         else if (arg_take(argc, argv, &i, (const char *[]){"--peak-gops", NULL}, &v))
-            o.peak_gops = arg_f32(a, v, 0.001f, 1e9f);
-        else if (arg_is(a, "--bw-probe", NULL)) o.bw_probe = true;
-        else if (arg_is(a, "--json", NULL)) o.json = true;
+            o->peak_gops = arg_f32(a, v, 0.001f, 1e9f);
+        else if (arg_is(a, "--bw-probe", NULL)) o->bw_probe = true;
+        else if (arg_is(a, "--json", NULL)) o->json = true;
         else if (arg_is(a, "-h", "--help")) {
             bench_usage(stdout);
             return 0;
@@ -686,21 +678,80 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (!o.model) {
+    if (!o->model) {
         bench_usage(stderr);
         return 2;
     }
-    if (o.threads <= 0) {
+    if (o->threads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
-        o.threads = n > 0 ? (int32_t)n : 1;
+        o->threads = n > 0 ? (int32_t)n : 1;
     }
-    if (o.no_verify) o.verify_max = 0;
-    if (o.spec_adaptive < 0) o.spec_adaptive = o.spec_n_max == 0;
+    if (o->no_verify) o->verify_max = 0;
+    if (o->spec_adaptive < 0) o->spec_adaptive = o->spec_n_max == 0;
+    return -1;
+}
 
+/* pp, tg and the verify curve on one session sized for the largest test. */
+static bool bench_target(bd_model *m, const bench_opts *o, const bench_info *in, bd_rng *rng, bench_result *res) {
+    int32_t n_vocab = bd_model_n_vocab(m);
+    int32_t n_ctx = o->n_prompt;
+    if (o->n_gen > n_ctx) n_ctx = o->n_gen;
+    if (o->verify_max > 0 && o->verify_depth + o->verify_max > n_ctx) n_ctx = o->verify_depth + o->verify_max;
+    if (n_ctx < 1) n_ctx = 1;
+    if (!(o->n_prompt > 0 || o->n_gen > 0 || o->verify_max > 0)) return true;
     char err[512];
-    int rc = 1;
-    bd_model *dm = NULL;
-    bd_session *s = NULL;
+    bd_session_params sp = bd_session_default_params();
+    sp.n_ctx = n_ctx;
+    sp.n_batch = o->n_batch;
+    sp.n_outputs = o->verify_max > 0 ? o->verify_max : 1;
+    sp.n_threads = o->threads;
+    bd_session *s = bd_session_create(m, &sp, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "blockdraft bench: %s\n", err);
+        return false;
+    }
+    res->kv_bytes = (uint64_t)n_ctx * in->kv_pos_bytes;
+    res->recurrent_bytes = bd_session_recurrent_bytes(s);
+    if (!o->json) fprintf(stderr, "blockdraft bench: running (threads %d, reps %d)...\n", o->threads, o->reps);
+    bool ok = o->n_prompt <= 0 || run_pp(s, o, n_vocab, rng, &res->pp);
+    if (ok && o->n_gen > 0) {
+        ok = run_tg(s, o, n_vocab, rng, &res->tg);
+        /* Bytes read for N tokens from an empty cache: N x streamed
+         * weights + the KV prefix each step attends to (1 + ... + N). */
+        double bytes = (double)o->n_gen * in->stream_bytes + (double)in->kv_pos_bytes * o->n_gen * (o->n_gen + 1) / 2.0;
+        res->tg_gbps = bytes / o->n_gen * res->tg.mean / 1e9;
+        res->tg_gbps_sd = bytes / o->n_gen * res->tg.sd / 1e9;
+    }
+    if (ok && o->verify_max > 0) ok = run_verify(s, o, in, n_vocab, rng, res);
+    bd_session_free(s);
+    return ok;
+}
+
+/* Speculative end to end with the draft model (-md). */
+static bool bench_draft(bd_model *m, const bench_opts *o, const bench_info *in, bench_result *res) {
+    char err[512];
+    bd_model *dm = bd_model_open(o->draft, err, sizeof err);
+    if (!dm) {
+        fprintf(stderr, "blockdraft bench: draft model: %s\n", err);
+        return false;
+    }
+    bool ok = false;
+    struct stat sb;
+    if (!stat(o->draft, &sb)) res->draft_file_bytes = (uint64_t)sb.st_size;
+    uint64_t kv = 0;
+    if (o->n_gen <= 0) fprintf(stderr, "blockdraft bench: the speculative test needs -n > 0\n");
+    else if ((ok = run_spec(m, dm, o, res, &kv, in)) && kv > res->kv_bytes)
+        res->kv_bytes = kv; /* the sessions live one after the other */
+    bd_model_free(dm);
+    return ok;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = bench_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
+    rc = 1;
+    char err[512];
     bench_result res = {0};
     res.peak_gbps = o.peak_gbps;
     res.load_before = load_avg();
@@ -723,70 +774,20 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     bench_info in = bench_info_of(m, o.model);
-    int32_t n_vocab = bd_model_n_vocab(m);
-    uint64_t rng = o.seed * 0x9E3779B97F4A7C15ULL + 1;
-
-    /* ---- pp / tg / verify on one session sized for the largest test ---- */
-    int32_t n_ctx = o.n_prompt;
-    if (o.n_gen > n_ctx) n_ctx = o.n_gen;
-    if (o.verify_max > 0 && o.verify_depth + o.verify_max > n_ctx) n_ctx = o.verify_depth + o.verify_max;
-    if (n_ctx < 1) n_ctx = 1;
-    if (n_ctx > 0 && (o.n_prompt > 0 || o.n_gen > 0 || o.verify_max > 0)) {
-        bd_session_params sp = bd_session_default_params();
-        sp.n_ctx = n_ctx;
-        sp.n_batch = o.n_batch;
-        sp.n_outputs = o.verify_max > 0 ? o.verify_max : 1;
-        sp.n_threads = o.threads;
-        s = bd_session_create(m, &sp, err, sizeof err);
-        if (!s) {
-            fprintf(stderr, "blockdraft bench: %s\n", err);
-            goto done;
-        }
-        res.kv_bytes = (uint64_t)n_ctx * in.kv_pos_bytes;
-        if (!o.json) fprintf(stderr, "blockdraft bench: running (threads %d, reps %d)...\n", o.threads, o.reps);
-        if (o.n_prompt > 0 && !run_pp(s, &o, n_vocab, &rng, &res.pp)) goto done;
-        if (o.n_gen > 0) {
-            if (!run_tg(s, &o, n_vocab, &rng, &res.tg)) goto done;
-            /* Bytes read for N tokens from an empty cache: N x streamed
-             * weights + the KV prefix each step attends to (1 + ... + N). */
-            double bytes = (double)o.n_gen * in.stream_bytes +
-                           (double)in.kv_pos_bytes * o.n_gen * (o.n_gen + 1) / 2.0;
-            res.tg_gbps = bytes / o.n_gen * res.tg.mean / 1e9;
-            res.tg_gbps_sd = bytes / o.n_gen * res.tg.sd / 1e9;
-        }
-        if (o.verify_max > 0 && !run_verify(s, &o, &in, n_vocab, &rng, &res)) goto done;
-        bd_session_free(s);
-        s = NULL;
-    }
-
-    /* ---- speculative end to end ---- */
-    if (o.draft) {
-        dm = bd_model_open(o.draft, err, sizeof err);
-        if (!dm) {
-            fprintf(stderr, "blockdraft bench: draft model: %s\n", err);
-            goto done;
-        }
-        struct stat sb;
-        if (!stat(o.draft, &sb)) res.draft_file_bytes = (uint64_t)sb.st_size;
-        if (o.n_gen <= 0) {
-            fprintf(stderr, "blockdraft bench: the speculative test needs -n > 0\n");
-            goto done;
-        }
-        uint64_t kv = 0;
-        if (!run_spec(m, dm, &o, &res, &kv, &in)) goto done;
-        if (kv > res.kv_bytes) res.kv_bytes = kv; /* the sessions live one after the other */
-    }
+    bd_rng rng;
+    bd_rng_seed(&rng, o.seed);
+    if (!bench_target(m, &o, &in, &rng, &res)) goto done;
+    if (o.draft && !bench_draft(m, &o, &in, &res)) goto done;
 
     res.load_after = load_avg();
     struct rusage ru;
     if (!getrusage(RUSAGE_SELF, &ru)) res.rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
-    res.rss_budget = (uint64_t)((double)(in.file_bytes + res.draft_file_bytes + res.kv_bytes) * 1.1);
+    res.rss_budget =
+        (uint64_t)((double)(in.file_bytes + res.draft_file_bytes + res.kv_bytes + res.recurrent_bytes) * 1.1);
     if (o.json) print_json(&o, m, &in, &res);
     else print_text(&o, m, &in, &res);
     rc = 0;
 done:
-    bd_session_free(s);
-    bd_model_free(dm);
     bd_model_free(m);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/base.h"
 #include "../gguf/bd_gguf.h"
 #include "../tensor/tensor.h"
 #include "cli.h"
@@ -34,26 +35,6 @@
 /* ------------------------------------------------------------------------
  * Escaping
  * ---------------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s[0, n), or 0 if invalid
- * (overlong forms, surrogates and code points above U+10FFFF are invalid). */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned cp, min;
-    if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f, min = 0x80;
-    else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f, min = 0x800;
-    else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07, min = 0x10000;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
 
 /* Write s[0, n) as a quoted JSON string (also used for the text form):
  * ", \ and control characters escaped, invalid UTF-8 bytes as \ufffd. */
@@ -76,7 +57,7 @@ static void put_json_str(FILE *out, const char *str, uint64_t n) {
         } else if (c < 0x20 || c == 0x7f) {
             fprintf(out, "\\u%04x", c), i++;
         } else {
-            size_t k = utf8_seq(s + i, (size_t)(n - i > 4 ? 4 : n - i));
+            size_t k = bd_utf8_seq(s + i, (size_t)(n - i > 4 ? 4 : n - i), NULL);
             if (k == 0) {
                 fputs("\\ufffd", out);
                 i++;

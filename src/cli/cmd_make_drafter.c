@@ -5,7 +5,7 @@
  *   blockdraft make-model --arch dflash --target TARGET.gguf
  *        [--drafter random|constructed] [--accept K|all] [--layers N]
  *        [--block-size B] [--taps N] [--quant f32|f16|bf16|q8_0]
- *        [--mask-id ID] [--seed S] -o FILE
+ *        [--mask-id ID] [--swa W [--swa-pattern 1,1,1,1,0]] [--seed S] -o FILE
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,12 +22,19 @@ static void usage(FILE *out) {
             "                         built so that against a --constant-output target rows 1..K\n"
             "                         of every block are right and later rows wrong (default random)\n"
             "  --accept K|all         constructed: right for the first K block positions (default all)\n"
-            "  --layers N             drafter layers (default 5)\n"
+            "  --layers N             drafter layers (default 5; 8 for a 35B-A3B-wide qwen35moe target)\n"
             "  --block-size B         trained block length (default 16)\n"
-            "  --taps N               tapped target layers (default min(5, target layers - 1))\n"
+            "  --taps N               tapped target layers (default min(5, trunk layers - 1))\n"
             "  --quant T              type of the plain matrices: f32, f16, bf16, q8_0 (default q8_0)\n"
-            "  --mask-id ID           mask token (default 151669 when the vocabulary has it, else the last id)\n"
-            "  --seed S               PRNG seed (default 1)\n");
+            "  --mask-id ID           mask token (default 248070 for qwen35/qwen35moe targets whose\n"
+            "                         vocabulary has it, else 151669 when it exists, else the last id)\n"
+            "  --swa W                sliding-window attention layers of window W\n"
+            "                         (dflash.attention.sliding_window)\n"
+            "  --swa-pattern FLAGS    one 0/1 flag per drafter layer, 1 = sliding window (default: all);\n"
+            "                         e.g. 1,1,1,1,0 as the Qwen3.6-27B drafter\n"
+            "  --seed S               PRNG seed (default 1)\n"
+            "Targets: qwen3, llama, qwen35, qwen35moe (read from the GGUF; hybrid targets get the\n"
+            "published drafter sizes of their width and dflash.rope.dimension_sections)\n");
 }
 
 int cmd_make_drafter(int argc, char **argv) {
@@ -56,6 +63,9 @@ int cmd_make_drafter(int argc, char **argv) {
         else if (arg_take(argc, argv, &i, (const char *[]){"--mask-id", NULL}, &v))
             o.mask_id = arg_i32(a, v, 1, 1 << 24);
         else if (arg_take(argc, argv, &i, (const char *[]){"--seed", NULL}, &v)) o.seed = arg_u64(a, v);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--swa", NULL}, &v))
+            o.swa_window = (uint32_t)arg_i32(a, v, 1, 1 << 24);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--swa-pattern", NULL}, &v)) o.swa_pattern = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--quant", NULL}, &v)) {
             if (!strcmp(v, "f32")) o.weight_type = BD_TYPE_F32;
             else if (!strcmp(v, "f16")) o.weight_type = BD_TYPE_F16;

@@ -1,6 +1,7 @@
 /*
- * cmd_make_model.c - `blockdraft make-model`: write a synthetic qwen3/llama
- * GGUF with random weights (test fixtures, benchmark-sized models).
+ * cmd_make_model.c - `blockdraft make-model`: write a synthetic qwen3, llama,
+ * qwen35 or qwen35moe GGUF with random weights (test fixtures,
+ * benchmark-sized models), or a DFlash drafter (cmd_make_drafter.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,17 +16,28 @@
 
 static void make_model_usage(FILE *out) {
     fprintf(out,
-            "usage: blockdraft make-model --arch qwen3|llama --shape NAME --quant MIX --vocab FILE.gguf\n"
-            "                             [--seed S] [--tied|--untied] [-t THREADS] [--plan] -o FILE\n"
-            "  --shape   %s\n"
+            "usage: blockdraft make-model --arch qwen3|llama|qwen35|qwen35moe --shape NAME --quant MIX\n"
+            "                             --vocab FILE.gguf [options] [-t THREADS] [--plan] -o FILE\n"
+            "  --shape   qwen3/llama: %s\n"
+            "            qwen35: %s; qwen35moe: %s\n"
             "  --quant   %s\n"
-            "  --vocab   GGUF whose tokenizer.* keys are copied; the vocabulary size follows it\n"
+            "  --vocab   GGUF whose tokenizer.* keys are copied\n"
+            "  --n-vocab N  vocabulary size (default: the --vocab file's; the real qwen35 shapes\n"
+            "            248320); a larger N pads the tokenizer with UNUSED [PAD<id>] tokens\n"
             "  --seed    PRNG seed (default 1); the file is a pure function of the options\n"
+            "  --tied|--untied  share token_embd with the output (default: the shape's)\n"
             "  --plan    print the tensor table (name, shape, type) instead of writing\n"
             "  --constant-output  output_norm = 0: greedy emits token 0 forever (target for\n"
             "            constructed drafters: `make-model --arch dflash --drafter constructed`)\n"
+            "  qwen35/qwen35moe only:\n"
+            "  --layers N   N trunk layers of the shape's per-layer size (schedule by interval)\n"
+            "  --recurrent-layers auto|1,1,0,1,...  write attention.recurrent_layers (one flag\n"
+            "            per trunk layer, 1 = Gated DeltaNet), overriding the interval rule\n"
+            "  --mtp N      append N MTP (nextn) blocks, counted in block_count\n"
+            "  --fused-gate-up  qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps\n"
             "  --arch dflash --target FILE ...  write a DFlash drafter (see --arch dflash --help)\n",
-            bd_synth_shape_names(), bd_synth_mix_names());
+            bd_synth_shape_names(), bd_synth_hybrid_shape_names("qwen35"),
+            bd_synth_hybrid_shape_names("qwen35moe"), bd_synth_mix_names());
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -60,6 +72,22 @@ int cmd_make_model(int argc, char **argv) {
             o.constant_output = true;
         } else if (!strcmp(a, "--plan")) {
             plan_only = true;
+        } else if (!strcmp(a, "--fused-gate-up")) {
+            o.fused_gate_up = true;
+        } else if (v && !strcmp(a, "--recurrent-layers")) {
+            o.recurrent = v, i++;
+        } else if (v && (!strcmp(a, "--layers") || !strcmp(a, "--mtp") || !strcmp(a, "--n-vocab"))) {
+            uint64_t n;
+            uint64_t lo = !strcmp(a, "--mtp") ? 0 : 1, hi = !strcmp(a, "--n-vocab") ? INT32_MAX : 256;
+            if (!parse_u64(v, &n) || n < lo || n > hi) {
+                fprintf(stderr, "make-model: bad %s '%s' (%llu..%llu)\n", a, v, (unsigned long long)lo,
+                        (unsigned long long)hi);
+                return 2;
+            }
+            if (!strcmp(a, "--layers")) o.n_layers = (uint32_t)n;
+            else if (!strcmp(a, "--mtp")) o.n_mtp = (uint32_t)n;
+            else o.n_vocab = (uint32_t)n;
+            i++;
         } else if (v && !strcmp(a, "--arch")) {
             o.arch = v, i++;
         } else if (v && !strcmp(a, "--shape")) {
@@ -97,20 +125,28 @@ int cmd_make_model(int argc, char **argv) {
     }
     char err[512];
     if (plan_only) {
-        /* The table without a vocabulary file uses the Qwen3 vocabulary size. */
+        /* The table without a vocabulary file uses the Qwen3 vocabulary size
+         * (or --n-vocab, or the real hybrid shapes' 248320). */
         bd_synth_plan plan;
-        if (!bd_synth_plan_make(&o, 151936, &plan, err, sizeof err)) {
+        if (!bd_synth_plan_make(&o, bd_synth_n_vocab(&o, 151936), &plan, err, sizeof err)) {
             fprintf(stderr, "make-model: %s\n", err);
             return 2;
         }
         for (int i = 0; i < plan.n_tensors; i++) {
             const bd_synth_tensor *t = &plan.tensors[i];
-            printf("%-28s %8llu %8llu  %s\n", t->name, (unsigned long long)t->ne[0],
-                   (unsigned long long)t->ne[1], bd_type_name(t->type));
+            if (t->n_dims == 3)
+                printf("%-34s %8llu %8llu %5llu  %s\n", t->name, (unsigned long long)t->ne[0],
+                       (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], bd_type_name(t->type));
+            else
+                printf("%-34s %8llu %8llu        %s\n", t->name, (unsigned long long)t->ne[0],
+                       (unsigned long long)t->ne[1], bd_type_name(t->type));
         }
         bd_synth_plan_free(&plan);
         return 0;
     }
+    if (o.recurrent && strcmp(o.recurrent, "auto") && !strchr(o.recurrent, '0'))
+        fprintf(stderr, "make-model: note: no attention layer; llama.cpp v0.5.0 aborts on such files "
+                        "(GGML_ASSERT(buffer) for the empty KV cache)\n");
     double t0 = bd_time_ms();
     if (!bd_synth_write(&o, outpath, err, sizeof err)) {
         fprintf(stderr, "make-model: %s\n", err);

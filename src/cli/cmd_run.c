@@ -2,10 +2,12 @@
  * cmd_run.c - `blockdraft run`: generate text from a model.
  *
  *   blockdraft run (-m MODEL.gguf | NAME) -p PROMPT  (NAME first) [-n N] [--temp T] [--top-k K]
- *                  [--top-p P] [--min-p P] [--seed S] [-t THREADS] [-c CTX]
+ *                  [--top-p P] [--min-p P] [--repeat-penalty P] [--repeat-last-n N]
+ *                  [--seed S] [-t THREADS] [-c CTX]
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
  *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive]
+ *                  [--grammar GBNF | --grammar-file FILE | -j JSON | -jf FILE]
  *
  * Text streams to stdout as it is generated (the prompt first, as
  * llama.cpp's CLI does); a stats line goes to stderr. --json prints one
@@ -19,16 +21,21 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../chat/json_schema.h"
+#include "../decode/grammar.h"
+#include "../base/base.h"
 #include "../gallery/gallery.h"
+#include "../server/stats_json.h"
 
 typedef struct {
     bool json;
     void *trace;  /* json_t array of speculative steps (--spec-trace) */
     bd_textstream *ts;
+    char *piece;  /* [piece_cap] one push of ts */
+    int piece_cap;
     int32_t *ids;
     int32_t n, cap;
-    char *text;
-    size_t text_len, text_cap;
+    bd_buf text;  /* --json: the generated text */
 } run_out;
 
 static void out_append(run_out *o, const char *s, int n) {
@@ -38,24 +45,28 @@ static void out_append(run_out *o, const char *s, int n) {
         fflush(stdout);
         return;
     }
-    if (o->text_len + (size_t)n + 1 > o->text_cap) {
-        size_t nc = (o->text_cap ? o->text_cap * 2 : 4096) + (size_t)n;
-        char *t = realloc(o->text, nc);
-        if (!t) return;
-        o->text = t;
-        o->text_cap = nc;
+    bd_buf_put(&o->text, s, (size_t)n);
+}
+
+/* One push (or, with tok < 0, the final flush) of the text stream into
+ * o->piece; the buffer is sized by bd_textstream_max_bytes and grows if a
+ * push still asks for more, so no text is ever dropped. */
+static int stream_piece(run_out *o, int32_t tok) {
+    for (;;) {
+        int n = tok >= 0 ? bd_textstream_push(o->ts, tok, o->piece, o->piece_cap)
+                         : bd_textstream_flush(o->ts, o->piece, o->piece_cap);
+        if (n >= 0) return n;
+        char *p = realloc(o->piece, (size_t)-n);
+        if (!p) return 0;
+        o->piece = p;
+        o->piece_cap = -n;
     }
-    memcpy(o->text + o->text_len, s, (size_t)n);
-    o->text_len += (size_t)n;
-    o->text[o->text_len] = '\0';
 }
 
 static bool on_token(int32_t tok, void *user) {
     run_out *o = user;
     if (o->n < o->cap) o->ids[o->n++] = tok;
-    char buf[256];
-    int n = bd_textstream_push(o->ts, tok, buf, sizeof buf);
-    out_append(o, buf, n);
+    out_append(o, o->piece, stream_piece(o, tok));
     return true;
 }
 
@@ -78,6 +89,8 @@ static void usage(void) {
             "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
             "  --temp T               temperature (default 0.8; 0 = greedy)\n"
             "  --top-k K  --top-p P  --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
+            "  --repeat-penalty P     penalize tokens of the last N (default 1.0 = off)\n"
+            "  --repeat-last-n N      tokens the penalty looks back over (default 64; 0 = off, -1 = all)\n"
             "  -s, --seed S           RNG seed (default random)\n"
             "  -t, --threads N        threads (default: all cores)\n"
             "  -c, --ctx-size N       context length (default 4096)\n"
@@ -97,95 +110,111 @@ static void usage(void) {
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-short-block  DFlash: draft with [anchor, MASK x n] as llama.cpp does, instead\n"
-            "                         of the trained block length (default)\n");
+            "                         of the trained block length (default)\n"
+            "constrained output (llama.cpp's flag names; one of them):\n"
+            "  --grammar GBNF         every token obeys this GBNF grammar (root rule `root`); generation\n"
+            "                         ends when the grammar is complete and allows nothing else\n"
+            "  --grammar-file FILE    the same, read from FILE\n"
+            "  -j, --json-schema JSON   output a JSON value valid for this JSON Schema (common subset;\n"
+            "                         unsupported keywords are refused by name)\n"
+            "  -jf, --json-schema-file FILE  the same, read from FILE\n");
 }
 
-/* A gallery model's config supplies defaults; command-line flags win. */
-static void apply_config(const gallery_config *c, bd_gen_params *gp, bd_session_params *sp, bd_spec_params *spp) {
-    if (c->context_size > 0) sp->n_ctx = c->context_size;
-    if (c->threads > 0) sp->n_threads = c->threads;
-    if (c->has_temperature) gp->sampling.temperature = (float)c->temperature;
-    if (c->has_top_p) gp->sampling.top_p = (float)c->top_p;
-    if (c->has_top_k) gp->sampling.top_k = (int32_t)c->top_k;
-    if (c->has_min_p) gp->sampling.min_p = (float)c->min_p;
-    if (c->has_seed && c->seed >= 0) gp->sampling.seed = (uint64_t)c->seed;
-    if (c->has_max_tokens) gp->n_predict = (int32_t)c->max_tokens;
-    if (c->spec_n_max > 0) spp->n_max = c->spec_n_max;
-    if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
-    if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
+/* Everything the command line (and a gallery model's config) asks for. */
+typedef struct run_opts {
+    const char *name;        /* `run NAME`: a gallery model, or NULL */
+    const char *model_path, *draft_path, *prompt, *prompt_file;
+    bd_gen_params gp;
+    bd_session_params sp;
+    bd_spec_params spp;
+    bool json, echo, spec_type_set, spec_trace;
+    const char *gram_src, *gram_opt; /* --grammar / --grammar-file / -j / -jf and its value */
+    bool gram_file, gram_schema;
+} run_opts;
+
+static void run_opts_init(run_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->gp = (bd_gen_params){.n_predict = 128, .sampling = bd_sampler_default_params()};
+    o->sp = bd_session_default_params();
+    o->spp = bd_spec_default_params();
+    o->echo = true;
 }
 
-int cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v, *name = NULL;
-    bd_gen_params gp = {.n_predict = 128, .sampling = bd_sampler_default_params()};
-    bd_session_params sp = bd_session_default_params();
-    bool json = false, echo = true, spec_type_set = false, spec_trace = false;
-    const char *draft_path = NULL;
-    bd_spec_params spp = bd_spec_default_params();
-    static gallery_model gm;
-    /* `run NAME [options]`: a gallery model (pulled first when missing) */
-    if (argc > 1 && argv[1][0] != '-') name = argv[1];
-    if (name) {
-        gallery_pull_opts po;
-        cli_pull_opts_init(&po, false);
-        char gerr[512];
-        if (!gallery_resolve_model(name, &po, &gm, gerr, sizeof gerr)) {
-            fprintf(stderr, "blockdraft run: %s\n", gerr);
-            return 1;
-        }
-        model_path = gm.target_path;
-        if (gm.draft_path[0]) draft_path = gm.draft_path;
-        if (gm.has_config) apply_config(&gm.cfg, &gp, &sp, &spp);
-    }
+/* Apply the command-line flags to o. Returns -1 to go on, else the exit
+ * status (0 after --help, 2 for a bad option). Pure: it reads and writes
+ * nothing but o and stderr/stdout, so it can run before the gallery is
+ * touched (a mistyped option never downloads a model) and again over the
+ * config's values (flags win over the config). */
+static int run_parse_flags(int argc, char **argv, run_opts *o) {
+    const char *v;
+    bd_gen_params *gp = &o->gp;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (a == name) continue;
-        if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) model_path = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v)) prompt = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) prompt_file = v;
+        if (a == o->name) continue;
+        if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) o->model_path = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v)) o->prompt = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) o->prompt_file = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--n-predict", NULL}, &v))
-            gp.n_predict = arg_i32(a, v, -1, 1 << 24);
+            gp->n_predict = arg_i32(a, v, -1, 1 << 24);
         else if (arg_take(argc, argv, &i, (const char *[]){"--temp", NULL}, &v))
-            gp.sampling.temperature = arg_f32(a, v, 0, 100);
+            gp->sampling.temperature = arg_f32(a, v, 0, 100);
         else if (arg_take(argc, argv, &i, (const char *[]){"--top-k", NULL}, &v))
-            gp.sampling.top_k = arg_i32(a, v, 0, 1 << 24);
+            gp->sampling.top_k = arg_i32(a, v, 0, 1 << 24);
         else if (arg_take(argc, argv, &i, (const char *[]){"--top-p", NULL}, &v))
-            gp.sampling.top_p = arg_f32(a, v, 0, 1);
+            gp->sampling.top_p = arg_f32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--min-p", NULL}, &v))
-            gp.sampling.min_p = arg_f32(a, v, 0, 1);
+            gp->sampling.min_p = arg_f32(a, v, 0, 1);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-penalty", NULL}, &v)) {
+            gp->sampling.repeat_penalty = arg_f32(a, v, 0, 100);
+            if (!(gp->sampling.repeat_penalty > 0)) {
+                fprintf(stderr, "blockdraft run: --repeat-penalty must be greater than 0 (1 = off)\n");
+                return 2;
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-last-n", NULL}, &v))
+            gp->sampling.repeat_last_n = arg_i32(a, v, -1, 1 << 24);
         else if (arg_take(argc, argv, &i, (const char *[]){"-s", "--seed", NULL}, &v))
-            gp.sampling.seed = arg_u64(a, v);
+            gp->sampling.seed = arg_u64(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))
-            sp.n_threads = arg_i32(a, v, 1, 256);
+            o->sp.n_threads = arg_i32(a, v, 1, 256);
         else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v))
-            sp.n_ctx = arg_i32(a, v, 0, 1 << 22);
+            o->sp.n_ctx = arg_i32(a, v, 0, 1 << 22);
         else if (arg_take(argc, argv, &i, (const char *[]){"-b", "--batch-size", NULL}, &v))
-            sp.n_batch = arg_i32(a, v, 1, 1 << 16);
+            o->sp.n_batch = arg_i32(a, v, 1, 1 << 16);
         else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", "--spec-draft-model", NULL}, &v))
-            draft_path = v;
+            o->draft_path = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-type", NULL}, &v)) {
-            if (!bd_spec_type_parse(v, &spp.type)) {
+            if (!bd_spec_type_parse(v, &o->spp.type)) {
                 fprintf(stderr, "blockdraft run: unknown --spec-type '%s' (none, draft-dflash, draft-simple, ngram-simple)\n", v);
                 return 2;
             }
-            spec_type_set = true;
+            o->spec_type_set = true;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-max", NULL}, &v))
-            spp.n_max = arg_i32(a, v, 1, 63);
+            o->spp.n_max = arg_i32(a, v, 1, 63);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-min", NULL}, &v))
-            spp.n_min = arg_i32(a, v, 0, 63);
+            o->spp.n_min = arg_i32(a, v, 0, 63);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-p-min", NULL}, &v))
-            spp.p_min = arg_f32(a, v, 0, 1);
+            o->spp.p_min = arg_f32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-ngram-size-n", NULL}, &v))
-            spp.ngram_n = arg_i32(a, v, 1, 64);
-        else if (arg_is(a, "--spec-adaptive", NULL)) spp.adaptive = true;
-        else if (arg_is(a, "--spec-dflash-short-block", NULL)) spp.dflash_short_block = true;
-        else if (arg_is(a, "--spec-trace", NULL)) spec_trace = true;
+            o->spp.ngram_n = arg_i32(a, v, 1, 64);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--grammar", "--grammar-file", "-j", "--json-schema", "-jf",
+                                                           "--json-schema-file", NULL}, &v)) {
+            if (o->gram_opt && strcmp(o->gram_opt, a)) {
+                fprintf(stderr, "blockdraft run: %s and %s cannot be combined (one grammar)\n", o->gram_opt, a);
+                return 2;
+            }
+            o->gram_opt = a;
+            o->gram_src = v;
+            o->gram_file = strstr(a, "-file") || !strcmp(a, "-jf");
+            o->gram_schema = strstr(a, "json") || !strcmp(a, "-j") || !strcmp(a, "-jf");
+        } else if (arg_is(a, "--spec-adaptive", NULL)) o->spp.adaptive = true;
+        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spp.dflash_short_block = true;
+        else if (arg_is(a, "--spec-trace", NULL)) o->spec_trace = true;
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
             fprintf(stderr, "blockdraft run: %s was removed (as in llama.cpp); use --spec-draft-n-max / --spec-draft-n-min\n", a);
             return 2;
-        } else if (arg_is(a, "--ignore-eos", NULL)) gp.ignore_eog = true;
-        else if (arg_is(a, "--no-display-prompt", NULL)) echo = false;
-        else if (arg_is(a, "--json", NULL)) json = true;
+        } else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
+        else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
+        else if (arg_is(a, "--json", NULL)) o->json = true;
         else if (arg_is(a, "-h", "--help")) {
             usage();
             return 0;
@@ -195,172 +224,241 @@ int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model_path || (!prompt && !prompt_file)) {
+    return -1;
+}
+
+/* `run NAME`: the gallery model (pulled first when missing) supplies the
+ * files and, through its config, the defaults (gallery_config_apply, as in
+ * `serve`); the flags are then applied again over them. */
+static int run_resolve_name(int argc, char **argv, run_opts *o) {
+    static gallery_model gm;
+    gallery_pull_opts po;
+    cli_pull_opts_init(&po, false);
+    char gerr[512];
+    if (!gallery_resolve_model(o->name, &po, &gm, gerr, sizeof gerr)) {
+        fprintf(stderr, "blockdraft run: %s\n", gerr);
+        return 1;
+    }
+    const char *name = o->name;
+    run_opts_init(o);
+    o->name = name;
+    o->model_path = gm.target_path;
+    if (gm.draft_path[0]) o->draft_path = gm.draft_path;
+    if (gm.has_config) gallery_config_apply(&gm.cfg, &o->sp, &o->gp.sampling, &o->gp.n_predict, &o->spp);
+    return run_parse_flags(argc, argv, o);
+}
+
+/* The models and what speculation they allow. *m and *dm are NULL on entry. */
+static bool run_open_models(run_opts *o, bd_model **m, bd_model **dm) {
+    char err[512];
+    *m = bd_model_open(o->model_path, err, sizeof err);
+    if (!*m) {
+        fprintf(stderr, "blockdraft run: %s\n", err);
+        return false;
+    }
+    if (!strcmp(bd_model_arch(*m), "dflash")) {
+        fprintf(stderr, "blockdraft run: %s is a DFlash drafter; pass it with -md next to its target (-m)\n",
+                o->model_path);
+        return false;
+    }
+    if (o->draft_path) {
+        *dm = bd_model_open(o->draft_path, err, sizeof err);
+        if (!*dm) {
+            fprintf(stderr, "blockdraft run: draft model: %s\n", err);
+            return false;
+        }
+        if (!o->spec_type_set) o->spp.type = bd_spec_type_for_draft(*dm);
+    }
+    if ((o->spp.type == BD_SPEC_DRAFT_DFLASH || o->spp.type == BD_SPEC_DRAFT_SIMPLE) && !*dm) {
+        fprintf(stderr, "blockdraft run: --spec-type %s needs a draft model (-md)\n", bd_spec_type_name(o->spp.type));
+        return false;
+    }
+    if (*dm && o->spp.type == BD_SPEC_NONE)
+        fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
+    return true;
+}
+
+/* The prompt's ids (malloc'd), with BOS and special-token parsing as
+ * llama.cpp's CLI does. NULL with a message when there are none. */
+static int32_t *run_tokenize(const bd_model *m, const char *text, size_t len, int *np) {
+    int n = bd_tokenize(m, text, len, true, true, NULL, 0);
+    if (n < 0) n = -n;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (ids) n = bd_tokenize(m, text, len, true, true, ids, n + 1);
+    if (!ids || n <= 0) {
+        fprintf(stderr, "blockdraft run: the prompt produced no tokens\n");
+        free(ids);
+        return NULL;
+    }
+    *np = n;
+    return ids;
+}
+
+/* The session, and with speculation the bd_spec that owns it. */
+static bool run_setup(run_opts *o, bd_model *m, bd_model *dm, run_out *out, bd_session **s, bd_spec **spec) {
+    char err[512];
+    if (o->spp.type == BD_SPEC_NONE) {
+        *s = bd_session_create(m, &o->sp, err, sizeof err);
+        if (!*s) fprintf(stderr, "blockdraft run: %s\n", err);
+        return *s != NULL;
+    }
+    char warn[256];
+    *spec = bd_spec_open(m, dm, &o->sp, &o->spp, warn, sizeof warn, err, sizeof err);
+    if (!*spec) {
+        fprintf(stderr, "blockdraft run: %s\n", err);
+        return false;
+    }
+    *s = bd_spec_session(*spec);
+    if (warn[0]) fprintf(stderr, "blockdraft run: warning: %s\n", warn);
+    if (o->spec_trace && o->json) {
+        out->trace = json_array();
+        bd_spec_set_trace(*spec, on_step, out);
+    }
+    return true;
+}
+
+/* --json: one object with the ids, the text and the statistics. */
+static void run_print_json(run_out *o, const int32_t *pids, int np, const bd_gen_stats *st, const bd_session *s,
+                           const bd_spec *spec) {
+    json_t *root = json_object(), *jp = json_array(), *jg = json_array();
+    for (int i = 0; i < np; i++) json_array_append_new(jp, json_integer(pids[i]));
+    for (int i = 0; i < o->n; i++) json_array_append_new(jg, json_integer(o->ids[i]));
+    json_object_set_new(root, "prompt_ids", jp);
+    json_object_set_new(root, "generated_ids", jg);
+    json_object_set_new(root, "text", json_stringn(o->text.p ? o->text.p : "", o->text.n));
+    json_t *js = srv_json_gen_stats(st);
+    json_object_set_new(js, "kv_len", json_integer(bd_session_length(s)));
+    json_t *jsp = srv_json_spec_stats(&st->spec, spec ? bd_spec_n_max(spec) : 0);
+    if (o->trace) {
+        json_object_set_new(jsp, "trace", o->trace);
+        o->trace = NULL;
+    }
+    json_object_set_new(js, "spec", jsp);
+    json_object_set_new(root, "stats", js);
+    char *dump = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (dump) printf("%s\n", dump);
+    free(dump);
+    json_decref(root);
+}
+
+/* Plain output: the text is out already; statistics to stderr. */
+static void run_print_text_stats(const bd_gen_stats *st, bool spec) {
+    printf("\n");
+    fprintf(stderr, "\nprompt: %d tokens, %.1f ms, %.2f tok/s | generation: %d tokens, %.1f ms, %.2f tok/s\n",
+            st->n_prompt, st->prompt_ms, st->prompt_tps, st->n_gen, st->gen_ms, st->gen_tps);
+    if (!spec) return;
+    const bd_spec_stats *ss = &st->spec;
+    fprintf(stderr, "speculative (%s): drafted %lld, accepted %lld (%.1f%%), target forwards %lld, tau %.3f\n",
+            ss->type, (long long)ss->n_drafted, (long long)ss->n_accepted,
+            ss->n_drafted ? 100.0 * ss->n_accepted / ss->n_drafted : 0.0, (long long)ss->target_forwards, ss->tau);
+    fprintf(stderr, "acceptance by position:");
+    for (int i = 0; i < 32 && ss->drafted_at[i]; i++)
+        fprintf(stderr, " %.2f", (double)ss->accepted_at[i] / ss->drafted_at[i]);
+    fprintf(stderr, "\ntime: draft %.1f ms, verify %.1f ms, other %.1f ms\n", ss->draft_ms, ss->verify_ms,
+            ss->other_ms);
+}
+
+/* Constrained output: the vocabulary trie and the grammar (GBNF, or
+ * converted from a JSON Schema), into o->gp.grammar. */
+static bool run_grammar(run_opts *o, const bd_model *m, bd_grammar_vocab **gvocab, bd_grammar **grammar) {
+    if (!o->gram_opt) return true;
+    char err[1024];
+    size_t glen = strlen(o->gram_src);
+    char *gtext = o->gram_file ? arg_read_file(o->gram_src, &glen) : NULL;
+    if (o->gram_file && !gtext) {
+        fprintf(stderr, "blockdraft run: cannot read %s\n", o->gram_src);
+        return false;
+    }
+    const char *gt = o->gram_file ? gtext : o->gram_src;
+    *gvocab = bd_grammar_vocab_create(m, err, sizeof err);
+    if (*gvocab && o->gram_schema) {
+        json_error_t je;
+        json_t *schema = json_loadb(gt, glen, JSON_DECODE_ANY, &je);
+        if (!schema) snprintf(err, sizeof err, "%s: invalid JSON at line %d: %s", o->gram_opt, je.line, je.text);
+        else *grammar = json_schema_grammar(schema, *gvocab, err, sizeof err);
+        json_decref(schema);
+    } else if (*gvocab) {
+        *grammar = bd_grammar_create(gt, glen, *gvocab, err, sizeof err);
+    }
+    free(gtext);
+    if (!*grammar) {
+        fprintf(stderr, "blockdraft run: %s\n", err);
+        return false;
+    }
+    o->gp.grammar = *grammar;
+    return true;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts opt;
+    run_opts_init(&opt);
+    if (argc > 1 && argv[1][0] != '-') opt.name = argv[1];
+    int st_rc = run_parse_flags(argc, argv, &opt); /* before the gallery: --help never downloads */
+    if (st_rc >= 0) return st_rc;
+    if (opt.name && (st_rc = run_resolve_name(argc, argv, &opt)) >= 0) return st_rc;
+    if (!opt.model_path || (!opt.prompt && !opt.prompt_file)) {
         usage();
         return 2;
     }
     char *prompt_buf = NULL;
-    size_t prompt_len;
-    if (prompt_file) {
-        prompt_buf = arg_read_file(prompt_file, &prompt_len);
+    const char *prompt = opt.prompt;
+    size_t prompt_len = prompt ? strlen(prompt) : 0;
+    if (opt.prompt_file) {
+        prompt = prompt_buf = arg_read_file(opt.prompt_file, &prompt_len);
         if (!prompt_buf) {
-            fprintf(stderr, "blockdraft run: cannot read %s\n", prompt_file);
+            fprintf(stderr, "blockdraft run: cannot read %s\n", opt.prompt_file);
             return 1;
         }
-        prompt = prompt_buf;
-    } else {
-        prompt_len = strlen(prompt);
     }
 
-    char err[512];
-    int rc = 1;
+    char err[1024];
+    int rc = 1, np = 0;
+    bd_grammar_vocab *gvocab = NULL;
+    bd_grammar *grammar = NULL;
+    /* a model file truncated under us is an error message, not SIGBUS */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft run: warning: %s\n", err);
+    bd_model *m = NULL, *dm = NULL;
     bd_session *s = NULL;
-    bd_model *dm = NULL;
     bd_spec *spec = NULL;
-    int32_t taps[16];
-    run_out o = {.json = json};
+    run_out o = {.json = opt.json};
     int32_t *pids = NULL;
-    bd_model *m = bd_model_open(model_path, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "blockdraft run: %s\n", err);
-        free(prompt_buf);
-        return 1;
-    }
-    if (!strcmp(bd_model_arch(m), "dflash")) {
-        fprintf(stderr, "blockdraft run: %s is a DFlash drafter; pass it with -md next to its target (-m)\n", model_path);
-        bd_model_free(m);
-        free(prompt_buf);
-        return 1;
-    }
-    if (draft_path) {
-        dm = bd_model_open(draft_path, err, sizeof err);
-        if (!dm) {
-            fprintf(stderr, "blockdraft run: draft model: %s\n", err);
-            goto done;
-        }
-        if (!spec_type_set) spp.type = bd_spec_type_for_draft(dm);
-    }
-    if ((spp.type == BD_SPEC_DRAFT_DFLASH || spp.type == BD_SPEC_DRAFT_SIMPLE) && !dm) {
-        fprintf(stderr, "blockdraft run: --spec-type %s needs a draft model (-md)\n", bd_spec_type_name(spp.type));
+    if (!run_open_models(&opt, &m, &dm) || !(pids = run_tokenize(m, prompt, prompt_len, &np)) ||
+        !run_grammar(&opt, m, &gvocab, &grammar) || !run_setup(&opt, m, dm, &o, &s, &spec))
         goto done;
-    }
-    if (dm && spp.type == BD_SPEC_NONE)
-        fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
-    if (spp.type == BD_SPEC_DRAFT_DFLASH) {
-        sp.n_tap = bd_dflash_tap_layers(dm, taps, 16);
-        sp.tap_layers = taps;
-    }
-    int np = bd_tokenize(m, prompt, prompt_len, true, true, NULL, 0);
-    if (np < 0) np = -np;
-    pids = malloc(((size_t)np + 1) * sizeof *pids);
-    if (!pids) goto done;
-    np = bd_tokenize(m, prompt, prompt_len, true, true, pids, np + 1);
-    if (np <= 0) {
-        fprintf(stderr, "blockdraft run: the prompt produced no tokens\n");
-        goto done;
-    }
-    s = bd_session_create(m, &sp, err, sizeof err);
-    if (!s) {
-        fprintf(stderr, "blockdraft run: %s\n", err);
-        goto done;
-    }
-    if (spp.type != BD_SPEC_NONE) {
-        char warn[256];
-        spec = bd_spec_create(s, dm, &spp, warn, sizeof warn, err, sizeof err);
-        if (!spec) {
-            fprintf(stderr, "blockdraft run: %s\n", err);
-            goto done;
-        }
-        if (warn[0]) fprintf(stderr, "blockdraft run: warning: %s\n", warn);
-        if (spec_trace && json) {
-            o.trace = json_array();
-            bd_spec_set_trace(spec, on_step, &o);
-        }
-    }
-    o.cap = gp.n_predict >= 0 ? gp.n_predict : bd_session_n_ctx(s);
+    o.cap = opt.gp.n_predict >= 0 ? opt.gp.n_predict : bd_session_n_ctx(s);
     o.ids = malloc(((size_t)o.cap + 1) * sizeof *o.ids);
     o.ts = bd_textstream_create(m, false);
-    if (!o.ids || !o.ts) goto done;
-    if (echo && !json) {
+    if (o.ts) {
+        o.piece_cap = bd_textstream_max_bytes(o.ts);
+        o.piece = malloc((size_t)o.piece_cap);
+    }
+    if (!o.ids || !o.ts || !o.piece) goto done;
+    if (opt.echo && !opt.json) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
     }
     bd_gen_stats st;
-    bool ok = spec ? bd_spec_generate(spec, pids, np, &gp, on_token, &o, &st, err, sizeof err)
-                   : bd_generate(s, pids, np, &gp, on_token, &o, &st, err, sizeof err);
+    bool ok = spec ? bd_spec_generate(spec, pids, np, &opt.gp, on_token, &o, &st, err, sizeof err)
+                   : bd_generate(s, pids, np, &opt.gp, on_token, &o, &st, err, sizeof err);
     if (!ok) {
         fprintf(stderr, "\nblockdraft run: %s\n", err);
         goto done;
     }
-    char tail[64];
-    out_append(&o, tail, bd_textstream_flush(o.ts, tail, sizeof tail));
-    if (json) {
-        json_t *root = json_object(), *jp = json_array(), *jg = json_array(), *js = json_object();
-        for (int i = 0; i < np; i++) json_array_append_new(jp, json_integer(pids[i]));
-        for (int i = 0; i < o.n; i++) json_array_append_new(jg, json_integer(o.ids[i]));
-        json_object_set_new(root, "prompt_ids", jp);
-        json_object_set_new(root, "generated_ids", jg);
-        json_object_set_new(root, "text", json_stringn(o.text ? o.text : "", o.text_len));
-        json_object_set_new(js, "n_prompt", json_integer(st.n_prompt));
-        json_object_set_new(js, "n_gen", json_integer(st.n_gen));
-        json_object_set_new(js, "prompt_ms", json_real(st.prompt_ms));
-        json_object_set_new(js, "gen_ms", json_real(st.gen_ms));
-        json_object_set_new(js, "prompt_tps", json_real(st.prompt_tps));
-        json_object_set_new(js, "gen_tps", json_real(st.gen_tps));
-        json_object_set_new(js, "stopped_eog", json_boolean(st.stopped_eog));
-        json_object_set_new(js, "kv_len", json_integer(bd_session_length(s)));
-        const bd_spec_stats *ss = &st.spec;
-        json_t *jsp = json_object(), *acc = json_array();
-        json_object_set_new(jsp, "type", json_string(ss->type));
-        json_object_set_new(jsp, "n_drafted", json_integer(ss->n_drafted));
-        json_object_set_new(jsp, "n_accepted", json_integer(ss->n_accepted));
-        json_object_set_new(jsp, "tau", json_real(ss->tau));
-        json_object_set_new(jsp, "target_forwards", json_integer(ss->target_forwards));
-        json_object_set_new(jsp, "draft_steps", json_integer(ss->n_steps));
-        json_object_set_new(jsp, "acceptance_rate", json_real(ss->n_drafted ? (double)ss->n_accepted / ss->n_drafted : 0));
-        for (int i = 0; i < 32 && ss->drafted_at[i]; i++)
-            json_array_append_new(acc, json_real((double)ss->accepted_at[i] / ss->drafted_at[i]));
-        json_object_set_new(jsp, "acceptance_by_position", acc);
-        json_object_set_new(jsp, "draft_ms", json_real(ss->draft_ms));
-        json_object_set_new(jsp, "verify_ms", json_real(ss->verify_ms));
-        json_object_set_new(jsp, "other_ms", json_real(ss->other_ms));
-        if (spec) json_object_set_new(jsp, "n_max", json_integer(bd_spec_n_max(spec)));
-        if (o.trace) {
-            json_object_set_new(jsp, "trace", o.trace);
-            o.trace = NULL;
-        }
-        json_object_set_new(js, "spec", jsp);
-        json_object_set_new(root, "stats", js);
-        char *dump = json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII);
-        if (dump) printf("%s\n", dump);
-        free(dump);
-        json_decref(root);
-    } else {
-        printf("\n");
-        fprintf(stderr, "\nprompt: %d tokens, %.1f ms, %.2f tok/s | generation: %d tokens, %.1f ms, %.2f tok/s\n",
-                st.n_prompt, st.prompt_ms, st.prompt_tps, st.n_gen, st.gen_ms, st.gen_tps);
-        const bd_spec_stats *ss = &st.spec;
-        if (spec) {
-            fprintf(stderr, "speculative (%s): drafted %lld, accepted %lld (%.1f%%), target forwards %lld, tau %.3f\n",
-                    ss->type, (long long)ss->n_drafted, (long long)ss->n_accepted,
-                    ss->n_drafted ? 100.0 * ss->n_accepted / ss->n_drafted : 0.0, (long long)ss->target_forwards,
-                    ss->tau);
-            fprintf(stderr, "acceptance by position:");
-            for (int i = 0; i < 32 && ss->drafted_at[i]; i++)
-                fprintf(stderr, " %.2f", (double)ss->accepted_at[i] / ss->drafted_at[i]);
-            fprintf(stderr, "\ntime: draft %.1f ms, verify %.1f ms, other %.1f ms\n", ss->draft_ms, ss->verify_ms,
-                    ss->other_ms);
-        }
-    }
+    out_append(&o, o.piece, stream_piece(&o, -1));
+    if (opt.json) run_print_json(&o, pids, np, &st, s, spec);
+    else run_print_text_stats(&st, spec != NULL);
     rc = 0;
 done:
     if (o.trace) json_decref(o.trace);
     bd_textstream_free(o.ts);
+    free(o.piece);
     free(o.ids);
-    free(o.text);
+    bd_buf_free(&o.text);
     free(pids);
-    bd_spec_free(spec);
-    bd_session_free(s);
+    if (spec) bd_spec_free(spec); /* and its session */
+    else bd_session_free(s);
+    bd_grammar_free(grammar);
+    bd_grammar_vocab_free(gvocab);
     bd_model_free(dm);
     bd_model_free(m);
     free(prompt_buf);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/base.h"
 #include "../gguf/bd_gguf.h"
 #include "../tokenizer/tokenizer.h"
 #include "args.h"
@@ -41,25 +42,11 @@ static void print_c_escaped(const char *s, int n) {
     }
 }
 
-/* Length of a valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
-static int utf8_valid_len(const unsigned char *s, int n) {
-    int len = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || len > n) return 0;
-    uint32_t cp = len == 1 ? s[0] : (uint32_t)(s[0] & (0x7F >> len));
-    for (int k = 1; k < len; k++) {
-        if ((s[k] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[k] & 0x3F);
-    }
-    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
 static void print_json_string(const char *s, int n) {
     putchar('"');
     for (int i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        int l = utf8_valid_len((const unsigned char *)s + i, n - i);
+        int l = (int)bd_utf8_seq(s + i, (size_t)(n - i), NULL);
         if (l == 0) {
             fputs("\\ufffd", stdout);
             i++;

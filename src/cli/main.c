@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../model/arch.h"
 
 typedef struct {
     const char *name;
@@ -25,12 +26,16 @@ static const command commands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"make-model", cmd_make_model, "write a synthetic qwen3/llama GGUF with random weights"},
     {"bench", cmd_bench, "llama-bench style speed test: pp, tg, verify curve, speculative (-md)"},
+    {"archs", cmd_archs, "list the GGUF architectures blockdraft runs (and those it does not yet)"},
 };
 
 static void usage(FILE *out) {
     fprintf(out, "usage: blockdraft COMMAND [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].help);
+    char t[256], d[256];
+    fprintf(out, "\nmodels: targets %s; drafters %s (blockdraft archs)\n", bd_arch_list(BD_ROLE_TARGET, t, sizeof t),
+            bd_arch_list(BD_ROLE_DRAFTER, d, sizeof d));
     fprintf(out, "\n`blockdraft COMMAND --help` shows a command's options.\n");
 }
 

@@ -1,7 +1,8 @@
 /*
- * sampler.c - see sampler.h. The generator is xoshiro256** seeded through
- * splitmix64; it is not llama.cpp's mt19937, so sampled texts differ from
- * llama.cpp's for the same seed, while the distributions are the same.
+ * sampler.c - see sampler.h. The generator is base.h's bd_rng
+ * (xoshiro256** seeded through splitmix64); it is not llama.cpp's
+ * mt19937, so sampled texts differ from llama.cpp's for the same seed,
+ * while the distributions are the same.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -13,36 +14,18 @@
 struct bd_sampler {
     bd_sampler_params p;
     int32_t n_vocab;
-    uint64_t rng[4];
+    bd_rng rng;
     int32_t *ids;   /* [n_vocab] candidate ids */
     float *vals;    /* [n_vocab] logits, then probabilities */
     int32_t *tmp_ids; /* [n_vocab] radix/merge scratch */
     float *tmp_vals;  /* [n_vocab] */
+    uint32_t *seen;   /* [n_vocab] penalty: == epoch when the token was penalized in this call */
+    uint32_t epoch;
 };
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro_next(uint64_t *s) {
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
 
 bd_sampler_params bd_sampler_default_params(void) {
     bd_sampler_params p = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                           .seed = BD_SEED_RANDOM};
+                           .seed = BD_SEED_RANDOM, .repeat_penalty = 1.0f, .repeat_last_n = 64};
     return p;
 }
 
@@ -51,12 +34,14 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
     bd_sampler *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->p = *p;
+    if (!(s->p.repeat_penalty > 0.0f)) s->p.repeat_penalty = 1.0f; /* 0: a zeroed struct, off */
     s->n_vocab = n_vocab;
     s->ids = malloc((size_t)n_vocab * sizeof *s->ids);
     s->vals = malloc((size_t)n_vocab * sizeof *s->vals);
     s->tmp_ids = malloc((size_t)n_vocab * sizeof *s->tmp_ids);
     s->tmp_vals = malloc((size_t)n_vocab * sizeof *s->tmp_vals);
-    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals) {
+    if (bd_sampler_has_penalty(s)) s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
+    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || (bd_sampler_has_penalty(s) && !s->seen)) {
         bd_sampler_free(s);
         return NULL;
     }
@@ -66,7 +51,7 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
         clock_gettime(CLOCK_REALTIME, &ts);
         seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)s;
     }
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&seed);
+    bd_rng_seed(&s->rng, seed);
     return s;
 }
 
@@ -76,19 +61,32 @@ void bd_sampler_free(bd_sampler *s) {
     free(s->vals);
     free(s->tmp_ids);
     free(s->tmp_vals);
+    free(s->seen);
     free(s);
 }
 
 bool bd_sampler_is_greedy(const bd_sampler *s) { return !(s->p.temperature > 0.0f); }
 
-double bd_sampler_uniform(bd_sampler *s) { return (double)(xoshiro_next(s->rng) >> 11) * 0x1.0p-53; }
+bool bd_sampler_has_penalty(const bd_sampler *s) { return s->p.repeat_penalty != 1.0f && s->p.repeat_last_n != 0; }
 
-int32_t bd_sampler_argmax(const float *logits, int32_t n_vocab) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
+/* llama.cpp's repetition penalty on vals[] (indexed by token id): every
+ * distinct token of the window, the last repeat_last_n of hist, once. */
+static void penalize(bd_sampler *s, float *vals, const int32_t *hist, int32_t n_hist) {
+    int32_t from = s->p.repeat_last_n < 0 || n_hist <= s->p.repeat_last_n ? 0 : n_hist - s->p.repeat_last_n;
+    if (++s->epoch == 0) { /* wrapped: forget the old stamps */
+        memset(s->seen, 0, (size_t)s->n_vocab * sizeof *s->seen);
+        s->epoch = 1;
+    }
+    const float pen = s->p.repeat_penalty;
+    for (int32_t i = from; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= s->n_vocab || s->seen[t] == s->epoch) continue;
+        s->seen[t] = s->epoch;
+        vals[t] = vals[t] <= 0.0f ? vals[t] * pen : vals[t] / pen;
+    }
 }
+
+double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
 
 /* Sort candidates by value, descending, stable on id (ids ascending on
  * ties), with a bottom-up merge sort over the scratch arrays: no allocation,
@@ -140,10 +138,17 @@ static void select_top_k(bd_sampler *s, int32_t n, int32_t k) {
     }
 }
 
-int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t **ids, const float **probs) {
+int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
+                        const int32_t **ids, const float **probs) {
     int32_t n = s->n_vocab;
+    bool pen = bd_sampler_has_penalty(s) && n_hist > 0;
     if (bd_sampler_is_greedy(s)) {
-        s->ids[0] = bd_sampler_argmax(logits, n);
+        if (pen) {
+            memcpy(s->tmp_vals, logits, (size_t)n * sizeof *logits);
+            penalize(s, s->tmp_vals, hist, n_hist);
+            logits = s->tmp_vals;
+        }
+        s->ids[0] = bd_argmax(logits, n);
         s->vals[0] = 1.0f;
         *ids = s->ids;
         *probs = s->vals;
@@ -153,6 +158,7 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t **ids,
         s->ids[i] = i;
         s->vals[i] = logits[i];
     }
+    if (pen) penalize(s, s->vals, hist, n_hist);
     /* top-k */
     if (s->p.top_k > 0 && s->p.top_k < n) {
         select_top_k(s, n, s->p.top_k);
@@ -190,15 +196,20 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t **ids,
         sum += e;
     }
     for (int32_t i = 0; i < n; i++) s->vals[i] = (float)(s->vals[i] / sum);
+    /* grammar hook: candidates of probability 0 (logit -inf, masked by a
+     * grammar) are dropped, so no fallback below can return one */
+    while (n > 1 && !(s->vals[n - 1] > 0.0f)) n--;
+    /* a distribution over >= 1 candidates, most likely first */
+    BD_ASSERT(n >= 1 && sum >= 1.0 && s->vals[0] >= s->vals[n - 1]);
     *ids = s->ids;
     *probs = s->vals;
     return n;
 }
 
-int32_t bd_sampler_sample(bd_sampler *s, const float *logits) {
+int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist) {
     const int32_t *ids;
     const float *probs;
-    int32_t n = bd_sampler_dist(s, logits, &ids, &probs);
+    int32_t n = bd_sampler_dist(s, logits, hist, n_hist, &ids, &probs);
     if (n == 1) return ids[0];
     double u = bd_sampler_uniform(s), cum = 0.0;
     for (int32_t i = 0; i < n; i++) {

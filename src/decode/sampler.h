@@ -1,13 +1,20 @@
 /*
  * sampler.h - token samplers: greedy, and temperature with top-k, top-p and
- * min-p, applied in llama.cpp's default order (top-k -> top-p -> min-p ->
- * temperature -> draw). The speculative verifier reuses bd_sampler_dist to
- * get the exact distribution plain sampling would draw from.
+ * min-p, applied in llama.cpp's default order (repetition penalty -> top-k
+ * -> top-p -> min-p -> temperature -> draw). The speculative verifier
+ * reuses bd_sampler_dist to get the exact distribution plain sampling
+ * would draw from.
+ *
+ * History: the repetition penalty reads the tokens before the one being
+ * sampled (prompt + generated so far). Callers pass it on every call, so a
+ * speculative verify row j is sampled with exactly the history plain
+ * decoding would have had there: the committed tokens plus drafts 1..j.
  */
 #ifndef BD_SAMPLER_H
 #define BD_SAMPLER_H
 
 #include "blockdraft.h"
+#include "../base/base.h"
 
 #define BD_SEED_RANDOM 0xFFFFFFFFu /* as llama.cpp's LLAMA_DEFAULT_SEED */
 
@@ -17,17 +24,19 @@ typedef struct bd_sampler bd_sampler;
 bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab);
 void bd_sampler_free(bd_sampler *s);
 bool bd_sampler_is_greedy(const bd_sampler *s);
+/* The repetition penalty changes logits (repeat_penalty != 1, last_n != 0). */
+bool bd_sampler_has_penalty(const bd_sampler *s);
 
-/* argmax; ties go to the lowest id. */
-int32_t bd_sampler_argmax(const float *logits, int32_t n_vocab);
-
-/* The distribution plain sampling draws from: on return ids and probs point
+/* The distribution plain sampling draws from after the n_hist tokens of
+ * hist (hist may be NULL when n_hist is 0): on return ids and probs point
  * at the candidates (sampler-owned, valid until the next call), probs
- * summing to 1, sorted by probability, descending. Greedy: one candidate. */
-int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t **ids, const float **probs);
+ * summing to 1, sorted by probability, descending. Greedy: one candidate
+ * (the argmax of the penalized logits, ties to the lowest id). */
+int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
+                        const int32_t **ids, const float **probs);
 
 /* Draw one token from logits (dist + one uniform draw). */
-int32_t bd_sampler_sample(bd_sampler *s, const float *logits);
+int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist);
 
 /* Uniform double in [0, 1) from the sampler's generator. */
 double bd_sampler_uniform(bd_sampler *s);

@@ -24,9 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode.h"
+#include "grammar.h"
 #include "sampler.h"
 #include "spec_internal.h"
 #include "../model/dflash.h"
+#include "../model/pairing.h"
 #include "../model/model.h"
 #include "../tensor/kernels.h"
 
@@ -39,7 +42,8 @@
 
 struct bd_spec {
     bd_spec_params p;
-    bd_session *t;          /* target session (borrowed) */
+    bd_session *t;          /* target session (borrowed, or owned: owns_t) */
+    bool owns_t;            /* created by bd_spec_open */
     bd_model *dm;           /* draft model (borrowed; NULL for ngram) */
     bd_dflash *df;          /* draft-dflash state */
     bd_session *ds;         /* draft-simple session */
@@ -104,18 +108,21 @@ bd_spec_type bd_spec_type_for_draft(const bd_model *draft) {
     return draft->arch == BD_ARCH_DFLASH ? BD_SPEC_DRAFT_DFLASH : BD_SPEC_DRAFT_SIMPLE;
 }
 
+bool bd_dflash_check_pair(const bd_model *target, const bd_model *draft, char *err, size_t errlen) {
+    bd_pairing_report rep;
+    bd_pairing_report_init(&rep);
+    return bd_pairing_run(target->gguf, draft->gguf, &rep, NULL, err, errlen);
+}
+
 int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max) {
     if (draft->arch != BD_ARCH_DFLASH) return 0;
     int32_t n = draft->dflash.n_target_layers;
-    for (int32_t i = 0; i < n && i < max; i++) layers[i] = draft->dflash.target_layers[i];
+    if (n > max) return -n; /* nothing written */
+    for (int32_t i = 0; i < n; i++) layers[i] = draft->dflash.target_layers[i];
     return n;
 }
 
 int32_t bd_spec_n_max(const bd_spec *sp) { return sp->n_max; }
-
-/* Defined in session.c: a session that runs on a borrowed pool. */
-bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
-                                      size_t errlen);
 
 bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, char *warn, size_t warnlen,
                         char *err, size_t errlen) {
@@ -180,11 +187,17 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
                 goto fail;
             }
         }
+        /* the draft session runs on the target's threads */
+        bd_threadpool target_pool = {.pool = t->pool};
         bd_session_params dp = bd_session_default_params();
         dp.n_ctx = t->n_ctx;
         dp.n_batch = t->n_batch;
         dp.n_outputs = 1;
-        sp->ds = bd_session_create_on_pool(dm, &dp, t->pool, err, errlen);
+        /* a recurrent draft model rolls back over one step's forwards: the
+         * catch-up (<= n_max + 1 rows) and n_max - 1 single drafts */
+        dp.n_rollback = 2 * BD_MATMUL_EXACT_ROWS;
+        dp.threadpool = &target_pool;
+        sp->ds = bd_session_create(dm, &dp, err, errlen);
         if (!sp->ds) goto fail;
         break;
     }
@@ -225,7 +238,46 @@ void bd_spec_free(bd_spec *sp) {
     bd_session_free(sp->ds);
     free(sp->pend);
     free(sp->hist);
+    if (sp->owns_t) bd_session_free(sp->t);
     free(sp);
+}
+
+bd_session *bd_spec_session(bd_spec *sp) { return sp->t; }
+
+bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params *sp, const bd_spec_params *spp,
+                      char *warn, size_t warnlen, char *err, size_t errlen) {
+    if (warn && warnlen) warn[0] = '\0';
+    if (!spp || spp->type == BD_SPEC_NONE) {
+        bd_err(err, errlen, "speculation type 'none' needs no bd_spec");
+        return NULL;
+    }
+    bd_session_params p = sp ? *sp : bd_session_default_params();
+    int32_t taps[BD_MAX_TAPS];
+    if (spp->type == BD_SPEC_DRAFT_DFLASH) {
+        if (!draft || draft->arch != BD_ARCH_DFLASH) {
+            bd_err(err, errlen, "draft-dflash needs a DFlash drafter model (-md)");
+            return NULL;
+        }
+        /* the pair's fit first: a drafter tapping layers the target lacks
+         * gets the gallery's message, not a session-level one */
+        if (!bd_dflash_check_pair(target, draft, err, errlen)) return NULL;
+        int32_t n = bd_dflash_tap_layers(draft, taps, BD_MAX_TAPS);
+        if (n < 0) {
+            bd_err(err, errlen, "the drafter taps %d layers (at most %d)", -n, BD_MAX_TAPS);
+            return NULL;
+        }
+        p.n_tap = n;
+        p.tap_layers = taps;
+    }
+    bd_session *t = bd_session_create(target, &p, err, errlen);
+    if (!t) return NULL;
+    bd_spec *x = bd_spec_create(t, draft, spp, warn, warnlen, err, errlen);
+    if (!x) {
+        bd_session_free(t);
+        return NULL;
+    }
+    x->owns_t = true;
+    return x;
 }
 
 /* ------------------------------------------------------------------------
@@ -369,7 +421,14 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
     bd_session *ds = sp->ds;
     int32_t keep = sp->d_valid < bd_session_length(ds) ? sp->d_valid : bd_session_length(ds);
     if (keep >= sp->n_hist) keep = sp->n_hist - 1; /* always re-run the anchor for its logits */
-    bd_session_truncate(ds, keep);
+    if (!bd_session_truncate(ds, keep)) {
+        /* a recurrent draft model keeps only the rows since its last
+         * checkpoint (set below, every step); should that ever not reach,
+         * start over: slow, never wrong */
+        bd_session_truncate(ds, 0);
+        keep = 0;
+    }
+    bd_session_checkpoint(ds);
     /* catch up on committed tokens, anchor included, in one batch */
     if (!bd_session_forward(ds, sp->hist + keep, sp->n_hist - keep, BD_LOGITS_LAST, err, errlen)) return false;
     sp->d_valid = sp->n_hist;
@@ -377,7 +436,7 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
     while (k < n) {
         const float *lg = bd_session_logits(ds, 0);
         int32_t V = ds->m->hp.n_vocab;
-        int32_t best = bd_sampler_argmax(lg, V);
+        int32_t best = bd_argmax(lg, V);
         if (sp->p.p_min > 0.0f) {
             double sum = 0.0;
             for (int32_t i = 0; i < V; i++) sum += exp((double)lg[i] - lg[best]);
@@ -396,6 +455,7 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
  * ---------------------------------------------------------------------- */
 
 bool bd_spec_test_wrong_rule = false;
+bool bd_spec_test_wrong_history = false;
 
 /* Draw from dist (ids/probs, count n) with `skip` removed (renormalized). */
 static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float *probs, int32_t n, int32_t skip) {
@@ -414,15 +474,18 @@ static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float
 }
 
 /* Target's token for verify row `row` given draft d (or -1 for the bonus).
- * Returns true if d is accepted; else *tok gets the replacement. */
-static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, int32_t d, int32_t *tok) {
-    if (bd_sampler_is_greedy(smp)) {
-        *tok = bd_sampler_argmax(logits, n_vocab);
-        return d >= 0 && *tok == d;
-    }
+ * hist[0..n_hist) is the history plain decoding would have before this
+ * row (the repetition penalty reads it). Returns true if d is accepted;
+ * else *tok gets the replacement. */
+static bool accept_row(bd_sampler *smp, const float *logits, const int32_t *hist, int32_t n_hist, int32_t d,
+                       int32_t *tok) {
     const int32_t *ids;
     const float *probs;
-    int32_t n = bd_sampler_dist(smp, logits, &ids, &probs);
+    int32_t n = bd_sampler_dist(smp, logits, hist, n_hist, &ids, &probs);
+    if (bd_sampler_is_greedy(smp)) {
+        *tok = ids[0];
+        return d >= 0 && *tok == d;
+    }
     if (d < 0) {
         double u = bd_sampler_uniform(smp), cum = 0.0;
         *tok = ids[n - 1];
@@ -458,6 +521,35 @@ static bool accept_row(bd_sampler *smp, const float *logits, int32_t n_vocab, in
 }
 
 /* ------------------------------------------------------------------------
+ * Grammar hook (grammar.h). Row j of a verify batch is masked with the
+ * grammar state after the tokens emitted before it (the drafts accepted
+ * so far), so a draft the grammar forbids has probability 0 and is
+ * rejected, and every emitted token is drawn from the masked
+ * distribution plain decoding uses at that position. Each call emits one
+ * token (the accepted draft, or the replacement / bonus token), and the
+ * grammar advances over exactly that token, so no rollback is needed.
+ * *tok = -1 (and false) when the grammar ends the text here or fails
+ * (bd_grammar_run_end tells which).
+ * ---------------------------------------------------------------------- */
+
+static bool accept_row_grammar(bd_grammar_run *gr, bd_sampler *smp, const float *logits, const int32_t *hist,
+                               int32_t n_hist, int32_t d, int32_t *tok) {
+    if (!gr) return accept_row(smp, logits, hist, n_hist, d, tok);
+    const float *lg = bd_grammar_run_logits(gr, logits);
+    if (!lg) {
+        *tok = -1;
+        return false;
+    }
+    bool acc = accept_row(smp, lg, hist, n_hist, d, tok);
+    if (acc && bd_grammar_test_stale_rows) return true; /* deliberately wrong (test hook) */
+    if (!bd_grammar_run_accept(gr, acc ? d : *tok)) {
+        *tok = -1;
+        return false;
+    }
+    return acc;
+}
+
+/* ------------------------------------------------------------------------
  * The loop
  * ---------------------------------------------------------------------- */
 
@@ -474,6 +566,10 @@ typedef struct {
  * generation must stop (EOG, callback, n_predict). */
 static bool emit(emit_ctx *e, int32_t tok) {
     bd_spec *sp = e->sp;
+    if (tok < 0) { /* the grammar ended the text (or failed): accept_row_grammar */
+        e->done = true;
+        return false;
+    }
     if (!e->gp->ignore_eog && bd_token_is_eog(sp->t->m, tok)) {
         e->st->stopped_eog = true;
         e->done = true;
@@ -489,23 +585,40 @@ static bool emit(emit_ctx *e, int32_t tok) {
     return true;
 }
 
-bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
-                      bd_token_cb cb, void *user, bd_gen_stats *st, char *err, size_t errlen) {
-    bd_session *t = sp->t;
-    memset(st, 0, sizeof *st);
-    snprintf(st->spec.type, sizeof st->spec.type, "%s", bd_spec_type_name(sp->p.type));
-    if (n_prompt < 1) return bd_err(err, errlen, "generate: the prompt is empty");
-    if (n_prompt >= t->n_ctx)
-        return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);
-    bd_sampler *smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
-    if (!smp) return bd_err(err, errlen, "generate: out of memory");
-    const int32_t V = t->m->hp.n_vocab;
-    bd_session_truncate(t, 0);
-    if (sp->df) bd_dflash_reset(sp->df);
-    if (sp->ds) {
-        bd_session_truncate(sp->ds, 0);
-        sp->d_valid = 0;
+/* One generation: what the phases below share. */
+typedef struct {
+    bd_spec *sp;
+    bd_session *t;
+    bd_sampler *smp;
+    bd_grammar_run *gr;     /* NULL without a grammar */
+    const bd_gen_params *gp;
+    bd_gen_stats *st;
+    emit_ctx e;
+    char *err;
+    size_t errlen;
+} gen_run;
+
+/* Reset: forget the last generation's adaptive state and load the prompt
+ * into the history, keeping the longest usable prefix of the caches.
+ * The target keeps the longest common prefix of its cache and the prompt.
+ * The DFlash context holds the target's features of the last generation's
+ * history (row i <-> hist[i], n_rows of them: features held back in
+ * sp->pend are gone), so it keeps the same prefix, which cannot exceed its
+ * own common prefix with the prompt (the target session may have been used
+ * without this bd_spec in between). The draft-simple cache is revalidated
+ * against the prompt. Returns the target tokens kept. */
+static int32_t spec_reset(bd_spec *sp, const int32_t *prompt, int32_t n_prompt) {
+    int32_t cap = n_prompt;
+    if (sp->df) {
+        int32_t rows = bd_dflash_n_rows(sp->df);
+        cap = bd_decode_common_prefix(sp->hist, rows < sp->n_hist ? rows : sp->n_hist, prompt, n_prompt);
     }
+    int32_t keep = bd_decode_reuse_prefix(sp->t, prompt, n_prompt, cap);
+    BD_ASSERT(keep >= 0 && keep < n_prompt && keep <= cap);
+    if (sp->df) bd_dflash_truncate(sp->df, keep);
+    BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) == keep);
+    if (sp->ds)
+        sp->d_valid = bd_decode_common_prefix(bd_session_tokens(sp->ds), bd_session_length(sp->ds), prompt, n_prompt);
     for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
         sp->alpha[i] = 1.0;
         sp->alpha_n[i] = 0;
@@ -518,119 +631,182 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     sp->cost_provisional = -1;
     memcpy(sp->hist, prompt, (size_t)n_prompt * sizeof *prompt);
     sp->n_hist = n_prompt;
-    emit_ctx e = {.sp = sp, .gp = gp, .cb = cb, .user = user, .st = st};
-    bd_spec_stats *ss = &st->spec;
-    bool ok = true;
+    return keep;
+}
 
-    /* prefill in chunks; each chunk's features go to the drafter */
-    double t0 = bd_time_ms();
-    for (int32_t off = 0; ok && off < n_prompt; off += t->n_batch) {
+/* Prefill: forward prompt[keep..] in chunks of n_batch (the last with
+ * logits); each chunk's features go to the DFlash drafter. */
+static bool spec_prefill(gen_run *r, const int32_t *prompt, int32_t n_prompt, int32_t keep) {
+    bd_session *t = r->t;
+    bool ok = true;
+    for (int32_t off = keep; ok && off < n_prompt; off += t->n_batch) {
         int32_t nb = n_prompt - off < t->n_batch ? n_prompt - off : t->n_batch;
         bool last = off + nb == n_prompt;
-        ok = bd_session_forward(t, prompt + off, nb, last ? BD_LOGITS_LAST : BD_LOGITS_NONE, err, errlen);
-        if (ok && sp->df) ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), nb, err, errlen);
+        ok = bd_session_forward(t, prompt + off, nb, last ? BD_LOGITS_LAST : BD_LOGITS_NONE, r->err, r->errlen);
+        if (ok && r->sp->df) ok = bd_dflash_append(r->sp->df, bd_session_taps(t, NULL), nb, r->err, r->errlen);
     }
+    return ok;
+}
+
+/* Give the DFlash drafter the features held back from plain steps. */
+static bool spec_flush_pending(gen_run *r) {
+    bd_spec *sp = r->sp;
+    if (sp->n_pend == 0) return true;
+    double td = bd_time_ms();
+    bool ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, r->err, r->errlen);
+    sp->n_pend = 0;
+    r->st->spec.draft_ms += bd_time_ms() - td;
+    return ok;
+}
+
+/* Draft: the step's draft length (adaptive pick or n_max, bounded by the
+ * context left and by the tokens still to emit: a step emits at most n + 1),
+ * then the drafts themselves into sp->drafts; *nd of them (0: a plain
+ * step; drafts shorter than n_min are dropped). */
+static bool spec_draft(gen_run *r, int32_t *nd) {
+    bd_spec *sp = r->sp;
+    int32_t P = bd_session_length(r->t); /* == n_hist - 1 */
+    int32_t room = r->t->n_ctx - P - 1;   /* drafts that still fit the context */
+    int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
+    if (n > room) n = room;
+    int32_t n_block = n; /* llama.cpp-style short blocks keep their length */
+    if (r->gp->n_predict >= 0 && n > r->gp->n_predict - r->st->n_gen - 1) n = r->gp->n_predict - r->st->n_gen - 1;
+    *nd = 0;
+    if (n <= 0) return true;
+    if (!spec_flush_pending(r)) return false;
+    double td = bd_time_ms();
+    bool ok = true;
+    if (sp->df) {
+        ok = bd_dflash_draft(sp->df, sp->hist[sp->n_hist - 1], n, sp->p.dflash_short_block ? n_block + 1 : 0,
+                             sp->drafts, r->err, r->errlen);
+        *nd = n;
+    } else if (sp->ds) {
+        ok = draft_simple(sp, n, sp->drafts, nd, r->err, r->errlen);
+    } else {
+        *nd = draft_ngram(sp, n, sp->drafts);
+    }
+    r->st->spec.draft_ms += bd_time_ms() - td;
+    if (*nd < sp->p.n_min) *nd = 0;
+    return ok;
+}
+
+/* Verify and accept: one target forward of [anchor, d1..dnd]; drafts are
+ * accepted row by row (accept_row) until the first rejection. *a gets the
+ * accepted count, *tok the target's own token (the replacement, or the
+ * bonus token after a fully accepted block). */
+static bool spec_verify(gen_run *r, int32_t nd, int32_t *a, int32_t *tok) {
+    bd_spec *sp = r->sp;
+    bd_spec_stats *ss = &r->st->spec;
+    sp->batch[0] = sp->hist[sp->n_hist - 1];
+    memcpy(sp->batch + 1, sp->drafts, (size_t)nd * sizeof *sp->drafts);
+    BD_ASSERT(nd >= 0 && nd <= sp->n_max && sp->n_hist + nd <= r->t->n_ctx);
+    double tv = bd_time_ms();
+    bool ok = bd_session_forward(r->t, sp->batch, nd + 1, nd > 0 ? BD_LOGITS_ALL : BD_LOGITS_LAST, r->err, r->errlen);
+    ss->verify_ms += bd_time_ms() - tv;
+    if (!ok) return false;
+    ss->target_forwards++;
+    if (nd > 0) ss->n_steps++;
+    ss->n_drafted += nd;
+    /* verify row j samples after the committed history plus drafts
+     * 1..j: lay the drafts after the history (room: n_hist + nd <=
+     * n_ctx), so row j's history is hist[0 .. n_hist + j). emit()
+     * writes the same ids there for accepted drafts. */
+    memcpy(sp->hist + sp->n_hist, sp->drafts, (size_t)nd * sizeof *sp->drafts);
+    *a = 0;
+    *tok = -1;
+    while (*a < nd) {
+        if (*a < 32) ss->drafted_at[*a]++;
+        int32_t nh = bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + *a;
+        if (!accept_row_grammar(r->gr, r->smp, bd_session_logits(r->t, *a), sp->hist, nh, sp->drafts[*a], tok)) break;
+        if (*a < 32) ss->accepted_at[*a]++;
+        (*a)++;
+    }
+    if (*a == nd)
+        accept_row_grammar(r->gr, r->smp, bd_session_logits(r->t, nd), sp->hist,
+                           bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + nd, -1, tok);
+    for (int32_t i = *a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
+    ss->n_accepted += *a;
+    return true;
+}
+
+/* Commit: roll the target back to anchor + the a accepted drafts (P: the
+ * anchor's position), give those rows' features to the DFlash drafter (a
+ * plain step's are held back, SPEC_PEND at most, in adaptive mode), emit
+ * the accepted drafts and the target's token, and revalidate the
+ * draft-simple cache (its rows P+1.. hold the drafts). */
+static bool spec_commit(gen_run *r, int32_t P, int32_t nd, int32_t a, int32_t tok) {
+    bd_spec *sp = r->sp;
+    bd_session *t = r->t;
+    if (sp->trace) sp->trace(sp->trace_user, P, sp->hist[sp->n_hist - 1], sp->drafts, nd, a);
+    bd_session_truncate(t, P + a + 1);
+    BD_ASSERT(a <= nd && bd_session_length(t) == P + a + 1);
+    if (sp->df && nd == 0 && sp->p.adaptive) {
+        /* a plain step: hold its features back (a == 0, one row) */
+        memcpy(sp->pend + sp->n_pend * sp->pend_row, bd_session_taps(t, NULL), (size_t)sp->pend_row * sizeof(float));
+        if (++sp->n_pend == SPEC_PEND && !spec_flush_pending(r)) return false;
+    } else if (sp->df) {
+        double td = bd_time_ms();
+        bool ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), a + 1, r->err, r->errlen);
+        r->st->spec.draft_ms += bd_time_ms() - td;
+        if (!ok) return false;
+    }
+    if (sp->ds && sp->d_valid > P + 1) sp->d_valid = P + 1;
+    for (int32_t i = 0; i < a && !r->e.done; i++) emit(&r->e, sp->drafts[i]);
+    if (!r->e.done) emit(&r->e, tok);
+    if (sp->ds) {
+        int32_t dl = bd_session_length(sp->ds), v = P + 1;
+        while (v < dl && v < sp->n_hist && v - P - 1 < nd && sp->hist[v] == sp->drafts[v - P - 1]) v++;
+        sp->d_valid = v;
+    }
+    return true;
+}
+
+bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, const bd_gen_params *gp,
+                      bd_token_cb cb, void *user, bd_gen_stats *st, char *err, size_t errlen) {
+    bd_session *t = sp->t;
+    memset(st, 0, sizeof *st);
+    snprintf(st->spec.type, sizeof st->spec.type, "%s", bd_spec_type_name(sp->p.type));
+    if (n_prompt < 1) return bd_err(err, errlen, "generate: the prompt is empty");
+    if (n_prompt >= t->n_ctx)
+        return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);
+    gen_run r = {.sp = sp, .t = t, .gp = gp, .st = st, .err = err, .errlen = errlen,
+                 .e = {.sp = sp, .gp = gp, .cb = cb, .user = user, .st = st}};
+    r.smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
+    if (!r.smp) return bd_err(err, errlen, "generate: out of memory");
+    if (gp->grammar && !(r.gr = bd_grammar_run_create(gp->grammar, t->m->hp.n_vocab, gp->ignore_eog, err, errlen))) {
+        bd_sampler_free(r.smp);
+        return false;
+    }
+
+    int32_t keep = spec_reset(sp, prompt, n_prompt);
+    double t0 = bd_time_ms();
+    bool ok = spec_prefill(&r, prompt, n_prompt, keep);
     double t1 = bd_time_ms();
     st->n_prompt = n_prompt;
+    st->n_prompt_cached = keep;
     st->prompt_ms = t1 - t0;
-    ss->target_forwards = 1;
-    if (ok) {
+    st->spec.target_forwards = 1;
+    if (ok) { /* the prompt's last row gives the first token */
         int32_t tok;
-        accept_row(smp, bd_session_logits(t, 0), V, -1, &tok);
-        emit(&e, tok);
+        accept_row_grammar(r.gr, r.smp, bd_session_logits(t, 0), sp->hist, sp->n_hist, -1, &tok);
+        emit(&r.e, tok);
     }
-    while (ok && !e.done) {
+    while (ok && !r.e.done) {
         double ts = bd_time_ms();
-        int32_t P = bd_session_length(t); /* == n_hist - 1 */
-        int32_t anchor = sp->hist[sp->n_hist - 1];
-        int32_t room = t->n_ctx - P - 1;  /* drafts that still fit the context */
-        int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
-        if (n > room) n = room;
-        int32_t n_block = n; /* llama.cpp-style short blocks keep their length */
-        /* a step emits at most n + 1 tokens: draft no more than the budget needs */
-        if (gp->n_predict >= 0 && n > gp->n_predict - st->n_gen - 1) n = gp->n_predict - st->n_gen - 1;
-        if (n < 0) n = 0;
-        int32_t nd = 0;
-        if (n > 0 && sp->n_pend > 0) {
-            double td = bd_time_ms();
-            ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, err, errlen);
-            sp->n_pend = 0;
-            ss->draft_ms += bd_time_ms() - td;
-            if (!ok) break;
-        }
-        if (n > 0) {
-            double td = bd_time_ms();
-            if (sp->df) {
-                ok = bd_dflash_draft(sp->df, anchor, n, sp->p.dflash_short_block ? n_block + 1 : 0, sp->drafts, err,
-                                     errlen);
-                nd = n;
-            } else if (sp->ds) {
-                ok = draft_simple(sp, n, sp->drafts, &nd, err, errlen);
-            } else {
-                nd = draft_ngram(sp, n, sp->drafts);
-            }
-            ss->draft_ms += bd_time_ms() - td;
-            if (!ok) break;
-            if (nd < sp->p.n_min) nd = 0;
-        }
-        /* verify [anchor, d1..dnd] */
-        sp->batch[0] = anchor;
-        memcpy(sp->batch + 1, sp->drafts, (size_t)nd * sizeof *sp->drafts);
-        double tv = bd_time_ms();
-        ok = bd_session_forward(t, sp->batch, nd + 1, nd > 0 ? BD_LOGITS_ALL : BD_LOGITS_LAST, err, errlen);
-        ss->verify_ms += bd_time_ms() - tv;
-        if (!ok) break;
-        ss->target_forwards++;
-        if (nd > 0) ss->n_steps++;
-        ss->n_drafted += nd;
-        int32_t a = 0, tok = -1;
-        while (a < nd) {
-            if (a < 32) ss->drafted_at[a]++;
-            if (!accept_row(smp, bd_session_logits(t, a), V, sp->drafts[a], &tok)) break;
-            if (a < 32) ss->accepted_at[a]++;
-            a++;
-        }
-        if (a == nd) accept_row(smp, bd_session_logits(t, nd), V, -1, &tok);
-        for (int32_t i = a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
-        ss->n_accepted += a;
-        if (sp->trace) sp->trace(sp->trace_user, P, anchor, sp->drafts, nd, a);
-        /* roll back: keep the anchor and the accepted drafts */
-        bd_session_truncate(t, P + a + 1);
-        if (sp->df && nd == 0 && sp->p.adaptive) {
-            /* a plain step: hold its features back (a == 0, one row) */
-            memcpy(sp->pend + sp->n_pend * sp->pend_row, bd_session_taps(t, NULL),
-                   (size_t)sp->pend_row * sizeof(float));
-            if (++sp->n_pend == SPEC_PEND) {
-                double td = bd_time_ms();
-                ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, err, errlen);
-                sp->n_pend = 0;
-                ss->draft_ms += bd_time_ms() - td;
-                if (!ok) break;
-            }
-        } else if (sp->df) {
-            double td = bd_time_ms();
-            ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), a + 1, err, errlen);
-            ss->draft_ms += bd_time_ms() - td;
-            if (!ok) break;
-        }
-        if (sp->ds && sp->d_valid > P + 1) sp->d_valid = P + 1;
-        /* emit the accepted drafts, then the target's own token */
-        for (int32_t i = 0; i < a && !e.done; i++) emit(&e, sp->drafts[i]);
-        if (!e.done) emit(&e, tok);
-        if (sp->ds) {
-            /* the draft cache rows P+1.. hold d1.. : valid while they match */
-            int32_t dl = bd_session_length(sp->ds), v = P + 1;
-            while (v < dl && v < sp->n_hist && v - P - 1 < nd && sp->hist[v] == sp->drafts[v - P - 1]) v++;
-            sp->d_valid = v;
-        }
-        if (sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts);
+        int32_t P = bd_session_length(t), nd, a, tok;
+        /* the target cache holds every committed token but the anchor; the
+         * DFlash context (plus the held-back rows) the same tokens */
+        BD_ASSERT(P == sp->n_hist - 1);
+        BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) + sp->n_pend == P);
+        ok = spec_draft(&r, &nd) && spec_verify(&r, nd, &a, &tok) && spec_commit(&r, P, nd, a, tok);
+        if (ok && sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts);
     }
     st->gen_ms = bd_time_ms() - t1;
-    ss->other_ms = st->gen_ms - ss->draft_ms - ss->verify_ms;
-    if (ss->other_ms < 0) ss->other_ms = 0;
-    st->prompt_tps = st->prompt_ms > 0 ? 1e3 * n_prompt / st->prompt_ms : 0;
-    st->gen_tps = st->gen_ms > 0 ? 1e3 * st->n_gen / st->gen_ms : 0;
-    ss->tau = ss->target_forwards ? (double)st->n_gen / (double)ss->target_forwards : 0;
-    bd_sampler_free(smp);
+    st->spec.other_ms = st->gen_ms - st->spec.draft_ms - st->spec.verify_ms;
+    if (st->spec.other_ms < 0) st->spec.other_ms = 0;
+    bd_decode_finish_stats(st);
+    if (ok && bd_grammar_run_stopped(r.gr)) ok = bd_grammar_run_end(r.gr, st, err, errlen); /* grammar hook */
+    bd_sampler_free(r.smp);
+    bd_grammar_run_free(r.gr);
     return ok;
 }

@@ -13,6 +13,11 @@
  * losslessness can show it has the power to reject a wrong rule. */
 extern bool bd_spec_test_wrong_rule;
 
+/* When set, every verify row is sampled with the committed history only
+ * (the drafts before the row left out of the repetition penalty's window):
+ * the mistake the statistical test with a penalty must be able to see. */
+extern bool bd_spec_test_wrong_history;
+
 /* The adaptive draft-length decision (pure function of its inputs):
  * alpha[1..n_max] acceptance estimates, cost[0..n_max] measured step
  * times with cost_n[i] observations each. Returns the draft length to use

@@ -105,8 +105,14 @@ static bool parameters_key(pctx *px, const ydoc_entry *e) {
         return c->has_temperature = true, want_num(px, e->value, k, 0, 100, &c->temperature);
     if (!strcmp(k, "top_p")) return c->has_top_p = true, want_num(px, e->value, k, 0, 1, &c->top_p);
     if (!strcmp(k, "min_p")) return c->has_min_p = true, want_num(px, e->value, k, 0, 1, &c->min_p);
-    if (!strcmp(k, "repeat_penalty"))
-        return c->has_repeat_penalty = true, want_num(px, e->value, k, 0, 100, &c->repeat_penalty);
+    if (!strcmp(k, "repeat_penalty")) {
+        c->has_repeat_penalty = true;
+        if (!want_num(px, e->value, k, 0, 100, &c->repeat_penalty)) return false;
+        if (!(c->repeat_penalty > 0)) return fail_at(px, e->value, "'repeat_penalty' must be greater than 0 (1 = off)");
+        return true;
+    }
+    if (!strcmp(k, "repeat_last_n"))
+        return c->has_repeat_last_n = true, want_int(px, e->value, k, -1, 1 << 24, &c->repeat_last_n);
     if (!strcmp(k, "top_k"))
         return c->has_top_k = true, want_int(px, e->value, k, 0, 1 << 30, &c->top_k);
     if (!strcmp(k, "seed"))
@@ -334,4 +340,29 @@ bool gallery_config_load(const char *path, gallery_config *out, char *err, size_
 
 bool gallery_config_uses_dflash(const gallery_config *c) {
     return c->draft_model[0] && c->spec_type != GALLERY_SPEC_NONE;
+}
+
+void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sampler_params *smp,
+                          int32_t *n_predict, bd_spec_params *spp) {
+    if (sp) {
+        if (c->context_size > 0) sp->n_ctx = c->context_size;
+        if (c->threads > 0) sp->n_threads = c->threads;
+    }
+    if (smp) {
+        if (c->has_temperature) smp->temperature = (float)c->temperature;
+        if (c->has_top_p) smp->top_p = (float)c->top_p;
+        if (c->has_top_k) smp->top_k = (int32_t)c->top_k;
+        if (c->has_min_p) smp->min_p = (float)c->min_p;
+        if (c->has_seed && c->seed >= 0) smp->seed = (uint64_t)c->seed;
+        if (c->has_repeat_penalty) smp->repeat_penalty = (float)c->repeat_penalty;
+        if (c->has_repeat_last_n) smp->repeat_last_n = (int32_t)c->repeat_last_n;
+    }
+    if (n_predict && c->has_max_tokens) *n_predict = (int32_t)c->max_tokens;
+    if (spp) {
+        /* n_draft is LocalAI's older name for the draft length */
+        if (c->spec_n_max > 0) spp->n_max = c->spec_n_max;
+        else if (c->n_draft > 0) spp->n_max = c->n_draft;
+        if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
+        if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
+    }
 }

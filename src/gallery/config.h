@@ -15,7 +15,7 @@
  *   flash_attention (on|off|auto|enabled|disabled), context_size, threads,
  *   mmap, n_draft, stopwords [..], known_usecases [..],
  *   parameters: {model, temperature, top_p, top_k, min_p, seed, max_tokens,
- *                repeat_penalty}
+ *                repeat_penalty (> 0, 1 = off), repeat_last_n (-1 = all, 0 = off)}
  *   template: {use_tokenizer_template}
  *   function: {automatic_tool_parsing_fallback, grammar: {disable}}
  *   options: ["key:value", ...] with keys use_jinja|jinja, spec_type|
@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "blockdraft.h"
 #include "ydoc.h"
 
 #define GALLERY_NAME_MAX 128
@@ -52,9 +53,9 @@ typedef struct gallery_config {
     bool has_mmap, mmap;
     /* sampling defaults (has_* false = engine default) */
     bool has_temperature, has_top_p, has_top_k, has_min_p, has_seed, has_max_tokens,
-        has_repeat_penalty;
+        has_repeat_penalty, has_repeat_last_n;
     double temperature, top_p, min_p, repeat_penalty;
-    long long top_k, seed, max_tokens;
+    long long top_k, seed, max_tokens, repeat_last_n;
     /* options */
     bool use_jinja;
     enum gallery_spec_type spec_type;
@@ -85,5 +86,22 @@ bool gallery_config_load(const char *path, gallery_config *out, char *err, size_
 /* The effective speculative mode: dflash when draft_model is set and
  * spec_type is unset or draft-dflash. */
 bool gallery_config_uses_dflash(const gallery_config *c);
+
+/* What a config sets in the engine's parameters: the one place that maps
+ * config keys to engine settings, used by `run NAME` and by `serve`, so a
+ * config means the same in both. Each present key overwrites its field;
+ * absent keys leave the field as the caller set it. Callers apply their
+ * own overrides afterwards (command-line flags, request fields).
+ *   sp:  context_size -> n_ctx, threads -> n_threads
+ *   smp: temperature, top_p, top_k, min_p, seed (>= 0), repeat_penalty,
+ *        repeat_last_n
+ *   n_predict: max_tokens
+ *   spp: spec_n_max (else n_draft) -> n_max, spec_n_min -> n_min,
+ *        spec_p_min -> p_min
+ * Any pointer may be NULL (that group is skipped). The speculative type
+ * follows from the draft model the config names (gallery_config_uses_dflash);
+ * `parallel` and the stopwords are the server's own. */
+void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sampler_params *smp,
+                          int32_t *n_predict, bd_spec_params *spp);
 
 #endif

@@ -12,6 +12,10 @@
 #include "../base/base.h"
 
 #define YDOC_MAX_MERGE_DEPTH 8
+/* Key comparisons and merged pairs, summed over every mapping read from
+ * one document: a bound on the whole document's cost, whatever its shape
+ * (gallery/index.yaml takes 810 to parse; test_gallery prints it). */
+#define YDOC_MAX_WORK (64ull << 20)
 #define YDOC_MAX_EMIT_DEPTH 32
 #define YDOC_MAX_EMIT_NODES 100000
 
@@ -76,8 +80,21 @@ yaml_node_t *ydoc_seq_at(ydoc *d, const yaml_node_t *n, int i) {
 
 typedef struct entry_vec {
     ydoc_entry *v;
-    int n, cap;
+    int n;
+    size_t cap;
+    /* merge sources already merged into this mapping ([n_nodes] bits,
+     * allocated at the first merge): merging one source twice adds
+     * nothing, so each is read once -- `<<: [*a, *a, ...]` nested k deep
+     * costs k reads, not n^k */
+    unsigned char *seen;
 } entry_vec;
+
+static bool work(ydoc *d, uint64_t n, const yaml_node_t *at, char *err, size_t errlen) {
+    d->work += n;
+    if (d->work <= YDOC_MAX_WORK) return true;
+    return bd_err(err, errlen, "%s:%d: the document's mappings are too large or merge too much (more than %llu "
+                  "key comparisons)", d->what, ydoc_line(at), (unsigned long long)YDOC_MAX_WORK);
+}
 
 static int vec_find(const entry_vec *ev, const char *key) {
     for (int i = 0; i < ev->n; i++)
@@ -85,14 +102,22 @@ static int vec_find(const entry_vec *ev, const char *key) {
     return -1;
 }
 
-static bool vec_push(entry_vec *ev, const char *key, yaml_node_t *k, yaml_node_t *v) {
-    if (ev->n == ev->cap) {
-        int nc = ev->cap ? ev->cap * 2 : 16;
-        ydoc_entry *nv = realloc(ev->v, (size_t)nc * sizeof *nv);
-        if (!nv) return false;
-        ev->v = nv;
-        ev->cap = nc;
+/* true when src was merged already; marks it otherwise. */
+static bool vec_seen(ydoc *d, entry_vec *ev, const yaml_node_t *src, bool *oom) {
+    size_t n = (size_t)(d->doc.nodes.top - d->doc.nodes.start);
+    size_t i = (size_t)(src - d->doc.nodes.start);
+    if (i >= n) return false;
+    if (!ev->seen && !(ev->seen = calloc((n + 7) / 8, 1))) {
+        *oom = true;
+        return false;
     }
+    bool was = ev->seen[i / 8] & (1u << (i % 8));
+    ev->seen[i / 8] |= (unsigned char)(1u << (i % 8));
+    return was;
+}
+
+static bool vec_push(entry_vec *ev, const char *key, yaml_node_t *k, yaml_node_t *v) {
+    if (!bd_grow(&ev->v, &ev->cap, (size_t)ev->n + 1, sizeof *ev->v)) return false;
     ev->v[ev->n++] = (ydoc_entry){key, k, v};
     return true;
 }
@@ -102,18 +127,25 @@ static bool collect(ydoc *d, const yaml_node_t *map, entry_vec *ev, bool explici
 
 /* Add the entries of a merge source (a map or a sequence of maps) that are
  * not yet present. */
+static bool merge_one(ydoc *d, yaml_node_t *src, entry_vec *ev, int depth, char *err, size_t errlen) {
+    bool oom = false;
+    if (vec_seen(d, ev, src, &oom)) return true;
+    if (oom) return bd_err(err, errlen, "out of memory");
+    return collect(d, src, ev, false, depth + 1, err, errlen);
+}
+
 static bool merge_from(ydoc *d, yaml_node_t *src, entry_vec *ev, int depth, char *err,
                        size_t errlen) {
     if (depth > YDOC_MAX_MERGE_DEPTH)
         return bd_err(err, errlen, "%s:%d: merge keys nested too deeply", d->what, ydoc_line(src));
-    if (ydoc_is_map(src)) return collect(d, src, ev, false, depth + 1, err, errlen);
+    if (ydoc_is_map(src)) return merge_one(d, src, ev, depth, err, errlen);
     if (ydoc_is_seq(src)) {
         for (int i = 0; i < ydoc_seq_len(d, src); i++) {
             yaml_node_t *it = ydoc_seq_at(d, src, i);
             if (!ydoc_is_map(it))
                 return bd_err(err, errlen, "%s:%d: merge key value must be a mapping", d->what,
                               ydoc_line(it));
-            if (!collect(d, it, ev, false, depth + 1, err, errlen)) return false;
+            if (!work(d, 1, it, err, errlen) || !merge_one(d, it, ev, depth, err, errlen)) return false;
         }
         return true;
     }
@@ -133,6 +165,7 @@ static bool collect(ydoc *d, const yaml_node_t *map, entry_vec *ev, bool explici
         if (!ks) return bd_err(err, errlen, "%s:%d: mapping key must be a plain string", d->what,
                                ydoc_line(k));
         if (!strcmp(ks, "<<") && k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) continue;
+        if (!work(d, (uint64_t)ev->n + 1, k, err, errlen)) return false;
         int at = vec_find(ev, ks);
         if (at >= first)
             return bd_err(err, errlen, "%s:%d: duplicate key '%s' (first on line %d)", d->what,
@@ -158,7 +191,9 @@ bool ydoc_map_entries(ydoc *d, const yaml_node_t *map, ydoc_entry **out, int *n,
     if (!ydoc_is_map(map))
         return bd_err(err, errlen, "%s:%d: expected a mapping", d->what, ydoc_line(map));
     entry_vec ev = {0};
-    if (!collect(d, map, &ev, true, 0, err, errlen)) {
+    bool ok = collect(d, map, &ev, true, 0, err, errlen);
+    free(ev.seen);
+    if (!ok) {
         free(ev.v);
         return false;
     }
@@ -228,16 +263,9 @@ typedef struct outbuf {
 
 static int out_write(void *ctx, unsigned char *buf, size_t size) {
     outbuf *o = ctx;
-    if (o->n + size + 1 > o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 1024;
-        while (nc < o->n + size + 1) nc *= 2;
-        char *np = realloc(o->p, nc);
-        if (!np) {
-            o->oom = true;
-            return 0;
-        }
-        o->p = np;
-        o->cap = nc;
+    if (!bd_grow(&o->p, &o->cap, o->n + size + 1, 1)) {
+        o->oom = true;
+        return 0;
     }
     memcpy(o->p + o->n, buf, size);
     o->n += size;

@@ -83,13 +83,7 @@ static bool add_kv(bd_gguf_writer *w, const char *key, enum bd_gguf_vtype type, 
                    uint64_t len) {
     if (!w || !key || find_kv(w, key)) return false;
     if (len > SIZE_MAX) return false;
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? w->cap_kv * 2 : 16;
-        wkv *n = realloc(w->kv, cap * sizeof *n);
-        if (!n) return false;
-        w->kv = n;
-        w->cap_kv = cap;
-    }
+    if (!bd_grow(&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv)) return false;
     char *k = strdup(key);
     uint8_t *e = malloc(len ? (size_t)len : 1);
     if (!k || !e) {
@@ -249,13 +243,7 @@ static bool add_tensor(bd_gguf_writer *w, const char *name, uint32_t type, uint3
     for (uint32_t d = 1; d < n_dims; d++)
         if (!bd_mul_ok(bytes, ne[d], &bytes)) return false;
     if (bytes != nbytes || nbytes > SIZE_MAX) return false;
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? w->cap_t * 2 : 64;
-        wtensor *n = realloc(w->t, cap * sizeof *n);
-        if (!n) return false;
-        w->t = n;
-        w->cap_t = cap;
-    }
+    if (!bd_grow(&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t)) return false;
     wtensor t = {0};
     t.name = strdup(name);
     if (!t.name) return false;

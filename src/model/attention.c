@@ -5,7 +5,8 @@
  * it, taken by the threads from a shared counter (see attn_worker). Row t
  * of a batch sits at position n_past + t. Causal: it sees cache rows
  * [0, n_past + t]; non-causal (the DFlash drafter's block): every row sees
- * [0, n_past + n). The new rows' K/V must already be in the cache.
+ * [0, n_past + n). A window W > 0 moves the first visible key of row t up to
+ * n_past + t - W + 1. The new rows' K/V must already be in the cache.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -80,7 +81,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     float *scratch = a->scores + (int64_t)ith * BD_ATTN_QB * a->scores_stride;
     const float *qp[BD_ATTN_QB];
     float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB], mx[BD_ATTN_QB];
-    int32_t len[BD_ATTN_QB];
+    int32_t len[BD_ATTN_QB], beg[BD_ATTN_QB];
     const int64_t n_items = (int64_t)a->n_kv * n_qb;
     float kbuf[KB * KV_COPY_HD] __attribute__((aligned(64))); /* [KB][hd]: K, then V rows */
     for (;;) {
@@ -97,6 +98,7 @@ static void attn_worker(void *arg, int ith, int nth) {
             op[i] = a->out + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
             sc[i] = scratch + (int64_t)i * a->scores_stride;
             len[i] = a->causal ? a->n_past + t + 1 : a->n_past + a->n;
+            beg[i] = a->window > 0 && a->n_past + t - a->window + 1 > 0 ? a->n_past + t - a->window + 1 : 0;
             if (len[i] > maxlen) maxlen = len[i];
             mx[i] = -INFINITY;
         }
@@ -105,24 +107,26 @@ static void attn_worker(void *arg, int ith, int nth) {
             int64_t kbs;
             const float *kb = kv_block(kc + (int64_t)j0 * kvw, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB, copy,
                                        kbuf, &kbs);
-            for (int i = 0; i < nq; i++)
-                if (len[i] > j0) {
-                    float m = k->attn_scores(hd, qp[i], kb, kbs, len[i] - j0 < KB ? len[i] - j0 : KB, scale,
-                                             sc[i] + j0);
+            for (int i = 0; i < nq; i++) {
+                const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
+                if (e0 > s0) {
+                    float m = k->attn_scores(hd, qp[i], kb + (s0 - j0) * kbs, kbs, e0 - s0, scale, sc[i] + s0);
                     if (m > mx[i]) mx[i] = m;
                 }
+            }
         }
         for (int i = 0; i < nq; i++) {
-            sum[i] = k->attn_softmax(len[i], sc[i], mx[i]);
+            sum[i] = k->attn_softmax(len[i] - beg[i], sc[i] + beg[i], mx[i]);
             for (int32_t e = 0; e < hd; e++) op[i][e] = 0.0f;
         }
         for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
             int64_t vbs;
             const float *vb = kv_block(vc + (int64_t)j0 * kvw, kvw, hd, maxlen - j0 < KB ? maxlen - j0 : KB, copy,
                                        kbuf, &vbs);
-            for (int i = 0; i < nq; i++)
-                if (len[i] > j0)
-                    k->attn_accum(hd, sc[i] + j0, vb, vbs, len[i] - j0 < KB ? len[i] - j0 : KB, op[i]);
+            for (int i = 0; i < nq; i++) {
+                const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
+                if (e0 > s0) k->attn_accum(hd, sc[i] + s0, vb + (s0 - j0) * vbs, vbs, e0 - s0, op[i]);
+            }
         }
         for (int i = 0; i < nq; i++) {
             float inv = 1.0f / sum[i];

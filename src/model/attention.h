@@ -21,6 +21,9 @@ typedef struct bd_attn_args {
     int32_t n, n_head, n_kv, hd;
     int32_t n_past;        /* cache rows before the batch */
     bool causal;
+    int32_t window;        /* > 0: row t sees no key more than window - 1 positions before
+                              its own (n_past + t); later keys are unaffected (sliding-window
+                              drafter layers, as llama.cpp masks them) */
 } bd_attn_args;
 
 /* Runs on every thread of pool; does not allocate. */

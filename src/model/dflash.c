@@ -25,119 +25,6 @@
 #include "pairing.h"
 
 /* ------------------------------------------------------------------------
- * Loading
- * ---------------------------------------------------------------------- */
-
-/* Optional `dflash.*` keys of drafter variants this engine does not run.
- * Refused by name rather than ignored: each changes the math. */
-static const char *const refused_keys[] = {
-    "dflash.attention.sliding_window", "dflash.attention.sliding_window_pattern",
-    "dflash.embedding_scale",          "dflash.attention.scale",
-    "dflash.logit_scale",              "dflash.final_logit_softcapping",
-    "dflash.hidden_activation",        "dflash.conv_kernel_size",
-    "dflash.conv_group_size",          "dflash.selector_rank",
-    "dflash.selector_top_k",           "dflash.sample_from_anchor",
-    "dflash.has_confidence_head",      "dflash.rope.scaling.type",
-    "dflash.rope.scaling.factor",      NULL,
-};
-
-static bool tensor_expected(const char *name, int32_t n_layer) {
-    static const char *const globals[] = {"fc.weight", "enc.output_norm.weight", "output_norm.weight",
-                                          "token_embd.weight", "output.weight", NULL};
-    static const char *const per_layer[] = {
-        "attn_norm.weight",   "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
-        "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight",
-        "ffn_gate.weight",    "ffn_up.weight",      "ffn_down.weight", NULL};
-    for (const char *const *g = globals; *g; g++)
-        if (!strcmp(name, *g)) return true;
-    int il, off = 0;
-    if (sscanf(name, "blk.%d.%n", &il, &off) != 1 || off == 0 || il < 0 || il >= n_layer) return false;
-    for (const char *const *p = per_layer; *p; p++)
-        if (!strcmp(name + off, *p)) return true;
-    return false;
-}
-
-bool bd_dflash_load(bd_model *m, char *err, size_t errlen) {
-    bd_gguf_file *f = m->gguf;
-    if (bd_gguf_find(f, "dflash.target_layer_ids") && !bd_gguf_find(f, "dflash.target_layers"))
-        return bd_err(err, errlen,
-                      "%s: drafter carries the pre-merge key 'dflash.target_layer_ids' instead of "
-                      "'dflash.target_layers'; it was converted with a pre-merge llama.cpp branch and "
-                      "must be re-converted with upstream llama.cpp",
-                      m->path);
-    for (const char *const *k = refused_keys; *k; k++)
-        if (bd_gguf_find(f, *k))
-            return bd_err(err, errlen, "%s: drafter key '%s' is not supported by blockdraft", m->path, *k);
-    if (!bd_model_load_hparams(m, "dflash", err, errlen)) return false;
-    if (m->hp.hd > 1024) return bd_err(err, errlen, "%s: head dim %d too large", m->path, m->hp.hd);
-    m->hp.rope_type = BD_ROPE_NEOX;
-    bd_dflash_hp *dh = &m->dflash;
-    uint32_t bs = 16;
-    if (bd_gguf_find(f, "dflash.block_size") && !bd_gguf_get_u32(f, "dflash.block_size", &bs))
-        return bd_err(err, errlen, "%s: 'dflash.block_size' has the wrong type", m->path);
-    if (bs < 2 || bs > 64) return bd_err(err, errlen, "%s: dflash.block_size %u out of range [2, 64]", m->path, bs);
-    dh->block_size = (int32_t)bs;
-    const bd_gguf_kv *tl = bd_gguf_find(f, "dflash.target_layers");
-    if (!tl) return bd_err(err, errlen, "%s: missing required key 'dflash.target_layers'", m->path);
-    if (tl->type != GGUF_VTYPE_ARRAY || tl->arr_count < 1 || tl->arr_count > BD_MAX_TAPS)
-        return bd_err(err, errlen, "%s: 'dflash.target_layers' must be an integer array of 1..%d entries",
-                      m->path, BD_MAX_TAPS);
-    dh->n_target_layers = (int32_t)tl->arr_count;
-    for (uint64_t i = 0; i < tl->arr_count; i++) {
-        int64_t v;
-        if (!bd_gguf_arr_i64(tl, i, &v) || v < 0 || v > 4096)
-            return bd_err(err, errlen, "%s: 'dflash.target_layers'[%llu] is not a valid layer index", m->path,
-                          (unsigned long long)i);
-        dh->target_layers[i] = (int32_t)v;
-    }
-    uint32_t mask;
-    if (bd_gguf_get_u32(f, "tokenizer.ggml.mask_token_id", &mask) || bd_gguf_get_u32(f, "dflash.mask_token_id", &mask))
-        dh->mask_id = (int32_t)mask;
-    else
-        return bd_err(err, errlen, "%s: missing 'tokenizer.ggml.mask_token_id'", m->path);
-    bool causal = false;
-    if (bd_gguf_find(f, "dflash.attention.causal") && !bd_gguf_get_bool(f, "dflash.attention.causal", &causal))
-        return bd_err(err, errlen, "%s: 'dflash.attention.causal' has the wrong type", m->path);
-    dh->causal = causal;
-    /* rope.dimension_sections = [hd/2, 0, 0, 0] is plain NEOX; anything else is M-RoPE. */
-    const bd_gguf_kv *ds = bd_gguf_find(f, "dflash.rope.dimension_sections");
-    if (ds) {
-        bool plain = ds->type == GGUF_VTYPE_ARRAY && ds->arr_count >= 1;
-        for (uint64_t i = 0; plain && i < ds->arr_count; i++) {
-            int64_t v;
-            plain = bd_gguf_arr_i64(ds, i, &v) && v == (i == 0 ? m->hp.n_rot / 2 : 0);
-        }
-        if (!plain)
-            return bd_err(err, errlen, "%s: 'dflash.rope.dimension_sections' other than [%d, 0, 0, 0] is not supported",
-                          m->path, m->hp.n_rot / 2);
-    }
-    for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
-        const char *name = bd_gguf_tensor_at(f, i)->name;
-        if (!tensor_expected(name, m->hp.n_layer))
-            return bd_err(err, errlen, "%s: drafter tensor '%s' belongs to a DFlash variant blockdraft does not run",
-                          m->path, name);
-    }
-    const int64_t E = m->hp.n_embd;
-    if (!bd_model_get_mat(m, "fc.weight", (int64_t)dh->n_target_layers * E, E, true, &dh->fc, err, errlen) ||
-        !bd_model_get_vec(m, "enc.output_norm.weight", E, true, &dh->enc_norm, err, errlen) ||
-        !bd_model_get_vec(m, "output_norm.weight", E, true, &m->output_norm, err, errlen))
-        return false;
-    const bd_gguf_tensor *te = bd_gguf_find_tensor(f, "token_embd.weight");
-    if (te) {
-        if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
-            return bd_err(err, errlen, "%s: implausible token_embd rows", m->path);
-        m->hp.n_vocab = (int32_t)te->ne[1];
-        if (!bd_model_get_mat(m, "token_embd.weight", E, m->hp.n_vocab, true, &m->tok_embd, err, errlen) ||
-            !bd_model_get_mat(m, "output.weight", E, m->hp.n_vocab, false, &m->output, err, errlen))
-            return false;
-        if (!m->output.data) m->output = m->tok_embd;
-    } else if (bd_gguf_find_tensor(f, "output.weight")) {
-        return bd_err(err, errlen, "%s: drafter has 'output.weight' but no 'token_embd.weight'", m->path);
-    }
-    return bd_model_load_layers(m, "dflash", err, errlen);
-}
-
-/* ------------------------------------------------------------------------
  * Runtime state
  * ---------------------------------------------------------------------- */
 
@@ -201,32 +88,13 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
         bd_err(err, errlen, "%s: the target model is itself a drafter", tm->path);
         return NULL;
     }
-    pairing_report rep;
-    pairing_drafter_info di;
-    pairing_report_init(&rep);
-    if (!pairing_run(tm->gguf, dm->gguf, &rep, &di, err, errlen)) return NULL;
+    /* The pair's fit (width, taps within the trunk, mask id and embeddings
+     * within the vocabulary, same tokenizer): the same checks the gallery
+     * ran at install. */
+    bd_pairing_report rep;
+    bd_pairing_report_init(&rep);
+    if (!bd_pairing_run(tm->gguf, dm->gguf, &rep, NULL, err, errlen)) return NULL;
     const bd_hparams *dh = &dm->hp, *th = &tm->hp;
-    /* The engine's own limits, on top of the header checks. */
-    if (dh->n_embd != th->n_embd) {
-        bd_err(err, errlen, "drafter width %d does not match the target's %d", dh->n_embd, th->n_embd);
-        return NULL;
-    }
-    for (int i = 0; i < dm->dflash.n_target_layers; i++)
-        if (dm->dflash.target_layers[i] >= th->n_layer) {
-            bd_err(err, errlen, "drafter taps target layer %d, the target has %d layers",
-                   dm->dflash.target_layers[i], th->n_layer);
-            return NULL;
-        }
-    if (dm->dflash.mask_id < 0 || dm->dflash.mask_id >= th->n_vocab) {
-        bd_err(err, errlen, "drafter mask id %d is outside the target vocabulary (%d)", dm->dflash.mask_id,
-               th->n_vocab);
-        return NULL;
-    }
-    if (dm->tok_embd.data && dm->hp.n_vocab != th->n_vocab) {
-        bd_err(err, errlen, "drafter embeddings have %d rows, the target vocabulary %d", dm->hp.n_vocab,
-               th->n_vocab);
-        return NULL;
-    }
     bd_dflash *d = calloc(1, sizeof *d);
     if (!d) {
         bd_err(err, errlen, "out of memory");
@@ -245,8 +113,9 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     const int64_t E = dh->n_embd, Q = (int64_t)dh->n_head * dh->hd, KV = (int64_t)dh->n_kv * dh->hd,
                   R = d->max_rows, B = d->B, FF = dh->n_ff, V = th->n_vocab;
     size_t kv = (size_t)dh->n_layer * (size_t)(n_ctx + B) * (size_t)KV * sizeof(float);
-    d->k_cache = bd_alloc(kv);
-    d->v_cache = bd_alloc(kv);
+    /* the drafter's attention reads context and block rows, all written first */
+    d->k_cache = bd_alloc_raw(kv);
+    d->v_cache = bd_alloc_raw(kv);
     d->c = bd_alloc((size_t)(R * E) * sizeof(float));
     d->x = bd_alloc((size_t)(R * E) * sizeof(float));
     d->h = bd_alloc((size_t)(R * E) * sizeof(float));
@@ -354,6 +223,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
             .q = d->q, .k_cache = kc, .v_cache = vc, .out = d->att, .scores = d->scores,
             .scores_stride = d->n_ctx + d->B, .n = b, .n_head = hp->n_head, .n_kv = hp->n_kv,
             .hd = hp->hd, .n_past = P, .causal = dm->dflash.causal,
+            .window = dm->dflash.swa_layer[il] ? dm->dflash.swa_window : 0,
         };
         bd_attention(d->pool, &aa);
         bd_matmul_fast(d->pool, &L->wo, d->att, Q, b, d->h, E, d->mm_scratch);
@@ -371,10 +241,10 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
     bd_matmul_fast(d->pool, &d->out, d->h, E, n_draft, d->logits, V, d->mm_scratch);
     for (int32_t i = 0; i < n_draft; i++) {
         const float *lg = d->logits + (int64_t)i * V;
-        int32_t best = 0;
-        for (int32_t t = 1; t < V; t++)
-            if (lg[t] > lg[best]) best = t;
-        out[i] = best;
+        out[i] = bd_argmax(lg, V);
     }
+    if (!bd_model_intact(d->dm))
+        return bd_err(err, errlen, "drafter file %s changed on disk while in use (truncated or rewritten): "
+                      "reopen the model", d->dm->path);
     return true;
 }

@@ -15,8 +15,8 @@
  * Tensor lookup
  * ---------------------------------------------------------------------- */
 
-bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, bool required,
-                      bd_mat *out, char *err, size_t errlen) {
+static bool get_tensor(bd_model *m, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+                       bd_mat *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     const bd_gguf_tensor *t = bd_gguf_find_tensor(m->gguf, name);
     if (!t) {
@@ -27,15 +27,19 @@ bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, b
     if (!tt || !tt->supported)
         return bd_err(err, errlen, "%s: tensor '%s' has type %s (%u), which blockdraft cannot compute with",
                       m->path, name, bd_type_name(t->type), t->type);
-    if (t->ne[0] != (uint64_t)ne0 || t->ne[1] != (uint64_t)ne1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return bd_err(err, errlen,
-                      "%s: tensor '%s' has shape {%llu, %llu, %llu, %llu}, expected {%lld, %lld}",
+    if (t->ne[0] != (uint64_t)ne0 || t->ne[1] != (uint64_t)ne1 || t->ne[2] != (uint64_t)ne2 || t->ne[3] != 1) {
+        if (ne2 == 1)
+            return bd_err(err, errlen, "%s: tensor '%s' has shape {%llu, %llu, %llu, %llu}, expected {%lld, %lld}",
+                          m->path, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                          (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0, (long long)ne1);
+        return bd_err(err, errlen, "%s: tensor '%s' has shape {%llu, %llu, %llu, %llu}, expected {%lld, %lld, %lld}",
                       m->path, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                      (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0,
-                      (long long)ne1);
+                      (unsigned long long)t->ne[2], (unsigned long long)t->ne[3], (long long)ne0, (long long)ne1,
+                      (long long)ne2);
+    }
     out->type = t->type;
     out->ncols = ne0;
-    out->nrows = ne1;
+    out->nrows = ne1 * ne2;
     if (!bd_row_size(t->type, ne0, &out->row_bytes))
         return bd_err(err, errlen, "%s: tensor '%s': bad row size", m->path, name);
     out->data = t->data;
@@ -43,33 +47,51 @@ bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, b
     return true;
 }
 
-bool bd_model_get_vec(bd_model *m, const char *name, int64_t n, bool required, const float **out,
+bool bd_model_get_mat(bd_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, bd_mat *out,
+                      char *err, size_t errlen) {
+    return get_tensor(m, name, ne0, ne1, 1, required, out, err, errlen);
+}
+
+bool bd_model_get_mat3(bd_model *m, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+                       bd_mat *out, char *err, size_t errlen) {
+    return get_tensor(m, name, ne0, ne1, ne2, required, out, err, errlen);
+}
+
+bool bd_model_get_f32(bd_model *m, const char *name, int64_t ne0, int64_t ne1, bool required, const float **out,
                       char *err, size_t errlen) {
     *out = NULL;
     bd_mat v;
-    if (!bd_model_get_mat(m, name, n, 1, required, &v, err, errlen)) return false;
+    if (!bd_model_get_mat(m, name, ne0, ne1, required, &v, err, errlen)) return false;
     if (!v.data) return true;
     if (v.type == BD_TYPE_F32) {
         *out = v.data;
         return true;
     }
-    /* A 1-D tensor in another type: convert once into model-owned memory. */
-    if (m->owned_used + (size_t)n > m->owned_cap)
-        return bd_err(err, errlen, "%s: too many converted vectors", m->path);
+    /* Another type (F16 norms, say): converted once into model-owned
+     * memory, which bd_model_open sized for every such tensor. */
+    const size_t n = (size_t)(ne0 * ne1);
+    if (m->owned_used + n > m->owned_cap)
+        return bd_err(err, errlen, "%s: too many converted tensors", m->path);
     float *dst = m->owned + m->owned_used;
-    if (!bd_dequantize_row(v.type, v.data, dst, n))
-        return bd_err(err, errlen, "%s: cannot convert tensor '%s'", m->path, name);
-    m->owned_used += (size_t)n;
+    for (int64_t r = 0; r < ne1; r++)
+        if (!bd_dequantize_row(v.type, (const uint8_t *)v.data + r * v.row_bytes, dst + r * ne0, ne0))
+            return bd_err(err, errlen, "%s: cannot convert tensor '%s'", m->path, name);
+    m->owned_used += n;
     *out = dst;
     return true;
+}
+
+bool bd_model_get_vec(bd_model *m, const char *name, int64_t n, bool required, const float **out, char *err,
+                      size_t errlen) {
+    return bd_model_get_f32(m, name, n, 1, required, out, err, errlen);
 }
 
 /* ------------------------------------------------------------------------
  * Hyper-parameters
  * ---------------------------------------------------------------------- */
 
-static bool hp_u32(bd_model *m, const char *prefix, const char *key, bool required, int32_t def,
-                   int32_t *out, char *err, size_t errlen) {
+bool bd_model_key_u32(bd_model *m, const char *prefix, const char *key, bool required, int32_t def, int32_t *out,
+                      char *err, size_t errlen) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", prefix, key);
     uint32_t v;
@@ -85,8 +107,8 @@ static bool hp_u32(bd_model *m, const char *prefix, const char *key, bool requir
     return true;
 }
 
-static bool hp_f32(bd_model *m, const char *prefix, const char *key, bool required, float def,
-                   float *out, char *err, size_t errlen) {
+bool bd_model_key_f32(bd_model *m, const char *prefix, const char *key, bool required, float def, float *out,
+                      char *err, size_t errlen) {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", prefix, key);
     if (!bd_gguf_get_f32(m->gguf, full, out)) {
@@ -100,31 +122,32 @@ static bool hp_f32(bd_model *m, const char *prefix, const char *key, bool requir
 
 bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen) {
     bd_hparams *hp = &m->hp;
-    if (!hp_u32(m, p, "block_count", true, 0, &hp->n_layer, err, errlen) ||
-        !hp_u32(m, p, "embedding_length", true, 0, &hp->n_embd, err, errlen) ||
-        !hp_u32(m, p, "feed_forward_length", true, 0, &hp->n_ff, err, errlen) ||
-        !hp_u32(m, p, "attention.head_count", true, 0, &hp->n_head, err, errlen) ||
-        !hp_u32(m, p, "context_length", false, 2048, &hp->n_ctx_train, err, errlen))
+    if (!bd_model_key_u32(m, p, "block_count", true, 0, &hp->n_layer, err, errlen) ||
+        !bd_model_key_u32(m, p, "embedding_length", true, 0, &hp->n_embd, err, errlen) ||
+        !bd_model_key_u32(m, p, "feed_forward_length", !m->arch_info->moe, 0, &hp->n_ff, err, errlen) ||
+        !bd_model_key_u32(m, p, "attention.head_count", true, 0, &hp->n_head, err, errlen) ||
+        !bd_model_key_u32(m, p, "context_length", false, 2048, &hp->n_ctx_train, err, errlen))
         return false;
-    if (hp->n_layer < 1 || hp->n_layer > 256 || hp->n_embd < 1 || hp->n_head < 1 || hp->n_ff < 1)
+    if (hp->n_layer < 1 || hp->n_layer > BD_MAX_LAYERS || hp->n_embd < 1 || hp->n_head < 1 ||
+        (hp->n_ff < 1 && !m->arch_info->moe))
         return bd_err(err, errlen, "%s: implausible hyper-parameters (layers %d, width %d, heads %d)",
                       m->path, hp->n_layer, hp->n_embd, hp->n_head);
-    if (!hp_u32(m, p, "attention.head_count_kv", false, hp->n_head, &hp->n_kv, err, errlen)) return false;
+    if (!bd_model_key_u32(m, p, "attention.head_count_kv", false, hp->n_head, &hp->n_kv, err, errlen)) return false;
     if (hp->n_kv < 1 || hp->n_head % hp->n_kv != 0)
         return bd_err(err, errlen, "%s: head_count %d is not a multiple of head_count_kv %d", m->path,
                       hp->n_head, hp->n_kv);
     int32_t def_hd = hp->n_embd / hp->n_head;
-    if (!hp_u32(m, p, "attention.key_length", false, def_hd, &hp->hd, err, errlen) ||
-        !hp_u32(m, p, "attention.value_length", false, hp->hd, &hp->hd_v, err, errlen))
+    if (!bd_model_key_u32(m, p, "attention.key_length", false, def_hd, &hp->hd, err, errlen) ||
+        !bd_model_key_u32(m, p, "attention.value_length", false, hp->hd, &hp->hd_v, err, errlen))
         return false;
     if (hp->hd < 2 || hp->hd % 2 || hp->hd_v != hp->hd)
         return bd_err(err, errlen, "%s: unsupported head dims (key %d, value %d)", m->path, hp->hd, hp->hd_v);
-    if (!hp_u32(m, p, "rope.dimension_count", false, hp->hd, &hp->n_rot, err, errlen)) return false;
+    if (!bd_model_key_u32(m, p, "rope.dimension_count", false, hp->hd, &hp->n_rot, err, errlen)) return false;
     if (hp->n_rot < 2 || hp->n_rot > hp->hd || hp->n_rot % 2)
         return bd_err(err, errlen, "%s: rope.dimension_count %d does not fit head dim %d", m->path,
                       hp->n_rot, hp->hd);
-    if (!hp_f32(m, p, "rope.freq_base", false, 10000.0f, &hp->rope_base, err, errlen) ||
-        !hp_f32(m, p, "attention.layer_norm_rms_epsilon", false, 1e-5f, &hp->rms_eps, err, errlen))
+    if (!bd_model_key_f32(m, p, "rope.freq_base", false, 10000.0f, &hp->rope_base, err, errlen) ||
+        !bd_model_key_f32(m, p, "attention.layer_norm_rms_epsilon", false, 1e-5f, &hp->rms_eps, err, errlen))
         return false;
     if (!(hp->rope_base > 0) || !(hp->rms_eps > 0))
         return bd_err(err, errlen, "%s: invalid rope base or rms epsilon", m->path);
@@ -149,7 +172,7 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return bd_err(err, errlen, "out of memory");
     int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
-    bool qk_norm = m->arch != BD_ARCH_LLAMA;
+    bool qk_norm = m->arch_info->qk_norm;
     char name[96];
 #define T(field, fmt_suffix, ne0, ne1, req)                                                   \
     do {                                                                                      \
@@ -161,8 +184,11 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
         snprintf(name, sizeof name, "blk.%d." fmt_suffix, il);                                 \
         if (!bd_model_get_vec(m, name, n, req, &L->field, err, errlen)) return false;        \
     } while (0)
+    m->hp.n_attn_layers = hp->n_layer;
     for (int il = 0; il < hp->n_layer; il++) {
         bd_layer *L = &m->layers[il];
+        L->kv_slot = il;
+        L->rs_slot = -1;
         snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
         if (bd_gguf_find_tensor(m->gguf, name))
             return bd_err(err, errlen, "%s: fused '%s' is not supported (expected separate attn_q/k/v)",
@@ -192,9 +218,8 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
  * Open
  * ---------------------------------------------------------------------- */
 
-bool bd_dflash_load(bd_model *m, char *err, size_t errlen); /* dflash.c */
-
-static bool load_target(bd_model *m, char *err, size_t errlen) {
+/* Dense llama / qwen3 targets (their rows in arch.c). */
+bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
     const char *p = m->arch_name;
     if (!bd_model_load_hparams(m, p, err, errlen)) return false;
     const bd_hparams *hp = &m->hp;
@@ -217,7 +242,7 @@ static bool load_target(bd_model *m, char *err, size_t errlen) {
     }
     const bd_gguf_tensor *rf = bd_gguf_find_tensor(m->gguf, "rope_freqs.weight");
     if (rf) return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported", m->path);
-    m->hp.rope_type = m->arch == BD_ARCH_LLAMA ? BD_ROPE_NORM : BD_ROPE_NEOX;
+    m->hp.rope_type = m->arch_info->rope;
     return bd_model_load_layers(m, p, err, errlen);
 }
 
@@ -236,31 +261,29 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         bd_err(err, errlen, "%s: missing key 'general.architecture'", path);
         goto fail;
     }
-    if (!strcmp(m->arch_name, "llama")) m->arch = BD_ARCH_LLAMA;
-    else if (!strcmp(m->arch_name, "qwen3")) m->arch = BD_ARCH_QWEN3;
-    else if (!strcmp(m->arch_name, "dflash")) m->arch = BD_ARCH_DFLASH;
-    else if (!strcmp(m->arch_name, "dflash-draft")) {
-        bd_err(err, errlen,
-               "%s: architecture 'dflash-draft' is a llama.cpp fork's DFlash schema, which blockdraft "
-               "does not load; convert the drafter with upstream llama.cpp's converter (architecture "
-               "'dflash', key 'dflash.target_layers')",
-               path);
-        goto fail;
-    } else if (!strncmp(m->arch_name, "qwen35", 6) || !strcmp(m->arch_name, "qwen3moe") ||
-               !strcmp(m->arch_name, "qwen3next")) {
-        bd_err(err, errlen, "%s: architecture '%s' is not supported by this build yet (supported: llama, qwen3, dflash)",
-               path, m->arch_name);
-        goto fail;
-    } else {
-        bd_err(err, errlen, "%s: unknown architecture '%s' (supported: llama, qwen3, dflash)", path,
-               m->arch_name);
+    m->arch_info = bd_arch_find(m->arch_name);
+    if (!m->arch_info || m->arch_info->unsupported || !m->arch_info->load) {
+        char why[400];
+        if (m->arch_info && m->arch_info->role == BD_ROLE_DRAFTER)
+            snprintf(why, sizeof why, "architecture '%s' is not loadable: %s", m->arch_name,
+                     m->arch_info->unsupported ? m->arch_info->unsupported : "no loader");
+        else
+            bd_arch_target_problem(m->arch_name, why, sizeof why);
+        bd_err(err, errlen, "%s: %s", path, why);
         goto fail;
     }
+    m->arch = m->arch_info->id;
     /* Room for converting every 1-D tensor if the file stores norms as F16. */
     size_t cap = 0;
     for (int64_t i = 0; i < bd_gguf_tensor_count(m->gguf); i++) {
         const bd_gguf_tensor *t = bd_gguf_tensor_at(m->gguf, i);
+        if (t->type == BD_TYPE_F32) continue;
         if (t->n_dims == 1 && t->ne[0] <= (1u << 20)) cap += (size_t)t->ne[0];
+        /* the GDN conv kernels, read as f32 like the norms */
+        const size_t nl = strlen(t->name);
+        if (t->n_dims == 2 && nl > 17 && !strcmp(t->name + nl - 17, "ssm_conv1d.weight") &&
+            t->ne[0] * t->ne[1] <= (1u << 26))
+            cap += (size_t)(t->ne[0] * t->ne[1]);
     }
     if (cap) {
         m->owned = malloc(cap * sizeof(float));
@@ -285,8 +308,7 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         memcpy(m->chat_template, tmpl, tlen);
         m->chat_template[tlen] = '\0';
     }
-    bool ok = m->arch == BD_ARCH_DFLASH ? bd_dflash_load(m, err, errlen) : load_target(m, err, errlen);
-    if (!ok) goto fail;
+    if (!m->arch_info->load(m, err, errlen)) goto fail;
     return m;
 fail:
     bd_model_free(m);
@@ -314,6 +336,8 @@ int32_t bd_model_n_layer(const bd_model *m) { return m->hp.n_layer; }
 int32_t bd_model_n_ctx_train(const bd_model *m) { return m->hp.n_ctx_train; }
 uint64_t bd_model_weight_bytes(const bd_model *m) { return m->weight_bytes; }
 const char *bd_model_chat_template(const bd_model *m) { return m->chat_template; }
+bool bd_model_intact(const bd_model *m) { return bd_gguf_intact(m->gguf); }
+bool bd_mmap_guard_install(char *err, size_t errlen) { return bd_fmap_guard_install(err, errlen); }
 
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                 int32_t *out, int max_out) {

@@ -60,7 +60,9 @@ void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, 
     }
     for (int32_t h = 0; h < n_heads; h++) {
         float *v = x + (int64_t)h * hd;
-        if (type == BD_ROPE_NEOX) {
+        /* IMROPE with text positions (every stream at the same position) is
+         * NEOX on the first n_rot lanes (qwen35-hybrid.md §4) */
+        if (type == BD_ROPE_NEOX || type == BD_ROPE_IMROPE) {
             for (int32_t i = 0; i < half; i++) {
                 float a = v[i], b = v[i + half];
                 v[i] = a * cs[i] - b * sn[i];
@@ -89,3 +91,7 @@ void bd_softmax(float *x, int64_t n) {
     float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
+
+float bd_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+float bd_silu(float x) { return x / (1.0f + bd_expf_dd(-x)); }

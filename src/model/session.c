@@ -15,6 +15,7 @@ bd_session_params bd_session_default_params(void) {
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
+    const int32_t FR = n_batch < BD_FFN_ROWS ? n_batch : BD_FFN_ROWS;
 #define UPD(W, n)                                                           \
     do {                                                                    \
         if ((W).data) {                                                     \
@@ -31,6 +32,20 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
         UPD(L->w_gate, n_batch);
         UPD(L->w_up, n_batch);
         UPD(L->w_down, n_batch);
+        UPD(L->w_qkv, n_batch);
+        UPD(L->w_z, n_batch);
+        UPD(L->w_beta, n_batch);
+        UPD(L->w_alpha, n_batch);
+        UPD(L->ssm_out, n_batch);
+        UPD(L->router, FR);
+        UPD(L->gate_exps, FR);
+        UPD(L->up_exps, FR);
+        UPD(L->gate_up_exps, FR);
+        UPD(L->down_exps, FR);
+        UPD(L->shexp_gate_inp, FR);
+        UPD(L->gate_shexp, FR);
+        UPD(L->up_shexp, FR);
+        UPD(L->down_shexp, FR);
     }
     UPD(m->output, n_out);
 #undef UPD
@@ -40,8 +55,19 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
+/* One of the K and V caches: [n_attn_layers][n_ctx][n_kv * hd] floats. */
+static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx) {
+    const bd_hparams *hp = &m->hp;
+    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) * sizeof(float);
+}
+
+uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx) {
+    if (m->arch == BD_ARCH_DFLASH) return 0;
+    return 2 * (uint64_t)kv_cache_bytes(m, n_ctx > 0 ? n_ctx : 4096);
+}
+
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
-    return bd_session_create_on_pool(m, p, NULL, err, errlen);
+    return bd_session_create_on_pool(m, p, p && p->threadpool ? p->threadpool->pool : NULL, err, errlen);
 }
 
 /* pool == NULL: the session creates and owns its pool; else it borrows
@@ -71,7 +97,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         bd_err(err, errlen, "invalid tap layer count %d (max %d)", p->n_tap, BD_MAX_TAPS);
         goto fail;
     }
-    for (int i = 0; i <= hp->n_layer && i < 257; i++) s->tap_slot[i] = -1;
+    for (int i = 0; i <= hp->n_layer && i <= BD_MAX_LAYERS; i++) s->tap_slot[i] = -1;
     s->n_tap = p->n_tap;
     for (int i = 0; i < p->n_tap; i++) {
         int32_t l = p->tap_layers[i];
@@ -92,31 +118,63 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         bd_err(err, errlen, "cannot create thread pool");
         goto fail;
     }
-    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
-                  KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
-    size_t kv_bytes = (size_t)hp->n_layer * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd, FF = hp->n_ff;
+    size_t kv_bytes = kv_cache_bytes(m, s->n_ctx); /* each of K and V */
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
-    s->k_cache = bd_alloc(kv_bytes);
-    s->v_cache = bd_alloc(kv_bytes);
+    /* attention reads cache rows below n_past + n only, all written first */
+    s->k_cache = bd_alloc_raw(kv_bytes);
+    s->v_cache = bd_alloc_raw(kv_bytes);
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
     const int64_t FR = B < BD_FFN_ROWS ? B : BD_FFN_ROWS;
-    s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
-    s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
+    if (FF > 0) {
+        s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
+        s->up = bd_alloc((size_t)(FR * FF) * sizeof(float));
+        if (!s->gate || !s->up) goto oom;
+    }
+    if (hp->n_rec_layers > 0 || m->arch_info->recurrent) {
+        const int64_t VD = (int64_t)hp->ssm_n_v * hp->ssm_d_state;
+        s->qg = bd_alloc((size_t)(B * 2 * Q) * sizeof(float));
+        s->agate = bd_alloc((size_t)(B * Q) * sizeof(float));
+        s->z = bd_alloc((size_t)(B * VD) * sizeof(float));
+        s->o = bd_alloc((size_t)(B * VD) * sizeof(float));
+        if (!s->qg || !s->agate || !s->z || !s->o) goto oom;
+        const int32_t n_save = p->n_rollback > 0 ? p->n_rollback : s->n_out_max;
+        if (n_save > s->n_ctx) {
+            bd_err(err, errlen, "n_rollback %d exceeds the context (%d)", n_save, s->n_ctx);
+            goto fail;
+        }
+        if (!bd_recurrent_create(&s->rs, m, n_save, s->n_batch, err, errlen)) goto fail;
+    }
+    if (hp->n_expert > 0) {
+        const int64_t U = hp->n_expert_used, FE = hp->n_ff_exp,
+                      FS = hp->n_ff_shexp > FE ? hp->n_ff_shexp : FE;
+        s->moe_logits = bd_alloc((size_t)(FR * hp->n_expert) * sizeof(float));
+        s->moe_sel = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
+        s->moe_w = bd_alloc((size_t)(FR * U) * sizeof(float));
+        s->moe_out = bd_alloc((size_t)(FR * U * E) * sizeof(float));
+        s->moe_rows = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
+        s->moe_x = bd_alloc((size_t)(FR * E) * sizeof(float));
+        s->moe_gu = bd_alloc((size_t)(FR * 2 * FS) * sizeof(float));
+        s->moe_y = bd_alloc((size_t)(FR * E) * sizeof(float));
+        if (!s->moe_logits || !s->moe_sel || !s->moe_w || !s->moe_out || !s->moe_rows || !s->moe_x ||
+            !s->moe_gu || !s->moe_y)
+            goto oom;
+    }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
-    s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
+    s->logits = bd_alloc_raw((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float)); /* rows < n_logits */
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));
-    if (!s->tokens || !s->k_cache || !s->v_cache || !s->x || !s->h || !s->q ||
-        !s->gate || !s->up || !s->scores || !s->logits || !s->mm_scratch ||
-        (s->n_tap > 0 && !s->taps)) {
-        bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB)", s->n_ctx,
-               2.0 * (double)kv_bytes / (1 << 20));
-        goto fail;
-    }
+    if (!s->tokens || (kv_bytes && (!s->k_cache || !s->v_cache)) || !s->x || !s->h || !s->q || !s->scores ||
+        !s->logits || !s->mm_scratch || (s->n_tap > 0 && !s->taps))
+        goto oom;
     return s;
+oom:
+    bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB, recurrent state %.1f MiB)",
+           s->n_ctx, 2.0 * (double)kv_bytes / (1 << 20),
+           (double)bd_recurrent_bytes(m, p->n_rollback > 0 ? p->n_rollback : s->n_out_max) / (1 << 20));
 fail:
     bd_session_free(s);
     return NULL;
@@ -133,6 +191,19 @@ void bd_session_free(bd_session *s) {
     bd_free(s->q);
     bd_free(s->gate);
     bd_free(s->up);
+    bd_recurrent_free(&s->rs);
+    bd_free(s->qg);
+    bd_free(s->agate);
+    bd_free(s->z);
+    bd_free(s->o);
+    bd_free(s->moe_logits);
+    bd_free(s->moe_sel);
+    bd_free(s->moe_w);
+    bd_free(s->moe_out);
+    bd_free(s->moe_rows);
+    bd_free(s->moe_x);
+    bd_free(s->moe_gu);
+    bd_free(s->moe_y);
     bd_free(s->scores);
     bd_free(s->logits);
     bd_free(s->mm_scratch);
@@ -144,8 +215,24 @@ int32_t bd_session_length(const bd_session *s) { return s->n_past; }
 int32_t bd_session_n_ctx(const bd_session *s) { return s->n_ctx; }
 const int32_t *bd_session_tokens(const bd_session *s) { return s->tokens; }
 
+void bd_session_checkpoint(bd_session *s) {
+    bd_recurrent *rs = &s->rs;
+    if (!rs->conv[0]) return;
+    rs->base = rs->cur;
+    rs->p0 = s->n_past;
+    rs->n_saved = 0;
+    rs->saved = true;
+}
+
+uint64_t bd_session_recurrent_bytes(const bd_session *s) {
+    return bd_recurrent_bytes(s->m, s->rs.n_save);
+}
+
 bool bd_session_truncate(bd_session *s, int32_t n_keep) {
     if (n_keep < 0 || n_keep > s->n_past) return false;
+    /* Recurrent layers roll back within the last forward only (or to 0);
+     * the session is unchanged when they cannot. */
+    if (!bd_recurrent_truncate(s, n_keep)) return false;
     /* Cache rows past n_keep are simply overwritten by later forwards:
      * attention only ever reads rows below the current length. */
     s->n_past = n_keep;

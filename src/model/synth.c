@@ -21,28 +21,8 @@
  * PRNG: splitmix64 seeds a xoshiro256** stream per (seed, tensor, row)
  * ====================================================================== */
 
-typedef struct rng { uint64_t s[4]; } rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static inline uint64_t rng_next(rng *r) {
-    uint64_t *s = r->s;
-    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
+typedef bd_rng rng;
+#define rng_next bd_rng_next
 
 /* FNV-1a of a tensor name: separates the streams of different tensors. */
 static uint64_t name_hash(const char *s) {
@@ -53,8 +33,7 @@ static uint64_t name_hash(const char *s) {
 
 static void rng_seed(rng *r, uint64_t seed, const char *name, uint64_t row) {
     uint64_t x = seed ^ name_hash(name);
-    x = splitmix64(&x) ^ (row * 0xd1342543de82ef95ULL);
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    bd_rng_seed(r, bd_splitmix64(&x) ^ (row * 0xd1342543de82ef95ULL));
 }
 
 /* Irwin-Hall(4): sum of four 16-bit uniforms, centred and scaled to unit
@@ -79,6 +58,8 @@ void bd_synth_row_values(uint64_t seed, const bd_synth_tensor *t, uint64_t row, 
         for (uint64_t i = 0; i < n; i++) out[i] = 1.0f + t->scale * rng_gauss(&r);
     else if (t->init == BD_SYNTH_NORM_QK)
         for (uint64_t i = 0; i < n; i++) out[i] = 2.0f + t->scale * rng_gauss(&r);
+    else if (t->init == BD_SYNTH_OFFSET)
+        for (uint64_t i = 0; i < n; i++) out[i] = t->offset + t->scale * rng_gauss(&r);
     else
         for (uint64_t i = 0; i < n; i++) out[i] = t->scale * rng_gauss(&r);
 }
@@ -104,7 +85,110 @@ const bd_synth_shape *bd_synth_shape_find(const char *name) {
 
 const char *bd_synth_shape_names(void) { return "tiny small odd 0.6b 4b"; }
 
-enum mix_kind { MIX_UNIFORM, MIX_Q4_K_M, MIX_CYCLE };
+/* Hybrid (qwen35 / qwen35moe) shapes.
+ *
+ * Test shapes (ours): "tiny" has n_v/n_k = 2, "small" n_v/n_k = 3 (as
+ * Qwen3.6-27B; a V->K head mapping error is invisible when n_v == n_k)
+ * and a V width of 384, which is not a multiple of 256 (ssm_out exercises
+ * the quantizers' width fallbacks). All have partial rotary (n_rot =
+ * head_dim / 4) with IMROPE sections adding up to n_rot / 2. The MoE "tiny"
+ * has 16 experts top-4, "small" 8 experts top-2, which switches on
+ * llama.cpp's 8-expert Q4_K_M rules (attn_v/attn_qkv/attn_k Q8_0,
+ * attn_output Q5_K).
+ *
+ * Real shapes, from the published Hugging Face configs and GGUF headers:
+ *   0.8b    Qwen/Qwen3.5-0.8B: 24 layers, hidden 1024, intermediate 3584,
+ *           8 / 2 heads of 256, vocab 248320 (model card; THUDM/slime
+ *           scripts/models/qwen3.5-0.8B.sh; apxml.com spec sheet). Tied: the
+ *           slime script has no --untie-embeddings-and-output-weights.
+ *           GDN 16 K / 16 V heads: NOT confirmed from the official config
+ *           (taken from configs derived from it, e.g. oopere/Qwen3.5-0.65B-
+ *           Base-Rearchitected, and from Qwen3.5-2B's GGUF, 16/16).
+ *   4b      Qwen/Qwen3.5-4B: 32 layers, 2560, 9216, 16 / 4 heads of 256, GDN
+ *           16 K / 32 V (model card; GGUF header qwen35.ssm.time_step_rank =
+ *           32, inner_size 4096). Tied: unsloth's Qwen3.5-4B Q6_K GGUF holds
+ *           426 tensors = 24 GDN x 14 + 8 attention x 11 + token_embd +
+ *           output_norm, no output.weight (lemonade-sdk/llamacpp-rocm#75).
+ *   9b      Qwen/Qwen3.5-9B: 32 layers, 4096, 12288, 16 / 4 heads of 256, GDN
+ *           16 K / 32 V of 128, rotary 64 (model card "8 x (3 x GDN + 1 x
+ *           attention)", mirrored e.g. at 2048ai.net). Untied: llama.cpp
+ *           reports 8.95 B parameters for a Qwen3.5-9B Q4_K_M GGUF
+ *           (lzwjava.github.io qwen3-5-9b-hybrid-review), which needs a
+ *           separate output matrix (tied would be 7.9 B); config.json's
+ *           tie_word_embeddings itself was not found.
+ *   27b     Qwen/Qwen3.6-27B (= Qwen3.5-27B architecture): 64 layers, 5120,
+ *           17408, 24 / 4 heads of 256, GDN 16 K / 48 V of 128 (THUDM/slime
+ *           scripts/models/qwen3.5-27B.sh with --untie-embeddings-...;
+ *           unsloth GGUF header in llama.cpp PR #23792; reference qwen35-
+ *           hybrid.md section 8).
+ *   35b-a3b Qwen/Qwen3.6-35B-A3B (= Qwen3.5-35B-A3B topology): 40 layers,
+ *           2048, 16 / 2 heads of 256, GDN 16 K / 32 V, 256 experts top-8
+ *           of 512, shared expert 512 with its sigmoid gate (THUDM/slime
+ *           scripts/models/qwen3.5-35B-A3B.sh, qwen36-35B-A3B.sh; GGUF
+ *           header in ollama PR #16031: expert_count 256,
+ *           expert_(shared_)feed_forward_length 512). Untied, split gate/up
+ *           experts: unsloth's UD-Q6_K_XL file holds 733 tensors = 30 x 19
+ *           + 10 x 16 + 3 (ik_llama.cpp#1420). No feed_forward_length key
+ *           (upstream's converter writes none for this model).
+ * All real shapes: rotary 64 of 256 lanes, sections [11, 11, 10, 0], rope
+ * base 1e7, eps 1e-6, conv kernel 4, interval 4, context 262144, vocab
+ * 248320 (the mask id 248070 of the DFlash drafters exists). */
+static const bd_synth_hybrid_shape hybrid_shapes[] = {
+    {.name = "tiny", .n_layer = 4, .n_embd = 256, .n_ff = 512, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 64, .n_rot = 16, .sections = {3, 3, 2, 0}, .n_ctx = 4096, .ssm_d_state = 64,
+     .ssm_n_k = 2, .ssm_n_v = 4, .ssm_conv = 4, .interval = 4, .tied = true},
+    {.name = "small", .n_layer = 8, .n_embd = 512, .n_ff = 1536, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 128, .n_rot = 32, .sections = {6, 5, 5, 0}, .n_ctx = 8192, .ssm_d_state = 64,
+     .ssm_n_k = 2, .ssm_n_v = 6, .ssm_conv = 4, .interval = 4, .tied = false},
+    {.name = "0.8b", .n_layer = 24, .n_embd = 1024, .n_ff = 3584, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0}, .n_ctx = 262144,
+     .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 16, .ssm_conv = 4, .interval = 4,
+     .n_vocab = 248320, .tied = true},
+    {.name = "4b", .n_layer = 32, .n_embd = 2560, .n_ff = 9216, .n_head = 16, .n_head_kv = 4,
+     .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0}, .n_ctx = 262144,
+     .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 32, .ssm_conv = 4, .interval = 4,
+     .n_vocab = 248320, .tied = true},
+    {.name = "9b", .n_layer = 32, .n_embd = 4096, .n_ff = 12288, .n_head = 16, .n_head_kv = 4,
+     .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0}, .n_ctx = 262144,
+     .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 32, .ssm_conv = 4, .interval = 4,
+     .n_vocab = 248320, .tied = false},
+    {.name = "27b", .n_layer = 64, .n_embd = 5120, .n_ff = 17408, .n_head = 24, .n_head_kv = 4,
+     .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0}, .n_ctx = 262144,
+     .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 48, .ssm_conv = 4, .interval = 4,
+     .n_vocab = 248320, .tied = false},
+    /* qwen35moe */
+    {.name = "tiny", .moe = true, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 64, .n_rot = 16, .sections = {3, 3, 2, 0}, .n_ctx = 4096, .ssm_d_state = 64,
+     .ssm_n_k = 2, .ssm_n_v = 4, .ssm_conv = 4, .interval = 4, .n_expert = 16,
+     .n_expert_used = 4, .n_ff_exp = 256, .n_ff_shexp = 256, .tied = true},
+    {.name = "small", .moe = true, .n_layer = 8, .n_embd = 512, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 128, .n_rot = 32, .sections = {6, 5, 5, 0}, .n_ctx = 8192, .ssm_d_state = 64,
+     .ssm_n_k = 2, .ssm_n_v = 6, .ssm_conv = 4, .interval = 4, .n_expert = 8,
+     .n_expert_used = 2, .n_ff_exp = 512, .n_ff_shexp = 512, .tied = false},
+    {.name = "35b-a3b", .moe = true, .n_layer = 40, .n_embd = 2048, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_rot = 64, .sections = {11, 11, 10, 0}, .n_ctx = 262144,
+     .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 32, .ssm_conv = 4, .interval = 4,
+     .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512,
+     .n_vocab = 248320, .tied = false},
+};
+
+bool bd_synth_arch_is_hybrid(const char *arch) {
+    return arch && (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe"));
+}
+
+const bd_synth_hybrid_shape *bd_synth_hybrid_shape_find(const char *arch, const char *name) {
+    if (!bd_synth_arch_is_hybrid(arch) || !name) return NULL;
+    bool moe = !strcmp(arch, "qwen35moe");
+    for (size_t i = 0; i < sizeof hybrid_shapes / sizeof hybrid_shapes[0]; i++)
+        if (hybrid_shapes[i].moe == moe && !strcmp(name, hybrid_shapes[i].name)) return &hybrid_shapes[i];
+    return NULL;
+}
+
+const char *bd_synth_hybrid_shape_names(const char *arch) {
+    return arch && !strcmp(arch, "qwen35moe") ? "tiny small 35b-a3b" : "tiny small 0.8b 4b 9b 27b";
+}
+
+enum mix_kind { MIX_UNIFORM, MIX_Q4_K_M, MIX_CYCLE, MIX_UD };
 
 typedef struct mix_def {
     const char *name;
@@ -129,10 +213,12 @@ static const mix_def mixes[] = {
     {"q6_k", MIX_UNIFORM, BD_TYPE_Q6_K, 18},
     {"iq4_nl", MIX_UNIFORM, BD_TYPE_IQ4_NL, 25},
     {"iq4_xs", MIX_UNIFORM, BD_TYPE_IQ4_XS, 30},
+    {"ud-q4_k_m", MIX_UD, BD_TYPE_Q4_K, 15},
 };
 
 const char *bd_synth_mix_names(void) {
-    return "f32 f16 bf16 q8_0 q4_k_m mix q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs";
+    return "f32 f16 bf16 q8_0 q4_k_m mix q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs "
+           "ud-q4_k_m (hybrid archs)";
 }
 
 static const mix_def *mix_find(const char *name) {
@@ -176,6 +262,7 @@ static bd_synth_tensor *plan_add(bd_synth_plan *p, const char *name, uint32_t n_
     t->n_dims = n_dims;
     t->ne[0] = ne0;
     t->ne[1] = n_dims > 1 ? ne1 : 1;
+    t->ne[2] = 1;
     t->type = BD_TYPE_F32;
     t->init = init;
     t->scale = scale;
@@ -185,9 +272,29 @@ static bd_synth_tensor *plan_add(bd_synth_plan *p, const char *name, uint32_t n_
 /* sqrt is correctly rounded (IEEE), so this is the same everywhere. */
 static float inv_sqrt(uint64_t n) { return (float)(1.0 / sqrt((double)n)); }
 
+static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t n_vocab,
+                             bd_synth_plan *p, char *err, size_t errlen);
+
+uint32_t bd_synth_n_vocab(const bd_synth_opts *o, uint32_t file_n) {
+    if (o->n_vocab) return o->n_vocab;
+    const bd_synth_hybrid_shape *h = bd_synth_hybrid_shape_find(o->arch, o->shape);
+    if (h && h->n_vocab) return h->n_vocab;
+    return file_n;
+}
+
 bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan *p, char *err,
                         size_t errlen) {
     memset(p, 0, sizeof *p);
+    if (bd_synth_arch_is_hybrid(o->arch)) {
+        const mix_def *m = mix_find(o->mix);
+        if (!m) return bd_err(err, errlen, "unknown quantization mix '%s' (one of: %s)",
+                              o->mix ? o->mix : "", bd_synth_mix_names());
+        if (!hybrid_plan_make(o, m, n_vocab, p, err, errlen)) {
+            bd_synth_plan_free(p);
+            return false;
+        }
+        return true;
+    }
     const bd_synth_shape *s = bd_synth_shape_find(o->shape);
     if (!s) return bd_err(err, errlen, "unknown shape '%s' (one of: %s)", o->shape ? o->shape : "",
                           bd_synth_shape_names());
@@ -195,7 +302,14 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     if (!m) return bd_err(err, errlen, "unknown quantization mix '%s' (one of: %s)",
                           o->mix ? o->mix : "", bd_synth_mix_names());
     if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama")))
-        return bd_err(err, errlen, "unknown arch '%s' (qwen3 or llama)", o->arch ? o->arch : "");
+        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen35 or qwen35moe)",
+                      o->arch ? o->arch : "");
+    if (m->kind == MIX_UD)
+        return bd_err(err, errlen, "mix %s is defined for the hybrid archs (qwen35, qwen35moe) only",
+                      m->name);
+    if (o->n_layers || o->n_mtp || o->recurrent || o->fused_gate_up)
+        return bd_err(err, errlen, "--layers, --mtp, --recurrent-layers and --fused-gate-up apply to "
+                                   "qwen35/qwen35moe only");
     if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
     p->shape = s;
     p->qwen3 = !strcmp(o->arch, "qwen3");
@@ -276,7 +390,300 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
 
 void bd_synth_plan_free(bd_synth_plan *p) {
     free(p->tensors);
+    free(p->recurrent);
     memset(p, 0, sizeof *p);
+}
+
+/* ========================================================================
+ * Hybrid plans (qwen35 / qwen35moe)
+ * ====================================================================== */
+
+/* Layer of a tensor name "blk.N.*", -1 for global tensors: the key of
+ * llama.cpp's tensor order (llama_model_loader::weight_name_comparer: by
+ * layer, then by name), which its quantizer walks and writes. */
+static int name_layer(const char *name) {
+    if (strncmp(name, "blk.", 4)) return -1;
+    int l = 0;
+    const char *c = name + 4;
+    if (*c < '0' || *c > '9') return -1;
+    for (; *c >= '0' && *c <= '9'; c++) l = l * 10 + (*c - '0');
+    return *c == '.' ? l : -1;
+}
+
+static int cmp_llama_order(const void *a, const void *b) {
+    const bd_synth_tensor *x = a, *y = b;
+    int lx = name_layer(x->name), ly = name_layer(y->name);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* llama.cpp's tensor_allows_quantization (and the converter's keep-F32
+ * list) for the tensors these archs have: 2-D/3-D weights except norms,
+ * the router and the GDN conv kernel. */
+static bool hybrid_quantizable(const bd_synth_tensor *t) {
+    return t->n_dims >= 2 && ends_with(t->name, "weight") && !strstr(t->name, "_norm.weight") &&
+           !strstr(t->name, "ffn_gate_inp.weight") && !strstr(t->name, "ssm_conv1d");
+}
+
+/* llama-quant.cpp tensor_get_category, same tests in the same order. */
+enum tcat { CAT_OUTPUT, CAT_TOKEN_EMBD, CAT_ATTN_QKV, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_Q,
+            CAT_ATTN_OUTPUT, CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN, CAT_OTHER };
+
+static enum tcat tensor_category(const char *n) {
+    if (!strcmp(n, "output.weight")) return CAT_OUTPUT;
+    if (!strcmp(n, "token_embd.weight")) return CAT_TOKEN_EMBD;
+    if (strstr(n, "attn_qkv.weight")) return CAT_ATTN_QKV;
+    if (strstr(n, "attn_v.weight")) return CAT_ATTN_V;
+    if (strstr(n, "attn_k.weight")) return CAT_ATTN_K;
+    if (strstr(n, "attn_q.weight")) return CAT_ATTN_Q;
+    if (strstr(n, "attn_output.weight")) return CAT_ATTN_OUTPUT;
+    if (strstr(n, "ffn_up")) return CAT_FFN_UP;
+    if (strstr(n, "ffn_gate")) return CAT_FFN_GATE;
+    if (strstr(n, "ffn_down")) return CAT_FFN_DOWN;
+    return CAT_OTHER;
+}
+
+/* The Unsloth-Dynamic-style mix "ud-q4_k_m". Unsloth chooses its per-tensor
+ * types with its own tooling and an importance matrix; this is not their
+ * recipe, only a fixed mix with the same ingredients as their published
+ * Qwen3.5/3.6 UD-Q4_K_M listings (gguf-and-architectures.md section 4), so
+ * that one small file holds IQ4_XS, Q4_K, Q5_K, Q6_K, Q8_0, BF16 and F32:
+ *   output (or the tied token_embd) Q8_0, untied token_embd Q6_K;
+ *   GDN: attn_qkv Q5_K (Q6_K where use_more_bits over the attn_v-like
+ *        counter, as Q4_K_M), attn_gate Q4_K, ssm_alpha/ssm_beta/ssm_out Q8_0;
+ *   attention: attn_q/attn_k Q4_K, attn_v Q6_K, attn_output BF16;
+ *   dense FFN: ffn_gate/ffn_up IQ4_XS, ffn_down Q5_K (Q6_K where
+ *        use_more_bits(layer, block_count));
+ *   MoE: gate/up experts (split or fused) Q4_K, ffn_down_exps Q5_K, shared
+ *        expert gate/up IQ4_XS and down Q6_K;
+ *   MTP: nextn.eh_proj Q8_0, the block's other tensors as above;
+ * then the width fallbacks of llama.cpp. */
+static uint32_t ud_type(const bd_synth_tensor *t, enum tcat cat, bool tied, int *i_v, int n_v,
+                        int layer, int n_all) {
+    const char *n = t->name;
+    if (cat == CAT_OUTPUT || (tied && cat == CAT_TOKEN_EMBD)) return BD_TYPE_Q8_0;
+    if (cat == CAT_TOKEN_EMBD) return BD_TYPE_Q6_K;
+    if (cat == CAT_ATTN_QKV) return bd_synth_use_more_bits((*i_v)++, n_v) ? BD_TYPE_Q6_K : BD_TYPE_Q5_K;
+    if (cat == CAT_ATTN_V) { (*i_v)++; return BD_TYPE_Q6_K; }
+    if (strstr(n, "ssm_alpha") || strstr(n, "ssm_beta") || strstr(n, "ssm_out") || strstr(n, "nextn.eh_proj"))
+        return BD_TYPE_Q8_0;
+    if (cat == CAT_ATTN_OUTPUT) return BD_TYPE_BF16;
+    if (strstr(n, "_shexp")) return cat == CAT_FFN_DOWN ? BD_TYPE_Q6_K : BD_TYPE_IQ4_XS;
+    if (strstr(n, "_exps")) return cat == CAT_FFN_DOWN ? BD_TYPE_Q5_K : BD_TYPE_Q4_K;
+    if (cat == CAT_FFN_DOWN) return bd_synth_use_more_bits(layer, n_all) ? BD_TYPE_Q6_K : BD_TYPE_Q5_K;
+    if (cat == CAT_FFN_UP || cat == CAT_FFN_GATE) return BD_TYPE_IQ4_XS;
+    return BD_TYPE_Q4_K;
+}
+
+/* Types of a hybrid plan, tensors already in llama.cpp's order. */
+static void hybrid_assign_types(bd_synth_plan *p, const mix_def *m) {
+    static const uint32_t cycle[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0, BD_TYPE_F16,
+                                     BD_TYPE_BF16};
+    const bd_synth_hybrid_shape *s = p->hshape;
+    const int n_all = (int)(p->n_layer + p->n_mtp);
+    /* llama-quant.cpp: n_expert = max(1, hparams.n_expert); the 8-expert
+     * rules test hparams.n_expert == 8 */
+    const int n_expert = s->moe ? (int)s->n_expert : 0;
+    int n_v = 0, i_v = 0, i_down = 0, k = 0;
+    for (int i = 0; i < p->n_tensors; i++) {
+        enum tcat c = tensor_category(p->tensors[i].name);
+        if (c == CAT_ATTN_QKV || c == CAT_ATTN_V) n_v++;
+    }
+    for (int i = 0; i < p->n_tensors; i++) {
+        bd_synth_tensor *t = &p->tensors[i];
+        if (!hybrid_quantizable(t)) {
+            t->type = BD_TYPE_F32;
+            continue;
+        }
+        enum tcat cat = tensor_category(t->name);
+        int layer = name_layer(t->name);
+        uint32_t type = m->type;
+        if (m->kind == MIX_CYCLE) {
+            type = cycle[k++ % (int)(sizeof cycle / sizeof cycle[0])];
+        } else if (m->kind == MIX_UD) {
+            type = ud_type(t, cat, p->tied, &i_v, n_v, layer, n_all);
+        } else if (m->kind == MIX_Q4_K_M) {
+            /* llama_tensor_get_type_impl, LLAMA_FTYPE_MOSTLY_Q4_K_M branches */
+            if (cat == CAT_OUTPUT || (p->tied && cat == CAT_TOKEN_EMBD)) {
+                type = t->ne[0] % QK_K ? BD_TYPE_Q8_0 : BD_TYPE_Q6_K;
+            } else if (cat == CAT_TOKEN_EMBD) {
+                /* stays at the base type */
+            } else if (cat == CAT_ATTN_QKV || cat == CAT_ATTN_V) {
+                if (bd_synth_use_more_bits(i_v, n_v)) type = BD_TYPE_Q6_K;
+                if (n_expert == 8) type = BD_TYPE_Q8_0;
+                i_v++;
+            } else if (cat == CAT_ATTN_K) {
+                if (n_expert == 8) type = BD_TYPE_Q8_0;
+            } else if (cat == CAT_FFN_DOWN) {
+                /* layer_info: the layer parsed from the name when n_expert > 1,
+                 * else the count of ffn_down tensors so far; n = block_count */
+                int il = n_expert > 1 ? layer : i_down;
+                if (bd_synth_use_more_bits(il, n_all)) type = BD_TYPE_Q6_K;
+                i_down++;
+            } else if (cat == CAT_ATTN_OUTPUT) {
+                if (n_expert == 8) type = BD_TYPE_Q5_K;
+            }
+        }
+        t->type = width_fallback(type, t->ne[0]);
+    }
+}
+
+/* Parse --recurrent-layers: "auto" (the interval rule, written as a key)
+ * or n comma-separated 0/1 flags. */
+static bool parse_recurrent(const char *spec, uint32_t n, uint32_t interval, uint8_t *out,
+                            char *err, size_t errlen) {
+    if (!strcmp(spec, "auto")) {
+        for (uint32_t i = 0; i < n; i++) out[i] = (i + 1) % interval != 0;
+        return true;
+    }
+    uint32_t k = 0;
+    for (const char *c = spec;;) {
+        if ((*c != '0' && *c != '1') || (c[1] != ',' && c[1] != '\0'))
+            return bd_err(err, errlen, "--recurrent-layers: expected 'auto' or comma-separated 0/1 "
+                                       "flags, got '%.64s'", spec);
+        if (k == n)
+            return bd_err(err, errlen, "--recurrent-layers: more than %u flags (one per trunk layer)", n);
+        out[k++] = *c == '1';
+        if (c[1] == '\0') break;
+        c += 2;
+    }
+    if (k != n)
+        return bd_err(err, errlen, "--recurrent-layers: %u flags for %u trunk layers", k, n);
+    return true;
+}
+
+/* Weight scales (std of the entries) of the hybrid archs. As for qwen3
+ * (see bd_synth_plan_make) they were chosen by running the files through
+ * llama.cpp (tests/e2e/synth_hybrid.sh): logits with a standard deviation
+ * of a few units, varied greedy continuations, a residual stream not
+ * dominated by the token embedding, and GDN layers whose state carries
+ * information over 64+ tokens:
+ *   decay g = softplus(alpha + dt_bias) * ssm_a with ssm_a = -0.9 +- 0.2 z
+ *   (always in [-1.6, -0.2]: ssm_a is -exp(A_log) < 0 in real files),
+ *   dt_bias = -4 +- 0.5 z and alpha = W_alpha h with std 0.5, so
+ *   softplus(.) is ~0.003..0.1 and g ~ -0.02 on average: a head forgets
+ *   with an e-folding time of ~50 tokens, the slowest ones of several
+ *   hundred; beta = sigmoid(W_beta h) around 0.5. */
+static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t n_vocab,
+                             bd_synth_plan *p, char *err, size_t errlen) {
+    const bd_synth_hybrid_shape *s = bd_synth_hybrid_shape_find(o->arch, o->shape);
+    if (!s) return bd_err(err, errlen, "unknown %s shape '%s' (one of: %s)", o->arch,
+                          o->shape ? o->shape : "", bd_synth_hybrid_shape_names(o->arch));
+    if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
+    if (o->fused_gate_up && !s->moe) return bd_err(err, errlen, "--fused-gate-up needs qwen35moe");
+    const uint32_t n_layer = o->n_layers ? o->n_layers : s->n_layer;
+    if (n_layer > 256) return bd_err(err, errlen, "--layers %u: at most 256", n_layer);
+    if (o->n_mtp > 4) return bd_err(err, errlen, "--mtp %u: at most 4", o->n_mtp);
+    p->hshape = s;
+    p->tied = o->tied < 0 ? s->tied : o->tied != 0;
+    p->n_vocab = n_vocab;
+    p->file_type = m->file_type;
+    p->n_layer = n_layer;
+    p->n_mtp = o->n_mtp;
+    const uint32_t n_all = n_layer + o->n_mtp;
+    p->recurrent = calloc(n_all, 1);
+    p->tensors = calloc((size_t)3 + 24 * (size_t)n_all, sizeof *p->tensors);
+    if (!p->recurrent || !p->tensors) return bd_err(err, errlen, "out of memory");
+    if (o->recurrent) {
+        if (!parse_recurrent(o->recurrent, n_layer, s->interval, p->recurrent, err, errlen)) return false;
+        p->recurrent_key = true;
+    } else {
+        for (uint32_t i = 0; i < n_layer; i++) p->recurrent[i] = (i + 1) % s->interval != 0;
+    }
+    /* MTP blocks are never recurrent (p->recurrent[n_layer..] stay 0) */
+
+    const uint64_t E = s->n_embd, V = n_vocab, HD = s->head_dim;
+    const uint64_t Q = HD * s->n_head, KV = HD * s->n_head_kv;
+    const uint64_t DK = s->ssm_d_state, KEY = DK * s->ssm_n_k, VAL = DK * s->ssm_n_v;
+    const uint64_t CONV = 2 * KEY + VAL;
+    const float s_vocab = 4.0f * inv_sqrt(E), s_in = inv_sqrt(E), s_norm = 0.1f;
+    const float s_attn_out = 1.0f * inv_sqrt(Q), s_ssm_out = 1.0f * inv_sqrt(VAL);
+    const float s_alpha = 0.5f * inv_sqrt(E), s_conv = 0.5f;
+    char nm[48];
+
+    plan_add(p, "token_embd.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
+    plan_add(p, "output_norm.weight", 1, E, 1, o->constant_output ? BD_SYNTH_ZERO : BD_SYNTH_NORM, s_norm);
+    if (!p->tied) plan_add(p, "output.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
+    for (uint32_t l = 0; l < n_all; l++) {
+#define HADD(suffix, nd, a, b, init, sc)                                  \
+    do {                                                                  \
+        snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);                  \
+        plan_add(p, nm, nd, a, b, init, sc);                              \
+    } while (0)
+#define HADD3(suffix, a, b, c, init, sc)                                  \
+    do {                                                                  \
+        snprintf(nm, sizeof nm, "blk.%u.%s", l, suffix);                  \
+        bd_synth_tensor *t3 = plan_add(p, nm, 3, a, b, init, sc);         \
+        t3->ne[2] = c;                                                    \
+    } while (0)
+        const bool mtp = l >= n_layer;
+        HADD("attn_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+        HADD("post_attention_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+        if (p->recurrent[l]) {
+            HADD("attn_qkv.weight", 2, E, CONV, BD_SYNTH_MATRIX, s_in);
+            HADD("attn_gate.weight", 2, E, VAL, BD_SYNTH_MATRIX, s_in);
+            HADD("ssm_conv1d.weight", 2, s->ssm_conv, CONV, BD_SYNTH_MATRIX, s_conv);
+            HADD("ssm_dt.bias", 1, s->ssm_n_v, 1, BD_SYNTH_OFFSET, 0.5f);
+            p->tensors[p->n_tensors - 1].offset = -4.0f;
+            HADD("ssm_a", 1, s->ssm_n_v, 1, BD_SYNTH_OFFSET, 0.2f);
+            p->tensors[p->n_tensors - 1].offset = -0.9f;
+            HADD("ssm_alpha.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_alpha);
+            HADD("ssm_beta.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_in);
+            HADD("ssm_norm.weight", 1, DK, 1, BD_SYNTH_NORM, s_norm);
+            HADD("ssm_out.weight", 2, VAL, E, BD_SYNTH_MATRIX, s_ssm_out);
+        } else {
+            /* attn_q rows: per head [q (HD) | gate (HD)]; q is RMS-normed per
+             * head, so one scale serves both halves */
+            HADD("attn_q.weight", 2, E, 2 * Q, BD_SYNTH_MATRIX, s_in);
+            HADD("attn_k.weight", 2, E, KV, BD_SYNTH_MATRIX, s_in);
+            HADD("attn_v.weight", 2, E, KV, BD_SYNTH_MATRIX, s_in);
+            HADD("attn_output.weight", 2, Q, E, BD_SYNTH_MATRIX, s_attn_out);
+            HADD("attn_q_norm.weight", 1, HD, 1, BD_SYNTH_NORM_QK, s_norm);
+            HADD("attn_k_norm.weight", 1, HD, 1, BD_SYNTH_NORM_QK, s_norm);
+        }
+        if (!s->moe) {
+            const uint64_t F = s->n_ff;
+            HADD("ffn_gate.weight", 2, E, F, BD_SYNTH_MATRIX, s_in);
+            HADD("ffn_up.weight", 2, E, F, BD_SYNTH_MATRIX, s_in);
+            HADD("ffn_down.weight", 2, F, E, BD_SYNTH_MATRIX, 3.0f * inv_sqrt(F));
+        } else {
+            const uint64_t FE = s->n_ff_exp, FS = s->n_ff_shexp, NE = s->n_expert;
+            HADD("ffn_gate_inp.weight", 2, E, NE, BD_SYNTH_MATRIX, s_in);
+            if (o->fused_gate_up) {
+                /* per expert: rows [gate (FE) | up (FE)] (llama.cpp splits the
+                 * product into these two views) */
+                HADD3("ffn_gate_up_exps.weight", E, 2 * FE, NE, BD_SYNTH_MATRIX, s_in);
+            } else {
+                HADD3("ffn_gate_exps.weight", E, FE, NE, BD_SYNTH_MATRIX, s_in);
+                HADD3("ffn_up_exps.weight", E, FE, NE, BD_SYNTH_MATRIX, s_in);
+            }
+            HADD3("ffn_down_exps.weight", FE, E, NE, BD_SYNTH_MATRIX, 3.0f * inv_sqrt(FE));
+            HADD("ffn_gate_inp_shexp.weight", 1, E, 1, BD_SYNTH_MATRIX, s_in);
+            HADD("ffn_gate_shexp.weight", 2, E, FS, BD_SYNTH_MATRIX, s_in);
+            HADD("ffn_up_shexp.weight", 2, E, FS, BD_SYNTH_MATRIX, s_in);
+            HADD("ffn_down_shexp.weight", 2, FS, E, BD_SYNTH_MATRIX, 3.0f * inv_sqrt(FS));
+        }
+        if (mtp) {
+            /* as llama.cpp's converter writes Qwen3.5 MTP blocks (mtp.fc ->
+             * eh_proj, pre_fc_norm_embedding -> enorm, pre_fc_norm_hidden ->
+             * hnorm, mtp.norm -> shared_head_norm; embed_tokens and
+             * shared_head_head absent: shared with the trunk) */
+            HADD("nextn.eh_proj.weight", 2, 2 * E, E, BD_SYNTH_MATRIX, inv_sqrt(2 * E));
+            HADD("nextn.enorm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+            HADD("nextn.hnorm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+            HADD("nextn.shared_head_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
+        }
+#undef HADD
+#undef HADD3
+    }
+    qsort(p->tensors, (size_t)p->n_tensors, sizeof *p->tensors, cmp_llama_order);
+    hybrid_assign_types(p, m);
+    return true;
 }
 
 /* ========================================================================
@@ -398,6 +805,7 @@ static bool pool_fill(block_pool *bp, gen_ctx proto, char *err, size_t errlen) {
     pt.n_dims = 2;
     pt.ne[0] = bp->blck * POOL_ROW_BLOCKS;
     pt.ne[1] = POOL_BLOCKS / POOL_ROW_BLOCKS;
+    pt.ne[2] = 1;
     pt.type = bp->type;
     pt.init = bp->init;
     pt.scale = bp->scale;
@@ -417,7 +825,7 @@ static bool pool_fill(block_pool *bp, gen_ctx proto, char *err, size_t errlen) {
 /* bd_gguf_tensor_producer: emits the tensor's bytes chunk by chunk. */
 static bool gen_produce(void *vctx, bd_gguf_emit_fn emit, void *sink, char *err, size_t errlen) {
     gen_ctx *g = vctx;
-    uint64_t rows = g->t->ne[1];
+    uint64_t rows = g->t->ne[1] * g->t->ne[2];
     uint64_t per = CHUNK_BYTES / g->row_bytes;
     if (per == 0) per = 1;
     for (uint64_t r = 0; r < rows; r += per) {
@@ -445,6 +853,147 @@ static bool set_arch_f32(bd_gguf_writer *w, const char *arch, const char *key, f
     return bd_gguf_writer_set_f32(w, k, v);
 }
 
+/* Metadata of a qwen3/llama model. */
+static bool dense_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_synth_plan *plan) {
+    const bd_synth_shape *s = plan->shape;
+    const char *arch = plan->qwen3 ? "qwen3" : "llama";
+    char name[160];
+    snprintf(name, sizeof name, "blockdraft synthetic %s %s %s seed %llu", arch, s->name, o->mix,
+             (unsigned long long)o->seed);
+    return bd_gguf_writer_set_str(w, "general.architecture", arch) &&
+           bd_gguf_writer_set_str(w, "general.name", name) &&
+           bd_gguf_writer_set_u32(w, "general.file_type", plan->file_type) &&
+           bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+           set_arch_u32(w, arch, "block_count", s->n_layer) &&
+           set_arch_u32(w, arch, "context_length", s->n_ctx) &&
+           set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
+           set_arch_u32(w, arch, "feed_forward_length", s->n_ff) &&
+           set_arch_u32(w, arch, "attention.head_count", s->n_head) &&
+           set_arch_u32(w, arch, "attention.head_count_kv", s->n_head_kv) &&
+           set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
+           set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
+           set_arch_u32(w, arch, "rope.dimension_count", s->head_dim) &&
+           set_arch_f32(w, arch, "rope.freq_base", plan->qwen3 ? 1000000.0f : 10000.0f) &&
+           set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", plan->qwen3 ? 1e-6f : 1e-5f) &&
+           set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
+}
+
+/* Metadata of a qwen35/qwen35moe model: the keys llama.cpp v0.5.0 reads
+ * (llama_model_qwen35{,moe}::load_arch_hparams and the generic loader),
+ * with the value types its converter writes (u32 scalars, f32 floats,
+ * i32[4] sections, bool[block_count] recurrent_layers). */
+static bool hybrid_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_synth_plan *plan) {
+    const bd_synth_hybrid_shape *s = plan->hshape;
+    const char *arch = s->moe ? "qwen35moe" : "qwen35";
+    const uint32_t n_all = plan->n_layer + plan->n_mtp;
+    char name[200];
+    snprintf(name, sizeof name, "blockdraft synthetic %s %s%s %s seed %llu", arch, s->name,
+             plan->n_layer != s->n_layer ? " (fewer layers)" : "", o->mix, (unsigned long long)o->seed);
+    char k[128];
+    bool ok = bd_gguf_writer_set_str(w, "general.architecture", arch) &&
+              bd_gguf_writer_set_str(w, "general.name", name) &&
+              bd_gguf_writer_set_u32(w, "general.file_type", plan->file_type) &&
+              bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+              set_arch_u32(w, arch, "block_count", n_all) &&
+              set_arch_u32(w, arch, "context_length", s->n_ctx) &&
+              set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
+              (s->moe || set_arch_u32(w, arch, "feed_forward_length", s->n_ff)) &&
+              set_arch_u32(w, arch, "attention.head_count", s->n_head) &&
+              set_arch_u32(w, arch, "attention.head_count_kv", s->n_head_kv) &&
+              set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
+              set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
+              set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", 1e-6f) &&
+              set_arch_u32(w, arch, "rope.dimension_count", s->n_rot) &&
+              set_arch_f32(w, arch, "rope.freq_base", 10000000.0f) &&
+              set_arch_u32(w, arch, "ssm.conv_kernel", s->ssm_conv) &&
+              set_arch_u32(w, arch, "ssm.state_size", s->ssm_d_state) &&
+              set_arch_u32(w, arch, "ssm.group_count", s->ssm_n_k) &&
+              set_arch_u32(w, arch, "ssm.time_step_rank", s->ssm_n_v) &&
+              set_arch_u32(w, arch, "ssm.inner_size", s->ssm_d_state * s->ssm_n_v) &&
+              set_arch_u32(w, arch, "full_attention_interval", s->interval) &&
+              set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
+    snprintf(k, sizeof k, "%s.rope.dimension_sections", arch);
+    ok = ok && bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, s->sections, 4);
+    if (ok && plan->recurrent_key) {
+        snprintf(k, sizeof k, "%s.attention.recurrent_layers", arch);
+        ok = bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_BOOL, plan->recurrent, n_all);
+    }
+    if (ok && plan->n_mtp) ok = set_arch_u32(w, arch, "nextn_predict_layers", plan->n_mtp);
+    if (ok && s->moe)
+        ok = set_arch_u32(w, arch, "expert_count", s->n_expert) &&
+             set_arch_u32(w, arch, "expert_used_count", s->n_expert_used) &&
+             set_arch_u32(w, arch, "expert_feed_forward_length", s->n_ff_exp) &&
+             set_arch_u32(w, arch, "expert_shared_feed_forward_length", s->n_ff_shexp);
+    return ok;
+}
+
+/* Append one little-endian value to a growing buffer. */
+static void put_u(uint8_t *p, uint64_t v, int n) {
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Copy the tokenizer.* keys of the vocabulary file. A larger n_vocab pads
+ * tokens and token_type with "[PAD<id>]" / UNUSED (5) entries (and the
+ * SentencePiece scores, when there are any, with 0), as the HF
+ * converter pads Qwen vocabularies to the embedding's row count (Qwen3's
+ * own 151669..151935 are such tokens; llama.cpp accepts them). The hybrid
+ * archs get the Qwen3.5 pre-tokenizer id "qwen35". */
+static bool copy_tokenizer(bd_gguf_writer *w, const bd_gguf_file *voc, uint32_t n_vocab, bool hybrid) {
+    const bd_gguf_kv *tok = bd_gguf_find(voc, "tokenizer.ggml.tokens");
+    const bd_gguf_kv *typ = bd_gguf_find(voc, "tokenizer.ggml.token_type");
+    const bd_gguf_kv *sco = bd_gguf_find(voc, "tokenizer.ggml.scores");
+    const bool pad = n_vocab > tok->arr_count;
+    if (pad && sco && (sco->type != GGUF_VTYPE_ARRAY || sco->arr_type != GGUF_VTYPE_FLOAT32 ||
+                       sco->arr_count != tok->arr_count))
+        return false;
+    if (pad && (!typ || typ->type != GGUF_VTYPE_ARRAY || typ->arr_type != GGUF_VTYPE_INT32 ||
+                typ->arr_count != tok->arr_count))
+        return false;
+    for (int64_t i = 0; i < bd_gguf_kv_count(voc); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(voc, i);
+        if (strncmp(kv->key, "tokenizer.", 10)) continue;
+        if (hybrid && !strcmp(kv->key, "tokenizer.ggml.pre")) {
+            if (!bd_gguf_writer_set_str(w, kv->key, "qwen35")) return false;
+        } else if (pad && kv == tok) {
+            /* the array's encoding: u32 element type, u64 count, elements */
+            uint64_t old = kv->data_size - 12, extra = 0;
+            for (uint64_t id = kv->arr_count; id < n_vocab; id++)
+                extra += 8 + (uint64_t)snprintf(NULL, 0, "[PAD%llu]", (unsigned long long)id);
+            uint8_t *e = malloc(12 + old + extra);
+            if (!e) return false;
+            put_u(e, GGUF_VTYPE_STRING, 4);
+            put_u(e + 4, n_vocab, 8);
+            memcpy(e + 12, kv->data, old);
+            uint64_t pos = 12 + old;
+            for (uint64_t id = kv->arr_count; id < n_vocab; id++) {
+                char b[32];
+                int n = snprintf(b, sizeof b, "[PAD%llu]", (unsigned long long)id);
+                put_u(e + pos, (uint64_t)n, 8);
+                memcpy(e + pos + 8, b, (size_t)n);
+                pos += 8 + (uint64_t)n;
+            }
+            bool ok = bd_gguf_writer_set_raw(w, kv->key, GGUF_VTYPE_ARRAY, e, pos);
+            free(e);
+            if (!ok) return false;
+        } else if (pad && (kv == typ || kv == sco)) {
+            /* 4-byte elements: token types padded with UNUSED (5), scores with 0.0f */
+            uint64_t old = kv->data_size - 12;
+            uint8_t *e = malloc(12 + old + 4 * (uint64_t)(n_vocab - kv->arr_count));
+            if (!e) return false;
+            put_u(e, kv == typ ? GGUF_VTYPE_INT32 : GGUF_VTYPE_FLOAT32, 4);
+            put_u(e + 4, n_vocab, 8);
+            memcpy(e + 12, kv->data, old);
+            for (uint64_t id = kv->arr_count; id < n_vocab; id++) put_u(e + 12 + 4 * id, kv == typ ? 5 : 0, 4);
+            bool ok = bd_gguf_writer_set_raw(w, kv->key, GGUF_VTYPE_ARRAY, e, 12 + 4 * (uint64_t)n_vocab);
+            free(e);
+            if (!ok) return false;
+        } else if (!bd_gguf_writer_copy_kv(w, kv)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t errlen) {
     if (!o->vocab_path) return bd_err(err, errlen, "a vocabulary GGUF (--vocab) is required");
     bd_gguf_file *voc = bd_gguf_open(o->vocab_path, err, errlen);
@@ -468,36 +1017,19 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
         bd_err(err, errlen, "%s: vocabulary too large", o->vocab_path);
         goto out;
     }
-    if (!bd_synth_plan_make(o, (uint32_t)tokens->arr_count, &plan, err, errlen)) goto out;
-    const bd_synth_shape *s = plan.shape;
-    const char *arch = plan.qwen3 ? "qwen3" : "llama";
+    const uint32_t file_n = (uint32_t)tokens->arr_count;
+    const uint32_t n_vocab = bd_synth_n_vocab(o, file_n);
+    if (n_vocab < file_n) {
+        bd_err(err, errlen, "--n-vocab %u is smaller than the vocabulary of %s (%u tokens)", n_vocab,
+               o->vocab_path, file_n);
+        goto out;
+    }
+    if (!bd_synth_plan_make(o, n_vocab, &plan, err, errlen)) goto out;
 
     w = bd_gguf_writer_create();
     if (!w) { bd_err(err, errlen, "out of memory"); goto out; }
-    char name[160];
-    snprintf(name, sizeof name, "blockdraft synthetic %s %s %s seed %llu", arch, s->name, o->mix,
-             (unsigned long long)o->seed);
-    bool kv_ok = bd_gguf_writer_set_str(w, "general.architecture", arch) &&
-                 bd_gguf_writer_set_str(w, "general.name", name) &&
-                 bd_gguf_writer_set_u32(w, "general.file_type", plan.file_type) &&
-                 bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
-                 set_arch_u32(w, arch, "block_count", s->n_layer) &&
-                 set_arch_u32(w, arch, "context_length", s->n_ctx) &&
-                 set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
-                 set_arch_u32(w, arch, "feed_forward_length", s->n_ff) &&
-                 set_arch_u32(w, arch, "attention.head_count", s->n_head) &&
-                 set_arch_u32(w, arch, "attention.head_count_kv", s->n_head_kv) &&
-                 set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
-                 set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
-                 set_arch_u32(w, arch, "rope.dimension_count", s->head_dim) &&
-                 set_arch_f32(w, arch, "rope.freq_base", plan.qwen3 ? 1000000.0f : 10000.0f) &&
-                 set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon",
-                              plan.qwen3 ? 1e-6f : 1e-5f) &&
-                 set_arch_u32(w, arch, "vocab_size", plan.n_vocab);
-    for (int64_t i = 0; kv_ok && i < bd_gguf_kv_count(voc); i++) {
-        const bd_gguf_kv *kv = bd_gguf_kv_at(voc, i);
-        if (!strncmp(kv->key, "tokenizer.", 10)) kv_ok = bd_gguf_writer_copy_kv(w, kv);
-    }
+    bool kv_ok = plan.hshape ? hybrid_set_keys(w, o, &plan) : dense_set_keys(w, o, &plan);
+    kv_ok = kv_ok && copy_tokenizer(w, voc, n_vocab, plan.hshape != NULL);
     if (!kv_ok) { bd_err(err, errlen, "cannot set metadata (out of memory?)"); goto out; }
 
     pool = bd_pool_create(o->n_threads);
@@ -530,8 +1062,14 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
         g->max_ne0 = max_ne0;
         g->chunk = chunk;
         bd_row_size(t->type, (int64_t)t->ne[0], &g->row_bytes);
-        if (type_is_slow(t->type) && t->ne[0] * t->ne[1] >= POOL_MIN_ELEMS &&
-            t->ne[0] >= POOL_MIN_ROW_BLOCKS * (uint64_t)bd_type_get(t->type)->blck) {
+        /* Expert stacks: narrow rows too (35B-A3B's ffn_down_exps rows are
+         * 512 wide, 2 Q4_K blocks, and 10^10 weights would take hours to
+         * quantize exactly). Never for 2-D tensors: rows of one or two
+         * blocks drawn from 4096 would make near-duplicate rows, i.e. tied
+         * logits when the matrix is the output. */
+        uint64_t min_row = t->n_dims == 3 ? 1 : POOL_MIN_ROW_BLOCKS;
+        if (type_is_slow(t->type) && t->ne[0] * t->ne[1] * t->ne[2] >= POOL_MIN_ELEMS &&
+            t->ne[0] >= min_row * (uint64_t)bd_type_get(t->type)->blck) {
             /* One pool per (type, init, scale): layers share them. */
             int k = 0;
             while (k < n_pools && !(pools[k].type == t->type && pools[k].init == t->init &&
@@ -546,7 +1084,7 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
             }
             g->bp = &pools[k];
         }
-        uint64_t nbytes = g->row_bytes * t->ne[1];
+        uint64_t nbytes = g->row_bytes * t->ne[1] * t->ne[2];
         if (!bd_gguf_writer_add_tensor_stream(w, t->name, t->type, t->n_dims, t->ne, nbytes,
                                            gen_produce, g)) {
             bd_err(err, errlen, "cannot add tensor %s", t->name);

@@ -15,12 +15,7 @@ typedef struct {
     uint64_t s;
 } rng;
 
-static uint64_t rng_next(rng *r) {
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(rng *r) { return bd_splitmix64(&r->s); }
 
 static float rng_normal(rng *r) {
     double u1 = ((rng_next(r) >> 11) + 1) * 0x1.0p-53, u2 = (rng_next(r) >> 11) * 0x1.0p-53;
@@ -62,12 +57,114 @@ static float dotf(const float *a, const float *b, int64_t n) {
     return (float)s;
 }
 
-static int32_t argmax_logits(const bd_mat *out, const float *x, float *row_buf) {
+/* ------------------------------------------------------------------------
+ * The target, read straight from its GGUF: the drafter needs its widths, its
+ * layer count, its tokenizer and (constructed drafters) rows of its
+ * embedding and output matrices. Reading the file instead of loading the
+ * model lets drafters be made for archs the engine does not run (yet).
+ * ---------------------------------------------------------------------- */
+
+typedef struct target_info {
+    bd_gguf_file *f;
+    char arch[32];
+    bool hybrid;                 /* qwen35 / qwen35moe */
+    bool moe;
+    int64_t n_embd, n_layer;     /* n_layer: trunk layers (block_count - nextn_predict_layers) */
+    int64_t n_head, n_kv, hd, n_ff, n_vocab, n_ctx;
+    const bd_gguf_tensor *emb;   /* token_embd [n_vocab][n_embd] */
+    const bd_gguf_tensor *out;   /* output, or token_embd when tied */
+    uint64_t emb_row, out_row;   /* row bytes */
+} target_info;
+
+static bool key_u32(const target_info *ti, const char *key, uint32_t *v) {
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", ti->arch, key);
+    return bd_gguf_get_u32(ti->f, k, v);
+}
+
+static bool check_matrix(const bd_gguf_tensor *t, int64_t ne0, uint64_t *row_bytes, char *err, size_t errlen) {
+    if (t->n_dims != 2 || (int64_t)t->ne[0] != ne0 || t->ne[1] < 2 || t->ne[1] > INT32_MAX)
+        return bd_err(err, errlen, "target tensor %s has shape {%llu, %llu}, want {%lld, n_vocab}", t->name,
+                      (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (long long)ne0);
+    if (!bd_row_size(t->type, ne0, row_bytes) || *row_bytes * t->ne[1] > t->nbytes)
+        return bd_err(err, errlen, "target tensor %s: type %s does not fit its shape", t->name,
+                      bd_type_name(t->type));
+    return true;
+}
+
+static bool target_open(const char *path, target_info *ti, char *err, size_t errlen) {
+    memset(ti, 0, sizeof *ti);
+    ti->f = bd_gguf_open(path, err, errlen);
+    if (!ti->f) return false;
+    if (!bd_gguf_get_strz(ti->f, "general.architecture", ti->arch, sizeof ti->arch))
+        return bd_err(err, errlen, "%s: no general.architecture", path);
+    if (!strcmp(ti->arch, "dflash") || !strcmp(ti->arch, "dflash-draft"))
+        return bd_err(err, errlen, "%s is a drafter, not a target", path);
+    if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen35") &&
+        strcmp(ti->arch, "qwen35moe"))
+        return bd_err(err, errlen, "%s: target arch '%s' not supported (qwen3, llama, qwen35, qwen35moe)",
+                      path, ti->arch);
+    ti->hybrid = !strncmp(ti->arch, "qwen35", 6);
+    ti->moe = !strcmp(ti->arch, "qwen35moe");
+    uint32_t e = 0, bc = 0, nh = 0, nkv = 0, hd = 0, ff = 0, nextn = 0, ctx = 40960;
+    if (!key_u32(ti, "embedding_length", &e) || !key_u32(ti, "block_count", &bc) ||
+        !key_u32(ti, "attention.head_count", &nh) || e == 0 || bc == 0 || nh == 0)
+        return bd_err(err, errlen, "%s: missing or zero %s.embedding_length/block_count/attention.head_count",
+                      path, ti->arch);
+    nkv = nh;
+    key_u32(ti, "attention.head_count_kv", &nkv);
+    hd = e / nh;
+    key_u32(ti, "attention.key_length", &hd);
+    key_u32(ti, "nextn_predict_layers", &nextn);
+    key_u32(ti, "context_length", &ctx);
+    if (!ti->moe && !key_u32(ti, "feed_forward_length", &ff))
+        return bd_err(err, errlen, "%s: no %s.feed_forward_length", path, ti->arch);
+    if (nextn >= bc)
+        return bd_err(err, errlen, "%s: nextn_predict_layers %u leaves no trunk layer of %u", path, nextn, bc);
+    if (nkv == 0 || nh % nkv || hd == 0)
+        return bd_err(err, errlen, "%s: bad attention heads (%u / %u of %u)", path, nh, nkv, hd);
+    ti->n_embd = e;
+    ti->n_layer = bc - nextn;
+    ti->n_head = nh;
+    ti->n_kv = nkv;
+    ti->hd = hd;
+    ti->n_ff = ff;
+    ti->n_ctx = ctx;
+    ti->emb = bd_gguf_find_tensor(ti->f, "token_embd.weight");
+    if (!ti->emb) return bd_err(err, errlen, "%s: no token_embd.weight", path);
+    if (!check_matrix(ti->emb, e, &ti->emb_row, err, errlen)) return false;
+    ti->n_vocab = (int64_t)ti->emb->ne[1];
+    ti->out = bd_gguf_find_tensor(ti->f, "output.weight");
+    if (ti->out) {
+        if (!check_matrix(ti->out, e, &ti->out_row, err, errlen)) return false;
+        if ((int64_t)ti->out->ne[1] != ti->n_vocab)
+            return bd_err(err, errlen, "%s: output.weight has %llu rows, token_embd %lld", path,
+                          (unsigned long long)ti->out->ne[1], (long long)ti->n_vocab);
+    } else {
+        ti->out = ti->emb;
+        ti->out_row = ti->emb_row;
+    }
+    return true;
+}
+
+static void target_close(target_info *ti) {
+    bd_gguf_close(ti->f);
+    memset(ti, 0, sizeof *ti);
+}
+
+static bool target_row(const target_info *ti, bool output, int64_t row, float *dst) {
+    const bd_gguf_tensor *t = output ? ti->out : ti->emb;
+    uint64_t rb = output ? ti->out_row : ti->emb_row;
+    if (row < 0 || row >= ti->n_vocab) return false;
+    return bd_dequantize_row(t->type, (const uint8_t *)t->data + (uint64_t)row * rb, dst, ti->n_embd);
+}
+
+static int32_t argmax_logits(const target_info *ti, const float *x, float *row_buf) {
     int32_t best = -1;
     float bv = -INFINITY;
-    for (int64_t u = 0; u < out->nrows; u++) {
-        bd_mat_get_row(out, u, row_buf);
-        float v = dotf(row_buf, x, out->ncols);
+    for (int64_t u = 0; u < ti->n_vocab; u++) {
+        target_row(ti, true, u, row_buf);
+        float v = dotf(row_buf, x, ti->n_embd);
         if (v > bv) {
             bv = v;
             best = (int32_t)u;
@@ -76,46 +173,110 @@ static int32_t argmax_logits(const bd_mat *out, const float *x, float *row_buf) 
     return best;
 }
 
+/* Drafter sizes of the published DFlash drafters for hybrid targets
+ * (dflash.md section 1.2, from the drafters' config.json / SpecForge):
+ * matched by the target's width and MoE-ness. */
+typedef struct drafter_size {
+    int64_t target_embd;
+    bool moe;
+    int layers, n_head, n_kv, hd, n_ff;
+    const char *source;
+} drafter_size;
+
+static const drafter_size published[] = {
+    {2560, false, 5, 32, 8, 128, 9728, "z-lab/Qwen3.5-4B-DFlash"},
+    /* no published 9B drafter config in the reference: Qwen3-8B-DFlash's
+     * attention and the target's FFN width, an assumption */
+    {4096, false, 5, 32, 8, 128, 12288, "assumed (Qwen3-8B-DFlash-like)"},
+    {5120, false, 5, 32, 8, 128, 17408, "z-lab/Qwen3.6-27B-DFlash"},
+    {2048, true, 8, 32, 4, 128, 6144, "z-lab/Qwen3.5-35B-A3B-DFlash"},
+};
+
+/* Parse the SWA pattern: n comma-separated 0/1 flags. */
+static bool parse_flags(const char *spec, int n, uint8_t *out, char *err, size_t errlen) {
+    int k = 0;
+    for (const char *c = spec;;) {
+        if ((*c != '0' && *c != '1') || (c[1] != ',' && c[1] != '\0'))
+            return bd_err(err, errlen, "--swa-pattern: expected comma-separated 0/1 flags, got '%.64s'", spec);
+        if (k == n) return bd_err(err, errlen, "--swa-pattern: more than %d flags (one per drafter layer)", n);
+        out[k++] = *c == '1';
+        if (c[1] == '\0') break;
+        c += 2;
+    }
+    if (k != n) return bd_err(err, errlen, "--swa-pattern: %d flags for %d drafter layers", k, n);
+    return true;
+}
+
 bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char *err, size_t errlen) {
-    bd_model *t = bd_model_open(o->target_path, err, errlen);
-    if (!t) return false;
+    target_info ti;
     bool ok = false;
     bd_gguf_writer *w = NULL;
     float *buf = NULL, *x0 = NULL, *xm = NULL, *w0 = NULL, *v = NULL, *tmp = NULL;
-    if (t->arch == BD_ARCH_DFLASH) {
-        bd_err(err, errlen, "%s is a drafter, not a target", o->target_path);
-        goto done;
+    uint8_t swa[64] = {0};
+    if (!target_open(o->target_path, &ti, err, errlen)) goto done;
+    /* Drafter sizes: qwen3/llama targets get the target's own attention and
+     * FFN widths (as before); hybrid targets the published drafter of their
+     * width, else (test shapes) heads of 64 lanes (128 from width 1024),
+     * half as many KV heads, and the target's FFN width (3 x width for MoE). */
+    int64_t NH = ti.n_head, NKV = ti.n_kv, HD = ti.hd, FF = ti.n_ff, L_def = 5;
+    if (ti.hybrid) {
+        const drafter_size *ds = NULL;
+        for (size_t i = 0; i < sizeof published / sizeof published[0]; i++)
+            if (published[i].target_embd == ti.n_embd && published[i].moe == ti.moe) ds = &published[i];
+        if (ds) {
+            NH = ds->n_head, NKV = ds->n_kv, HD = ds->hd, FF = ds->n_ff, L_def = ds->layers;
+        } else {
+            HD = ti.n_embd >= 1024 ? 128 : 64;
+            NH = ti.n_embd / HD > 2 ? ti.n_embd / HD : 2;
+            NKV = NH / 2;
+            FF = ti.moe ? 3 * ti.n_embd : ti.n_ff;
+        }
     }
-    const bd_hparams *th = &t->hp;
-    const int64_t E = th->n_embd, L = o->n_layer > 0 ? o->n_layer : 5;
-    const int64_t NH = th->n_head, NKV = th->n_kv, HD = th->hd, FF = th->n_ff;
+    const int64_t E = ti.n_embd, L = o->n_layer > 0 ? o->n_layer : L_def;
     const int64_t Q = NH * HD, KV = NKV * HD;
     const int B = o->block_size > 0 ? o->block_size : 16;
-    int K = o->n_taps > 0 ? o->n_taps : (th->n_layer - 1 < 5 ? th->n_layer - 1 : 5);
-    if (K < 1 || K > th->n_layer - 1 || K > BD_MAX_TAPS) {
-        bd_err(err, errlen, "target has %d layers: cannot tap %d of them", th->n_layer, K);
+    /* taps must be trunk layers: MTP blocks are not run by the trunk */
+    const int64_t Lt = ti.n_layer;
+    int K = o->n_taps > 0 ? o->n_taps : (int)(Lt - 1 < 5 ? Lt - 1 : 5);
+    if (K < 1 || K > Lt - 1 || K > BD_MAX_TAPS) {
+        bd_err(err, errlen, "target has %lld trunk layers: cannot tap %d of them", (long long)Lt, K);
         goto done;
     }
     if (o->constructed && HD < 16) {
         bd_err(err, errlen, "constructed drafters need a head dim >= 16 (target has %lld)", (long long)HD);
         goto done;
     }
+    if (L > (int64_t)sizeof swa) {
+        bd_err(err, errlen, "at most %d drafter layers", (int)sizeof swa);
+        goto done;
+    }
+    if (o->swa_window) {
+        if (o->swa_pattern) {
+            if (!parse_flags(o->swa_pattern, (int)L, swa, err, errlen)) goto done;
+        } else {
+            memset(swa, 1, (size_t)L);
+        }
+    } else if (o->swa_pattern) {
+        bd_err(err, errlen, "--swa-pattern needs --swa W");
+        goto done;
+    }
     int32_t taps[BD_MAX_TAPS];
-    int64_t Lt = th->n_layer;
     for (int i = 0; i < K; i++) {
         if (Lt >= 8 && K > 1) /* the reference's spread: HF id round(1 + i(L-4)/(K-1)), +1 for GGUF */
             taps[i] = (int32_t)lround(1.0 + (double)i * (double)(Lt - 4) / (double)(K - 1)) + 1;
         else
             taps[i] = i + 1;
     }
-    int32_t mask = o->mask_id >= 0 ? o->mask_id : (th->n_vocab > 151669 ? 151669 : th->n_vocab - 1);
-    if (mask <= 0 || mask >= th->n_vocab) {
-        bd_err(err, errlen, "mask id %d outside the vocabulary (1..%d)", mask, th->n_vocab - 1);
+    int64_t mask_def = ti.n_vocab > 151669 ? 151669 : ti.n_vocab - 1;
+    if (ti.hybrid && ti.n_vocab > 248070) mask_def = 248070; /* Qwen3.5/3.6 drafters' mask token */
+    int32_t mask = o->mask_id >= 0 ? o->mask_id : (int32_t)mask_def;
+    if (mask <= 0 || mask >= ti.n_vocab) {
+        bd_err(err, errlen, "mask id %d outside the vocabulary (1..%lld)", mask, (long long)ti.n_vocab - 1);
         goto done;
     }
     /* rope: pair j = n_rot/16 turns by pi/B per position when base = (B/pi)^(n_rot/(2j)) = (B/pi)^8 */
     const int64_t pair = HD / 16;
-    float base = o->constructed ? powf((float)B / PI_F, 8.0f) : 1e6f;
+    float base = o->constructed ? powf((float)B / PI_F, 8.0f) : ti.hybrid ? 1e7f : 1e6f;
 
     w = bd_gguf_writer_create();
     if (!w) {
@@ -126,7 +287,7 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
                  bd_gguf_writer_set_str(w, "general.name", o->constructed ? "blockdraft constructed dflash drafter"
                                                                        : "blockdraft random dflash drafter") &&
                  bd_gguf_writer_set_u32(w, "dflash.block_count", (uint32_t)L) &&
-                 bd_gguf_writer_set_u32(w, "dflash.context_length", 40960) &&
+                 bd_gguf_writer_set_u32(w, "dflash.context_length", ti.hybrid ? (uint32_t)ti.n_ctx : 40960) &&
                  bd_gguf_writer_set_u32(w, "dflash.embedding_length", (uint32_t)E) &&
                  bd_gguf_writer_set_u32(w, "dflash.feed_forward_length", (uint32_t)FF) &&
                  bd_gguf_writer_set_u32(w, "dflash.attention.head_count", (uint32_t)NH) &&
@@ -139,8 +300,18 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
                  bd_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)B) &&
                  bd_gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, (uint64_t)K) &&
                  bd_gguf_writer_set_u32(w, "general.file_type", 0);
-    for (int64_t i = 0; kv_ok && i < bd_gguf_kv_count(t->gguf); i++) {
-        const bd_gguf_kv *kv = bd_gguf_kv_at(t->gguf, i);
+    if (kv_ok && ti.hybrid) {
+        /* the converter's degenerate M-RoPE sections for drafters of M-RoPE
+         * targets: every pair in section 0, numerically NEOX */
+        int32_t sec[4] = {(int32_t)(HD / 2), 0, 0, 0};
+        kv_ok = bd_gguf_writer_set_arr(w, "dflash.rope.dimension_sections", GGUF_VTYPE_INT32, sec, 4);
+    }
+    if (kv_ok && o->swa_window)
+        kv_ok = bd_gguf_writer_set_u32(w, "dflash.attention.sliding_window", o->swa_window) &&
+                bd_gguf_writer_set_arr(w, "dflash.attention.sliding_window_pattern", GGUF_VTYPE_BOOL, swa,
+                                       (uint64_t)L);
+    for (int64_t i = 0; kv_ok && i < bd_gguf_kv_count(ti.f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(ti.f, i);
         if (!strncmp(kv->key, "tokenizer.", 10) && strcmp(kv->key, "tokenizer.ggml.mask_token_id"))
             kv_ok = bd_gguf_writer_copy_kv(w, kv);
     }
@@ -169,11 +340,11 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
     /* anchor (token 0) and mask rows as the drafter's layer 0 sees them:
      * RMSNorm(E[t]) * attn_norm, attn_norm = 1 */
     if (o->constructed) {
-        bd_mat_get_row(&t->tok_embd, 0, tmp);
+        target_row(&ti, false, 0, tmp);
         bd_rmsnorm(x0, tmp, NULL, E, 1e-6f);
-        bd_mat_get_row(&t->tok_embd, mask, tmp);
+        target_row(&ti, false, mask, tmp);
         bd_rmsnorm(xm, tmp, NULL, E, 1e-6f);
-        bd_mat_get_row(&t->output, 0, w0);
+        target_row(&ti, true, 0, w0);
         /* v = x0 with its component along xm removed: v.xm = 0, v.x0 > 0 */
         float mm = dotf(xm, xm, E), c = dotf(x0, xm, E) / mm;
         for (int64_t i = 0; i < E; i++) v[i] = x0[i] - c * xm[i];
@@ -183,8 +354,8 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
         float nw = sqrtf(dotf(w0, w0, E)), ne = sqrtf(dotf(tmp, tmp, E));
         float lam = 1000.0f * ne;
         for (int64_t i = 0; i < E; i++) buf[i] = tmp[i] + lam * w0[i] / nw; /* row <= k residual */
-        int32_t a1 = argmax_logits(&t->output, buf, buf + E);
-        int32_t a2 = argmax_logits(&t->output, tmp, buf + E); /* row > k residual = E[mask] */
+        int32_t a1 = argmax_logits(&ti, buf, buf + E);
+        int32_t a2 = argmax_logits(&ti, tmp, buf + E); /* row > k residual = E[mask] */
         if (a1 != 0 || a2 == 0) {
             bd_err(err, errlen, "construction check failed (right rows draft %d, wrong rows draft %d); try another --mask-id",
                    a1, a2);
@@ -248,7 +419,7 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
         });
         /* o: head 0 lane 0 -> lam * W_out[0] / |W_out[0]| */
         MAT("attn_output.weight", Q, E, 1.0f / sqrtf((float)Q), {
-            bd_mat_get_row(&t->tok_embd, mask, tmp);
+            target_row(&ti, false, mask, tmp);
             float lam = 1000.0f * sqrtf(dotf(tmp, tmp, E)), nw = sqrtf(dotf(w0, w0, E));
             for (int64_t e = 0; e < E; e++) buf[e * Q + 0] = lam * w0[e] / nw;
         });
@@ -271,6 +442,6 @@ done:
     free(w0);
     free(v);
     free(tmp);
-    bd_model_free(t);
+    target_close(&ti);
     return ok;
 }

@@ -32,6 +32,19 @@
  *     (argmax 0) and rows > k keep the mask embedding (argmax != 0).
  * The generator evaluates both row kinds against the real output matrix
  * and fails if either argmax is not as intended.
+ *
+ * Targets: qwen3 and llama, and the hybrid qwen35 / qwen35moe (read straight
+ * from the GGUF, so drafters can be made before the engine runs a target).
+ * For hybrid targets the drafter is what the published converter writes for
+ * Qwen3.5/3.6 drafters: dflash.rope.dimension_sections = [head_dim/2, 0, 0,
+ * 0] (the target uses M-RoPE; numerically plain NEOX over the full head),
+ * rope base 1e7 (random drafters; constructed ones need their own base, see
+ * above), mask id 248070 when the vocabulary has it, taps below the trunk's
+ * layer count (block_count - nextn_predict_layers), and the published
+ * drafter sizes where the target's width matches a published drafter
+ * (synth_dflash.c lists them). Optional sliding-window layers are written
+ * under llama.cpp's keys dflash.attention.sliding_window (u32) and
+ * dflash.attention.sliding_window_pattern (bool per layer, true = SWA).
  */
 #ifndef BD_SYNTH_DFLASH_H
 #define BD_SYNTH_DFLASH_H
@@ -44,12 +57,17 @@ typedef struct bd_synth_dflash_opts {
     const char *target_path;  /* target GGUF (tokenizer and shapes are taken from it) */
     bool constructed;         /* else random */
     int accept_k;             /* constructed: rows 1..k right; -1 = all rows */
-    int n_layer;              /* drafter layers; 0 = 5 (as the published drafters) */
+    int n_layer;              /* drafter layers; 0 = the published count (5; 8 for a
+                                 35B-A3B-wide MoE target) */
     int block_size;           /* 0 = 16 */
     int n_taps;               /* tapped target layers; 0 = min(5, target layers - 1) */
     uint32_t weight_type;     /* type of the plain matrices (F32, F16, Q8_0, ...) */
-    int32_t mask_id;          /* -1: the first id >= 151669 that exists, else n_vocab - 1 */
+    int32_t mask_id;          /* -1: 248070 for hybrid targets whose vocabulary has it, else
+                                 151669 when it exists, else n_vocab - 1 */
     uint64_t seed;
+    uint32_t swa_window;      /* 0: no sliding-window layers */
+    const char *swa_pattern;  /* with swa_window: "1,1,1,1,0", one flag per drafter layer
+                                 (1 = sliding window); NULL = every layer */
 } bd_synth_dflash_opts;
 
 /* Write the drafter to path atomically. */

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <string.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 static bool sha256(const char *s, size_t n, unsigned char out[32]) {
     unsigned int len = 0;
@@ -21,8 +21,8 @@ bool srv_auth_init(server *s, char *err, size_t errlen) {
     s->n_keys = 0;
     for (int i = 0; i < s->p.n_api_keys && i < SERVER_MAX_KEYS; i++) {
         const char *k = s->p.api_keys[i];
-        if (!k || !*k) return srv_err(err, errlen, "an API key is empty");
-        if (!sha256(k, strlen(k), s->key_hash[s->n_keys])) return srv_err(err, errlen, "SHA-256 failed");
+        if (!k || !*k) return bd_err(err, errlen, "an API key is empty");
+        if (!sha256(k, strlen(k), s->key_hash[s->n_keys])) return bd_err(err, errlen, "SHA-256 failed");
         s->n_keys++;
     }
     return true;

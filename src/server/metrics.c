@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/server_int.h"
+#include "server_int.h"
 
 void srv_metrics_request(server *s, int status) {
     srv_metrics *m = &s->met;
@@ -38,25 +38,9 @@ void srv_metrics_job(server *s, const bd_gen_stats *st) {
     pthread_mutex_unlock(&m->mu);
 }
 
-typedef struct { char *p; size_t n, cap; bool oom; } sbuf;
-
-static void put(sbuf *b, const char *name, const char *type, const char *help, double v) {
-    char line[512];
-    int n = snprintf(line, sizeof line, "# HELP blockdraft_%s %s\n# TYPE blockdraft_%s %s\nblockdraft_%s %.17g\n", name,
-                     help, name, type, name, v);
-    if (n < 0 || (size_t)n >= sizeof line) return;
-    if (b->n + (size_t)n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 4096;
-        char *q = realloc(b->p, nc);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->n, line, (size_t)n + 1);
-    b->n += (size_t)n;
+static void put(bd_buf *b, const char *name, const char *type, const char *help, double v) {
+    bd_buf_printf(b, "# HELP blockdraft_%s %s\n# TYPE blockdraft_%s %s\nblockdraft_%s %.17g\n", name, help, name, type,
+                  name, v);
 }
 
 char *srv_metrics_text(server *s) {
@@ -67,7 +51,7 @@ char *srv_metrics_text(server *s) {
     pthread_mutex_lock(&s->qmu);
     int queued = s->n_queued, running = s->n_running;
     pthread_mutex_unlock(&s->qmu);
-    sbuf b = {0};
+    bd_buf b = {0};
     put(&b, "requests_total", "counter", "HTTP requests answered.", (double)m.requests);
     put(&b, "requests_success_total", "counter", "Requests answered with a 2xx/3xx status.", (double)m.requests_ok);
     put(&b, "requests_client_errors_total", "counter", "Requests answered with a 4xx status.",
@@ -98,9 +82,9 @@ char *srv_metrics_text(server *s) {
         m.spec_drafted ? (double)m.spec_accepted / (double)m.spec_drafted : 0);
     put(&b, "requests_processing", "gauge", "Requests being generated now.", running);
     put(&b, "requests_deferred", "gauge", "Requests waiting in the queue.", queued);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        bd_buf_free(&b);
         return NULL;
     }
-    return b.p;
+    return bd_buf_take(&b);
 }

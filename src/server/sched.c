@@ -14,21 +14,18 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
-
-double srv_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#include "server_int.h"
 
 /* ------------------------------------------------------------------------
  * Jobs
  * ---------------------------------------------------------------------- */
 
 srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
+    static atomic_llong next_id;
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
+    j->id = atomic_fetch_add(&next_id, 1);
+    j->slot_id = -1;
     j->prompt = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *prompt);
     if (!j->prompt) {
         free(j);
@@ -66,7 +63,9 @@ void srv_job_unref(srv_job *j) {
     free(j->prompt);
     free(j->text);
     free(j->marks);
+    free(j->ids);
     bd_textstream_free(j->ts);
+    free(j->piece);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
     free(j);
@@ -94,7 +93,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (s->quit || atomic_load(&s->stopping)) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "the server is shutting down");
+        return bd_err(err, errlen, "the server is shutting down");
     }
     /* a slot whose job is done counts as idle: its worker is about to come
      * back for more (a client's next request must not see a 503 because of
@@ -118,7 +117,7 @@ bool srv_job_submit(server *s, srv_job *j, int *status, char *err, size_t errlen
     if (waiting >= idle && truly_waiting >= s->p.queue_max) {
         pthread_mutex_unlock(&s->qmu);
         *status = 503;
-        return srv_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
+        return bd_err(err, errlen, "server busy: %d requests are queued (limit %d); retry later", s->n_queued,
                        s->p.queue_max);
     }
     job_ref(j);
@@ -176,12 +175,40 @@ void srv_sched_drop_queued(server *s) {
     }
 }
 
+void srv_sched_drop_model(server *s, srv_model *m) {
+    srv_job *dropped = NULL;
+    pthread_mutex_lock(&s->qmu);
+    srv_job *prev = NULL, *j = s->qhead;
+    while (j) {
+        srv_job *nx = j->next;
+        if (j->model == m) {
+            if (prev) prev->next = nx;
+            else s->qhead = nx;
+            if (s->qtail == j) s->qtail = prev;
+            s->n_queued--;
+            j->next = dropped;
+            dropped = j;
+        } else {
+            prev = j;
+        }
+        j = nx;
+    }
+    pthread_mutex_unlock(&s->qmu);
+    while (dropped) {
+        srv_job *nx = dropped->next;
+        job_fail(dropped, 503, "the model is being reloaded");
+        srv_job_unref(dropped);
+        dropped = nx;
+    }
+}
+
 void srv_sched_cancel_running(server *s) {
     pthread_mutex_lock(&s->qmu);
     pthread_mutex_lock(&s->models_mu);
-    for (srv_model *m = s->models; m; m = m->next)
-        for (int i = 0; m->slots && i < m->n_slots; i++)
-            if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
+    for (int list = 0; list < 2; list++)
+        for (srv_model *m = list ? s->retired : s->models; m; m = m->next)
+            for (int i = 0; m->slots && i < m->n_slots; i++)
+                if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
     pthread_mutex_unlock(&s->models_mu);
     pthread_mutex_unlock(&s->qmu);
 }
@@ -195,14 +222,7 @@ void srv_sched_cancel_running(server *s) {
  * stop string. Returns true when a stop string was found. Under j->mu. */
 static bool job_append(srv_job *j, const char *p, size_t n) {
     if (n == 0) return false;
-    if (j->len + n + 1 > j->cap) {
-        size_t nc = j->cap ? j->cap * 2 : 1024;
-        while (nc < j->len + n + 1) nc *= 2;
-        char *t = realloc(j->text, nc);
-        if (!t) return false; /* drops this piece; the job still ends normally */
-        j->text = t;
-        j->cap = nc;
-    }
+    if (!bd_grow(&j->text, &j->cap, j->len + n + 1, 1)) return false; /* drops this piece; the job still ends normally */
     size_t old = j->len;
     memcpy(j->text + j->len, p, n);
     j->len += n;
@@ -217,6 +237,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         if (f && (size_t)(f - j->text) < cut) {
             cut = (size_t)(f - j->text);
             hit = true;
+            j->stop_word = j->stops[i];
         }
     }
     if (hit) {
@@ -238,30 +259,41 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         }
     }
     if (j->len - hold > j->safe) j->safe = j->len - hold;
+    BD_ASSERT(j->safe <= j->len && j->len < j->cap);
     /* token boundary: streams send one event per token, as OpenAI's and
      * llama.cpp's servers do (a failed allocation only merges events) */
-    if (j->n_marks == j->cap_marks) {
-        size_t nc = j->cap_marks ? 2 * j->cap_marks : 256;
-        size_t *m = realloc(j->marks, nc * sizeof *m);
-        if (m) {
-            j->marks = m;
-            j->cap_marks = nc;
-        }
-    }
+    bd_grow(&j->marks, &j->cap_marks, j->n_marks + 1, sizeof *j->marks);
     if (j->n_marks < j->cap_marks) j->marks[j->n_marks++] = j->len;
     return false;
 }
 
+/* One push (tok >= 0) or the final flush (tok < 0) of the job's text
+ * stream into j->piece, sized by bd_textstream_max_bytes and grown if a
+ * push asks for more: no text is dropped. Worker thread only. */
+static int stream_piece(srv_job *j, int32_t tok) {
+    for (;;) {
+        int n = tok >= 0 ? bd_textstream_push(j->ts, tok, j->piece, j->piece_cap)
+                         : bd_textstream_flush(j->ts, j->piece, j->piece_cap);
+        if (n >= 0) return n;
+        char *p = realloc(j->piece, (size_t)-n);
+        if (!p) return 0;
+        j->piece = p;
+        j->piece_cap = -n;
+    }
+}
+
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
-    char buf[256];
-    int n = bd_textstream_push(j->ts, tok, buf, sizeof buf);
+    /* n_predict 0 (llama-server's /completion): evaluate the prompt only */
+    if (j->gp.n_predict == 0) return false;
+    int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
-    bool stop = n > 0 && job_append(j, buf, (size_t)n);
+    if (bd_grow(&j->ids, &j->cap_ids, (size_t)j->n_ids + 1, sizeof *j->ids)) j->ids[j->n_ids++] = tok;
+    bool stop = n > 0 && job_append(j, j->piece, (size_t)n);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     if (stop || atomic_load(&j->cancel)) return false;
-    if (srv_now_ms() > j->deadline_ms) {
+    if (bd_time_ms() > j->deadline_ms) {
         j->timed_out = true; /* read by the request thread after JOB_DONE */
         return false;
     }
@@ -282,18 +314,21 @@ static void run_job(srv_slot *sl, srv_job *j) {
     bd_gen_stats st;
     memset(&st, 0, sizeof st);
     j->ts = bd_textstream_create(m->m, false);
+    if (j->ts) {
+        j->piece_cap = bd_textstream_max_bytes(j->ts);
+        j->piece = malloc((size_t)j->piece_cap);
+    }
     bool ok = false;
-    if (!j->ts) {
+    if (!j->ts || !j->piece) {
         snprintf(err, sizeof err, "out of memory");
     } else if (sl->spec) {
         ok = bd_spec_generate(sl->spec, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     } else {
         ok = bd_generate(sl->sess, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     }
-    char tail[128];
-    int n = j->ts ? bd_textstream_flush(j->ts, tail, sizeof tail) : 0;
+    int n = j->ts && j->piece ? stream_piece(j, -1) : 0;
     pthread_mutex_lock(&j->mu);
-    if (n > 0 && !j->finish) job_append(j, tail, (size_t)n);
+    if (n > 0 && !j->finish) job_append(j, j->piece, (size_t)n);
     j->st = st;
     j->ok = ok;
     if (!ok) {
@@ -314,7 +349,7 @@ void *srv_slot_main(void *arg) {
     pthread_mutex_lock(&s->qmu);
     for (;;) {
         srv_job *j = NULL, *prev = NULL;
-        while (!s->quit) {
+        while (!s->quit && !atomic_load(&sl->model->quit)) {
             prev = NULL;
             for (j = s->qhead; j && j->model != sl->model; j = j->next) prev = j;
             if (j) break;
@@ -329,6 +364,7 @@ void *srv_slot_main(void *arg) {
         s->n_running++;
         sl->busy = true;
         sl->cur = j;
+        j->slot_id = sl->id; /* read by the request thread after JOB_DONE, or under qmu */
         pthread_mutex_unlock(&s->qmu);
 
         run_job(sl, j);

@@ -10,6 +10,8 @@
  *      (every job is done, so no request thread is left waiting), then the
  *      gallery pull threads (pulls write only `.partial` files until their
  *      atomic rename, so nothing half-written is ever in place).
+ * Gallery downloads are cancelled at step 1 (fetch_opts.cancel): they end
+ * within a fraction of a second, keeping their partials for a resume.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,17 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server_int.h"
-
-bool srv_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
+#include "server_int.h"
 
 void server_params_init(server_params *p) {
     memset(p, 0, sizeof *p);
@@ -38,11 +30,15 @@ void server_params_init(server_params *p) {
     p->max_body = 8u << 20;
     p->timeout_s = 600;
     p->conn_limit = 64;
+    p->spec_p_min = -1;
+    p->seed = -1;
+    p->n_predict = -1;
+    p->slots_endpoint = true;
 }
 
 server *server_start(const server_params *p, char *err, size_t errlen) {
     server *s = calloc(1, sizeof *s);
-    if (!s) return srv_err(err, errlen, "out of memory"), NULL;
+    if (!s) return bd_err(err, errlen, "out of memory"), NULL;
     s->p = *p;
     snprintf(s->host, sizeof s->host, "%s", p->host ? p->host : "127.0.0.1");
     if (s->p.conn_limit < 4) s->p.conn_limit = 4;
@@ -50,6 +46,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     if (s->p.timeout_s <= 0) s->p.timeout_s = 600;
     if (s->p.max_body < 1024) s->p.max_body = 1024;
     pthread_mutex_init(&s->models_mu, NULL);
+    pthread_mutex_init(&s->pools_mu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     pthread_mutex_init(&s->met.mu, NULL);
@@ -58,13 +55,23 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     atomic_init(&s->stopping, false);
     atomic_init(&s->shut_done, false);
     atomic_init(&s->active_requests, 0);
+    atomic_init(&s->pull_cancel, false);
     char e[600];
     if (p->models_dir) snprintf(s->models_dir, sizeof s->models_dir, "%s", p->models_dir);
     else if (!gallery_models_dir(s->models_dir, sizeof s->models_dir, e, sizeof e)) s->models_dir[0] = '\0';
     if (p->chat_template_file) {
         size_t len;
         if (!gallery_read_file(p->chat_template_file, 1u << 20, &s->template_override, &len, e, sizeof e)) {
-            srv_err(err, errlen, "--chat-template-file: %s", e);
+            bd_err(err, errlen, "--chat-template-file: %s", e);
+            server_free(s);
+            return NULL;
+        }
+    }
+    if (p->chat_template && !s->template_override) {
+        /* --chat-template: a Jinja source, or the name "chatml" */
+        s->template_override = strdup(!strcmp(p->chat_template, "chatml") ? chat_template_chatml : p->chat_template);
+        if (!s->template_override) {
+            bd_err(err, errlen, "out of memory");
             server_free(s);
             return NULL;
         }
@@ -94,9 +101,12 @@ static bool idle(server *s) {
 void server_shutdown(server *s, double grace_s) {
     if (atomic_load(&s->shut_done)) return;
     atomic_store(&s->stopping, true);
+    /* gallery downloads stop now, whatever the grace period: a model can
+     * take hours; their partials stay for the next pull to resume */
+    atomic_store(&s->pull_cancel, true);
     srv_http_quiesce(s);
-    double until = srv_now_ms() + grace_s * 1e3;
-    while (!idle(s) && srv_now_ms() < until) {
+    double until = bd_time_ms() + grace_s * 1e3;
+    while (!idle(s) && bd_time_ms() < until) {
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -105,8 +115,8 @@ void server_shutdown(server *s, double grace_s) {
     srv_models_stop_workers(s);
     /* every job is done: let responses (final stream chunks) go out before
      * the daemon closes the sockets */
-    until = srv_now_ms() + 5e3;
-    while (atomic_load(&s->active_requests) > 0 && srv_now_ms() < until) {
+    until = bd_time_ms() + 5e3;
+    while (atomic_load(&s->active_requests) > 0 && bd_time_ms() < until) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -120,6 +130,7 @@ void server_free(server *s) {
     server_shutdown(s, 0);
     srv_models_free(s);
     pthread_mutex_destroy(&s->models_mu);
+    pthread_mutex_destroy(&s->pools_mu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     pthread_mutex_destroy(&s->met.mu);

@@ -29,16 +29,9 @@ static void buf_put(buf *b, const void *s, size_t n) {
         b->ok = false;
         return;
     }
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->ok = false;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (!bd_grow(&b->p, &b->cap, b->n + n, 1)) {
+        b->ok = false;
+        return;
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;
@@ -121,6 +114,9 @@ bool bd_tok_build_pieces(bd_tokenizer *t) {
         if (b.n - start > (size_t)INT_MAX / 2) b.ok = false;
         t->piece_off[id] = (uint32_t)start;
         t->piece_len[id] = (uint32_t)(b.n - start);
+        if (t->piece_len[id] > t->piece_max[1]) t->piece_max[1] = t->piece_len[id];
+        if (!(a & (BD_ATTR_UNKNOWN | BD_ATTR_CONTROL)) && t->piece_len[id] > t->piece_max[0])
+            t->piece_max[0] = t->piece_len[id];
     }
     if (!b.ok) {
         free(b.p);
@@ -155,6 +151,10 @@ int bd_tokenizer_piece(const bd_tokenizer *t, int32_t id, char *out, int bufsize
     if (bufsize < 0 || n > (size_t)bufsize) return -(int)n;
     if (n) memcpy(out, p, n);
     return (int)n;
+}
+
+int bd_tokenizer_piece_max(const bd_tokenizer *t, bool render_special) {
+    return (int)t->piece_max[render_special ? 1 : 0];
 }
 
 int bd_tokenizer_decode(const bd_tokenizer *t, const int32_t *ids, int n, bool render_special, char *out,

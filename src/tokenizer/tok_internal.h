@@ -48,6 +48,7 @@ struct bd_tokenizer {
     char *piece;
     uint32_t *piece_off; /* [n_vocab] */
     uint32_t *piece_len; /* [n_vocab] */
+    uint32_t piece_max[2]; /* longest piece: [0] visible without render_special, [1] with */
 
     /* Text -> id: open addressing; a slot holds the id (-1 = empty) and
      * the upper hash bits, so most probes never touch the texts. */
@@ -91,6 +92,9 @@ typedef struct bd_ids {
     size_t n, cap;
     bool ok;
 } bd_ids;
+/* Build the piece table (tok_detok.c); false on out-of-memory or a
+ * vocabulary too large for 32-bit offsets. */
+bool bd_tok_build_pieces(bd_tokenizer *t);
 void bd_ids_push(bd_ids *o, int32_t id);
 
 /* Tokenize one fragment of plain text (no special tokens in it) and

@@ -17,7 +17,6 @@
 #include "tok_internal.h"
 #include "unicode.h"
 
-bool bd_tok_build_pieces(bd_tokenizer *t); /* tok_detok.c */
 
 /* ------------------------------------------------------------------------
  * Small helpers
@@ -51,19 +50,9 @@ static int32_t find_z(const bd_tokenizer *t, const char *s) { return bd_tok_find
 
 void bd_ids_push(bd_ids *o, int32_t id) {
     if (!o->ok) return;
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 64;
-        if (cap > (size_t)INT_MAX) {
-            o->ok = false;
-            return;
-        }
-        int32_t *v = realloc(o->v, cap * sizeof *v);
-        if (!v) {
-            o->ok = false;
-            return;
-        }
-        o->v = v;
-        o->cap = cap;
+    if (o->n >= (size_t)INT_MAX || !bd_grow(&o->v, &o->cap, o->n + 1, sizeof *o->v)) {
+        o->ok = false;
+        return;
     }
     o->v[o->n++] = id;
 }
@@ -175,14 +164,9 @@ static bool build_merges(bd_tokenizer *t, const bd_tokenizer_vocab *v, char *err
         size_t ll = (size_t)(sp - s), rl = len - ll - 1;
         int32_t l = bd_tok_find(t, s, ll), r = bd_tok_find(t, sp + 1, rl);
         if (l < 0 || r < 0) continue;
-        if (ll + rl > cat_cap) {
-            cat_cap = (ll + rl) * 2;
-            char *c = realloc(cat, cat_cap);
-            if (!c) {
-                free(cat);
-                return bd_err(err, errlen, "out of memory");
-            }
-            cat = c;
+        if (!bd_grow(&cat, &cat_cap, ll + rl, 1)) {
+            free(cat);
+            return bd_err(err, errlen, "out of memory");
         }
         memcpy(cat, s, ll);
         memcpy(cat + ll, sp + 1, rl);
@@ -719,26 +703,77 @@ typedef struct frags {
 } frags;
 
 static bool frags_push(frags *f, int32_t id, size_t off, size_t len) {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 16;
-        frag *v = realloc(f->v, cap * sizeof *v);
-        if (!v) return false;
-        f->v = v;
-        f->cap = cap;
-    }
+    if (!bd_grow(&f->v, &f->cap, f->n + 1, sizeof *f->v)) return false;
     f->v[f->n++] = (frag){id, off, len};
     return true;
 }
 
+/* Sorted, merged guard ranges ([lo, hi) pairs) for encode_guarded. */
+typedef struct guards {
+    size_t *r; /* [2 * n] */
+    size_t n;
+} guards;
+
+static int range_cmp(const void *a, const void *b) {
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+static bool guards_make(guards *g, const size_t *in, size_t n, size_t len) {
+    g->n = 0;
+    g->r = NULL;
+    if (n == 0) return true;
+    if (n > SIZE_MAX / (2 * sizeof(size_t))) return false;
+    g->r = malloc(2 * n * sizeof(size_t));
+    if (!g->r) return false;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t lo = in[2 * i], hi = in[2 * i + 1];
+        if (hi > len) hi = len;
+        if (lo >= hi) continue;
+        g->r[2 * k] = lo;
+        g->r[2 * k + 1] = hi;
+        k++;
+    }
+    qsort(g->r, k, 2 * sizeof(size_t), range_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m && g->r[2 * i] <= g->r[2 * m - 1]) {
+            if (g->r[2 * i + 1] > g->r[2 * m - 1]) g->r[2 * m - 1] = g->r[2 * i + 1];
+        } else {
+            g->r[2 * m] = g->r[2 * i];
+            g->r[2 * m + 1] = g->r[2 * i + 1];
+            m++;
+        }
+    }
+    g->n = m;
+    return true;
+}
+
+/* Whether [at, at + n) intersects a guard range. */
+static bool guarded(const guards *g, size_t at, size_t n) {
+    size_t lo = 0, hi = g->n; /* first range with end > at */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->r[2 * mid + 1] <= at) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < g->n && g->r[2 * lo] < at + n;
+}
+
 /* Cut every occurrence of each special text out of the raw fragments,
  * one special token at a time, longest first (llama.cpp's
- * tokenizer_st_partition). */
-static bool partition_specials(const bd_tokenizer *t, const char *text, bool parse_special, frags *cur) {
+ * tokenizer_st_partition). With g, CONTROL/UNKNOWN occurrences that touch
+ * a guard range are skipped (left as text). */
+static bool partition_specials(const bd_tokenizer *t, const char *text, bool parse_special, const guards *g,
+                               frags *cur) {
     frags next = {0};
     bool ok = true;
     for (int32_t k = 0; k < t->n_special && ok; k++) {
         int32_t id = t->special[k];
-        if (!parse_special && (t->attr[id] & (BD_ATTR_CONTROL | BD_ATTR_UNKNOWN))) continue;
+        bool ctl = (t->attr[id] & (BD_ATTR_CONTROL | BD_ATTR_UNKNOWN)) != 0;
+        if (!parse_special && ctl) continue;
+        const guards *gk = ctl && g && g->n ? g : NULL;
         size_t sl;
         const char *st = tok_text(t, id, &sl);
         // Cheap check first: most special texts do not occur at all.
@@ -755,13 +790,18 @@ static bool partition_specials(const bd_tokenizer *t, const char *text, bool par
                 continue;
             }
             size_t pos = f.off, end = f.off + f.len;
-            while (ok && pos < end) {
-                const char *m = memmem(text + pos, end - pos, st, sl);
+            size_t from = pos; /* search start; pos: start of the pending text */
+            while (ok && from < end) {
+                const char *m = memmem(text + from, end - from, st, sl);
                 if (!m) break;
                 size_t at = (size_t)(m - text);
+                if (gk && guarded(gk, at, sl)) { /* user text: not a token */
+                    from = at + 1;
+                    continue;
+                }
                 if (at > pos) ok = frags_push(&next, -1, pos, at - pos);
                 if (ok) ok = frags_push(&next, id, 0, 0);
-                pos = at + sl;
+                pos = from = at + sl;
             }
             if (ok && pos < end) ok = frags_push(&next, -1, pos, end - pos);
         }
@@ -804,12 +844,12 @@ static void spm_fragment(const bd_tokenizer *t, const char *s, size_t n, bool pr
     free(buf);
 }
 
-int bd_tokenizer_encode(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
-                        bool parse_special, int32_t *out, int max_out) {
+static int encode(const bd_tokenizer *t, const char *text, size_t len, bool add_special, bool parse_special,
+                  const guards *g, int32_t *out, int max_out) {
     frags fr = {0};
     bd_ids ids = {.ok = true};
     int ret = INT32_MIN;
-    if (len > 0 && (!frags_push(&fr, -1, 0, len) || !partition_specials(t, text, parse_special, &fr)))
+    if (len > 0 && (!frags_push(&fr, -1, 0, len) || !partition_specials(t, text, parse_special, g, &fr)))
         goto done;
 
     if (add_special && t->add_bos) bd_ids_push(&ids, t->bos);
@@ -839,4 +879,18 @@ done:
     free(fr.v);
     free(ids.v);
     return ret;
+}
+
+int bd_tokenizer_encode(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
+                        bool parse_special, int32_t *out, int max_out) {
+    return encode(t, text, len, add_special, parse_special, NULL, out, max_out);
+}
+
+int bd_tokenizer_encode_guarded(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
+                                const size_t *guard, size_t n_guard, int32_t *out, int max_out) {
+    guards g;
+    if (!guards_make(&g, guard, n_guard, len)) return INT32_MIN;
+    int r = encode(t, text, len, add_special, true, &g, out, max_out);
+    free(g.r);
+    return r;
 }

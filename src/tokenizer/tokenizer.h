@@ -118,6 +118,13 @@ const char *bd_tokenizer_token_text(const bd_tokenizer *t, int32_t id, size_t *l
  * failure or a text too long for an int count. */
 int bd_tokenizer_encode(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t *out, int max_out);
+/* parse_special, except that a CONTROL/UNKNOWN text is not matched where it
+ * would cover a byte of one of the n_guard ranges guard[2k] .. guard[2k+1]
+ * (end exclusive; any order): that text stays ordinary text, merged with
+ * its neighbours as parse_special false would leave it. USER_DEFINED texts
+ * match everywhere, as always. */
+int bd_tokenizer_encode_guarded(const bd_tokenizer *t, const char *text, size_t len, bool add_special,
+                                const size_t *guard, size_t n_guard, int32_t *out, int max_out);
 
 /* ------------------------------------------------------------------------
  * Decoding
@@ -131,6 +138,9 @@ int bd_tokenizer_encode(const bd_tokenizer *t, const char *text, size_t len, boo
  * Returns bytes written (no NUL), or -(bytes needed) if bufsize is too
  * small (nothing written). */
 int bd_tokenizer_piece(const bd_tokenizer *t, int32_t id, char *buf, int bufsize, bool render_special);
+/* The longest piece bd_tokenizer_piece can return with this render_special
+ * (bytes; computed at load). */
+int bd_tokenizer_piece_max(const bd_tokenizer *t, bool render_special);
 
 /* Whole-sequence decode: the pieces concatenated. For SentencePiece
  * vocabularies with add_space_prefix, the leading space of the first piece
@@ -162,8 +172,7 @@ typedef struct bd_detok {
 void bd_detok_init(bd_detok *d, const bd_tokenizer *t, bool render_special);
 /* Returns bytes written to out; if outsize is too small, returns
  * -(bytes needed) and leaves the state as it was (push again with more
- * room). A piece longer than any buffer the caller has can be got with
- * bd_tokenizer_piece first. */
+ * room). bd_tokenizer_piece_max + 3 bytes (a held tail) always suffice. */
 int bd_detok_push(bd_detok *d, int32_t id, char *out, int outsize);
 /* Emits the held bytes as they are (an incomplete sequence at the end of
  * generation) and resets the hold. Returns bytes written or -(needed). */

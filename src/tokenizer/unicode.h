@@ -1,6 +1,7 @@
 /*
- * unicode.h - the little Unicode the tokenizer needs: UTF-8 decoding with
- * llama.cpp's error handling, and the pre-tokenizer character classes.
+ * unicode.h - the little Unicode the tokenizer needs: the pre-tokenizer
+ * character classes (UTF-8 decoding with llama.cpp's error handling is
+ * base.h's bd_utf8_decode).
  *
  * Internal to src/tokenizer (and its unit test).
  */
@@ -9,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../base/base.h"
 
 /* Pre-tokenizer class of one code point. */
 enum bd_uclass {
@@ -35,19 +38,7 @@ extern const int bd_unicode_n_ranges;
  * then the general category. Code points above U+10FFFF are OTHER. */
 int bd_unicode_class(uint32_t cp);
 
-/* Decode one code point at s[0..n) (n >= 1) the way llama.cpp does:
- * a lead byte with the right number of continuation bytes decodes without
- * an overlong or surrogate check; anything else (a stray continuation
- * byte, 0xF8..0xFF, a truncated or broken sequence) yields U+FFFD and
- * consumes exactly one byte. Sequences that would decode above U+10FFFF
- * are treated as broken too. Stores the bytes consumed in *used. */
-uint32_t bd_utf8_decode(const uint8_t *s, size_t n, int *used);
-
-/* Encode cp (<= 0x10FFFF) as UTF-8 into out[4]; returns the length. */
-int bd_utf8_encode(uint32_t cp, uint8_t out[4]);
-
-/* Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for
- * bytes that cannot lead a sequence), as llama.cpp's unicode_len_utf8. */
-int bd_utf8_len(uint8_t lead);
+/* UTF-8 decoding with llama.cpp's error handling (bd_utf8_decode,
+ * bd_utf8_encode, bd_utf8_len) is base.h's. */
 
 #endif

@@ -19,8 +19,15 @@
 #              activation on a rounding boundary, moved by a last-bit f32
 #              difference in attention, changed a logit by 0.07 twenty
 #              tokens in), so an argmax comparison would test luck.
+#   hybrid     `make-model` qwen35 tiny F32 target + random 2-layer F32
+#              drafter, n_max 3 and 7; qwen35moe tiny F32 (fused experts, one
+#              MTP block) + a random 3-layer drafter with sliding-window
+#              layers (window 4, pattern 1,0,1: the window cuts the context
+#              from the sixth token on), n_max 7; the Qwen3.5 drafter
+#              schema (rope sections [hd/2,0,0,0], taps below the trunk).
 #   constructed  --constant-output target + constructed drafter --accept 3,
-#              n_max 7: every step drafts [0,0,0,MASK x4] and accepts 3.
+#              n_max 7, for qwen3 and for qwen35 (Q8_0 targets): every step
+#              drafts [0,0,0,MASK x4] and accepts 3.
 #              The target's logits are all exactly 0 there, so the greedy
 #              choice is a tie-break: both engines take the lowest id
 #              (llama.cpp with its sampler chain reduced to `temperature`;
@@ -61,7 +68,19 @@ fail=0
 "$BD_BIN" make-model --arch qwen3 --shape tiny --quant q8_0 --seed 5 --vocab "$QV" --constant-output \
     -o "$W/TC.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch dflash --target "$W/TC.gguf" --drafter constructed --accept 3 --layers 2 \
-    --quant f32 --seed 3 -o "$W/DC.gguf" >/dev/null ||
+    --quant f32 --seed 3 -o "$W/DC.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch qwen35 --shape tiny --quant f32 --seed 5 --vocab "$S/stories260K.gguf" \
+    -o "$W/H.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch dflash --target "$W/H.gguf" --drafter random --layers 2 --quant f32 --seed 3 \
+    -o "$W/HD.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch qwen35moe --shape tiny --quant f32 --seed 6 --fused-gate-up --mtp 1 \
+    --vocab "$S/stories260K.gguf" -o "$W/HM.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch dflash --target "$W/HM.gguf" --drafter random --layers 3 --quant f32 --seed 4 \
+    --swa 4 --swa-pattern 1,0,1 -o "$W/HMD.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch qwen35 --shape tiny --quant q8_0 --seed 5 --vocab "$S/stories260K.gguf" \
+    --constant-output -o "$W/HC.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch dflash --target "$W/HC.gguf" --drafter constructed --accept 3 --layers 2 \
+    --quant f32 --seed 3 -o "$W/HCD.gguf" >/dev/null ||
     { echo "FAIL: make-model could not write the synthetic pairs"; exit 1; }
 
 # one_case NAME TARGET DRAFTER N N_MAX TIE_D TIE_T REF [oracle options...]
@@ -174,5 +193,9 @@ one_case stories-k3 "$S/stories260K.gguf" "$S/stories260K-dflash.gguf" 48 3 1e-3
 one_case stories-k7 "$S/stories260K.gguf" "$S/stories260K-dflash.gguf" 48 7 1e-3 1e-3 "$S/README.md"
 one_case random-k3 "$W/T.gguf" "$W/D.gguf" 32 3 2e-2 2e-2 -
 one_case random-k7 "$W/T.gguf" "$W/D.gguf" 32 7 2e-2 2e-2 -
+one_case hybrid-k3 "$W/H.gguf" "$W/HD.gguf" 32 3 2e-2 2e-2 -
+one_case hybrid-k7 "$W/H.gguf" "$W/HD.gguf" 32 7 2e-2 2e-2 -
+one_case hybrid-moe-swa-k7 "$W/HM.gguf" "$W/HMD.gguf" 32 7 2e-2 2e-2 -
 one_case constructed-k7 "$W/TC.gguf" "$W/DC.gguf" 24 7 -1 -1 - --samplers temperature
+one_case hybrid-constructed-k7 "$W/HC.gguf" "$W/HCD.gguf" 24 7 -1 -1 - --samplers temperature
 exit $fail

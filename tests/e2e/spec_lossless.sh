@@ -2,11 +2,18 @@
 # spec_lossless.sh - speculative decoding against generated models.
 #
 # 1. Greedy losslessness: generated targets (qwen3 Q4_K_M tied, qwen3 "mix"
-#    untied, llama Q8_0) x drafters (random weights, constructed weights) x
-#    --spec-draft-n-max 1, 3, 7, 15: token-identical to plain greedy.
-# 2. Constructed acceptance patterns: a --constant-output target (greedy
-#    emits token 0 forever) with drafters right for exactly the first k
-#    block positions (k = 0, 2, 5, all). Predicted exactly: accepted drafts
+#    untied, llama Q8_0; hybrid qwen35 Q4_K_M and qwen35moe Q4_K_M with fused
+#    experts and an MTP block) x drafters (random weights, constructed
+#    weights; for the hybrids also a random drafter with sliding-window
+#    layers, and draft-simple with the same-seed model in Q4_0, whose drafts
+#    are right most of the time and wrong at varying places, so rollbacks
+#    into the middle of a block happen at many points and the continuation
+#    depends on the restored recurrent state; Q4_K for the MoE, whose router
+#    flips under coarser rounding) x --spec-draft-n-max 1, 3, 7,
+#    15: token-identical to plain greedy.
+# 2. Constructed acceptance patterns: --constant-output targets (qwen3 and
+#    qwen35; greedy emits token 0 forever) with drafters right for exactly
+#    the first k block positions (k = 0, 2, 5, all). Predicted exactly: accepted drafts
 #    per step a = min(k, n), target forwards 1 + ceil((N-1)/(a+1)), the
 #    per-position acceptance profile, tau, and the target KV length after
 #    the last rollback. Adaptive mode stays lossless and backs off when
@@ -20,53 +27,76 @@ mm() { "$BD_BIN" make-model "$@" >/dev/null; }
 mm --arch qwen3 --shape tiny --quant q4_k_m --seed 11 --vocab "$QV" -o "$T/q1.gguf"
 mm --arch qwen3 --shape tiny --quant mix --untied --seed 12 --vocab "$QV" -o "$T/q2.gguf"
 mm --arch llama --shape tiny --quant q8_0 --seed 13 --vocab "$SV" -o "$T/l1.gguf"
-for t in q1 q2 l1; do
+mm --arch qwen35 --shape tiny --quant q4_k_m --seed 21 --vocab "$SV" -o "$T/h1.gguf"
+mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2.gguf"
+for t in q1 q2 l1 h1 h2; do
     mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 2 --quant q8_0 --seed 5 -o "$T/$t-rand.gguf"
     mm --arch dflash --target "$T/$t.gguf" --drafter constructed --accept 3 --layers 2 --quant f32 -o "$T/$t-cons.gguf"
 done
+for t in h1 h2; do
+    mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 3 --quant q8_0 --seed 6 --swa 4 \
+        --swa-pattern 1,0,1 -o "$T/$t-swa.gguf"
+done
+mm --arch qwen35 --shape tiny --quant q4_0 --seed 21 --vocab "$SV" -o "$T/h1-simple.gguf"
+mm --arch qwen35moe --shape tiny --quant q4_k --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2-simple.gguf"
 run() { "$BD_BIN" run --temp 0 -t 2 -c 256 --json --ignore-eos "$@"; }
 P="The quick brown fox"
-for t in q1 q2 l1; do
+drafters() { case $1 in h*) echo rand cons swa simple ;; *) echo rand cons ;; esac; }
+for t in q1 q2 l1 h1 h2; do
     run -m "$T/$t.gguf" -p "$P" -n 40 > "$T/$t-plain.json"
-    for d in rand cons; do
+    for d in $(drafters $t); do
+        extra=()
+        [ $d = simple ] && extra=(--spec-type draft-simple)
         for n in 1 3 7 15; do
-            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-draft-n-max $n -p "$P" -n 40 > "$T/$t-$d-$n.json"
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${extra[@]}" --spec-draft-n-max $n -p "$P" -n 40 \
+                > "$T/$t-$d-$n.json"
         done
     done
 done
 python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
-for t in ["q1", "q2", "l1"]:
+partial = simple_acc = 0
+for t in ["q1", "q2", "l1", "h1", "h2"]:
     plain = json.load(open(os.path.join(d, t + "-plain.json")))["generated_ids"]
     assert len(plain) == 40 and len(set(plain)) > 5, (t, "degenerate target", plain)
-    for dr in ["rand", "cons"]:
+    for dr in (["rand", "cons", "swa", "simple"] if t.startswith("h") else ["rand", "cons"]):
         for n in [1, 3, 7, 15]:
             o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (t, dr, n))))
             sp = o["stats"]["spec"]
-            assert sp["type"] == "draft-dflash"
+            assert sp["type"] == ("draft-simple" if dr == "simple" else "draft-dflash")
+            if dr == "simple" and n > 1:
+                # rollbacks into the middle of a block really happened
+                partial += sum(1 for i, r in enumerate(sp["acceptance_by_position"]) if 0 < r < 1)
+                simple_acc += sp["n_accepted"]
             assert o["generated_ids"] == plain, "%s/%s/n=%d differs from plain greedy" % (t, dr, n)
             assert sp["n_drafted"] >= n, (t, dr, n, sp)   # speculation really ran
-            print("lossless %s %-4s n_max %2d: drafted %3d accepted %3d tau %.2f" % (
+            print("lossless %s %-6s n_max %2d: drafted %3d accepted %3d tau %.2f" % (
                 t, dr, n, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+assert partial > 0 and simple_acc >= 20, ("the draft-simple runs accepted too little to test rollbacks",
+                                          partial, simple_acc)
 PY
 
 # constructed acceptance patterns
 mm --arch qwen3 --shape tiny --quant q4_k_m --seed 21 --vocab "$QV" --constant-output -o "$T/c.gguf"
-for k in 0 2 5 all; do
-    mm --arch dflash --target "$T/c.gguf" --drafter constructed --accept $k --layers 2 --quant q8_0 -o "$T/c-$k.gguf"
-    for n in 3 7 15; do
-        run -m "$T/c.gguf" -md "$T/c-$k.gguf" --spec-draft-n-max $n -p "$P" -n 49 > "$T/c-$k-$n.json"
+mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 22 --vocab "$SV" --constant-output -o "$T/hc.gguf"
+for c in c hc; do
+    for k in 0 2 5 all; do
+        mm --arch dflash --target "$T/$c.gguf" --drafter constructed --accept $k --layers 2 --quant q8_0 \
+            -o "$T/$c-$k.gguf"
+        for n in 3 7 15; do
+            run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-draft-n-max $n -p "$P" -n 49 > "$T/$c-$k-$n.json"
+        done
+        run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-adaptive -p "$P" -n 49 > "$T/$c-$k-ad.json"
     done
-    run -m "$T/c.gguf" -md "$T/c-$k.gguf" --spec-adaptive -p "$P" -n 49 > "$T/c-$k-ad.json"
 done
 python3 - "$T" <<'PY'
 import json, sys, os, math
 d = sys.argv[1]
 N = 49
-for k in ["0", "2", "5", "all"]:
+for c, k in [(c, k) for c in ["c", "hc"] for k in ["0", "2", "5", "all"]]:
     for n in [3, 7, 15]:
-        o = json.load(open(os.path.join(d, "c-%s-%d.json" % (k, n))))
+        o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (c, k, n))))
         sp, st = o["stats"]["spec"], o["stats"]
         assert o["generated_ids"] == [0] * N, "constant target must emit token 0"
         # predicted run: the prefill emits the first token; each step drafts
@@ -88,12 +118,12 @@ for k in ["0", "2", "5", "all"]:
         assert sp["acceptance_by_position"] == want, (k, n, sp["acceptance_by_position"], want)
         assert abs(sp["tau"] - N / fwd) < 1e-9
         assert st["kv_len"] == st["n_prompt"] + N - 1, ("rollback left the KV at", st["kv_len"])
-        print("constructed k=%-3s n_max %2d: drafted %d, accepted %d, forwards %d, tau %.3f, kv %d (as predicted)" % (
-            k, n, drafted, accepted, fwd, sp["tau"], st["kv_len"]))
-    o = json.load(open(os.path.join(d, "c-%s-ad.json" % k)))
+        print("constructed %-2s k=%-3s n_max %2d: drafted %d, accepted %d, forwards %d, tau %.3f, kv %d (as predicted)" % (
+            c, k, n, drafted, accepted, fwd, sp["tau"], st["kv_len"]))
+    o = json.load(open(os.path.join(d, "%s-%s-ad.json" % (c, k))))
     sp = o["stats"]["spec"]
     assert o["generated_ids"] == [0] * N
-    print("adaptive   k=%-3s: drafted %d accepted %d tau %.2f" % (k, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+    print("adaptive   %-2s k=%-3s: drafted %d accepted %d tau %.2f" % (c, k, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
     if k == "0":
         assert sp["n_drafted"] <= 30, "adaptive mode must back off from a drafter that is never right"
 PY

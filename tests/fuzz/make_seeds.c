@@ -4,6 +4,7 @@
  * usage: make_seeds DIR
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gguf/bd_gguf.h"
@@ -16,6 +17,132 @@ static int write_seed(bd_gguf_writer *w, const char *dir, const char *name) {
     if (!ok) fprintf(stderr, "make_seeds: %s\n", err);
     bd_gguf_writer_free(w);
     return ok ? 0 : 1;
+}
+
+/* Micro shapes: width 32, 2 heads of 16 (8 rotary lanes, sections
+ * 2+1+1), GDN 1 key head / 2 value heads of 8, 2 layers (the second is
+ * attention), vocabulary 16; matrices Q8_0 (32-wide rows), the rest F32. */
+enum { E = 32, HD = 16, NH = 2, NKV = 1, DS = 8, NK = 1, NV = 2, FF = 32, VOC = 16, NL = 2, NEXP = 4 };
+
+static void add_zero(bd_gguf_writer *w, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
+    static unsigned char buf[1 << 16];
+    uint64_t rows = ne1 * ne2, rb;
+    bd_row_size(type, (int64_t)ne0, &rb);
+    uint64_t ne[3] = {ne0, ne1, ne2};
+    /* small non-zero values: F32 1.0, Q8_0 scale 1 and quants 1 */
+    if (type == BD_TYPE_F32) {
+        for (uint64_t i = 0; i < rb * rows / 4; i++) ((float *)buf)[i] = -0.5f;
+    } else {
+        for (uint64_t i = 0; i < rb * rows; i++) buf[i] = (i % 34) == 1 ? 0x3c : 1; /* f16 1.0 = 0x3c00 */
+    }
+    bd_gguf_writer_add_tensor(w, name, type, ne2 > 1 ? 3 : (ne1 > 1 ? 2 : 1), ne, buf, rb * rows);
+}
+
+static bd_gguf_writer *micro_hybrid(bool moe) {
+    const char *a = moe ? "qwen35moe" : "qwen35";
+    char k[96];
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    bd_gguf_writer_set_str(w, "general.architecture", a);
+#define U(key, v) (snprintf(k, sizeof k, "%s." key, a), bd_gguf_writer_set_u32(w, k, v))
+    U("block_count", NL);
+    U("embedding_length", E);
+    U("feed_forward_length", FF);
+    U("attention.head_count", NH);
+    U("attention.head_count_kv", NKV);
+    U("attention.key_length", HD);
+    U("attention.value_length", HD);
+    U("rope.dimension_count", 8);
+    U("ssm.conv_kernel", 4);
+    U("ssm.state_size", DS);
+    U("ssm.group_count", NK);
+    U("ssm.time_step_rank", NV);
+    U("ssm.inner_size", NV * DS);
+    U("full_attention_interval", 2);
+    if (moe) {
+        U("expert_count", NEXP);
+        U("expert_used_count", 2);
+        U("expert_feed_forward_length", FF);
+        U("expert_shared_feed_forward_length", FF);
+    }
+#undef U
+    snprintf(k, sizeof k, "%s.rope.dimension_sections", a);
+    const int32_t sec[4] = {2, 1, 1, 0};
+    bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, sec, 4);
+    add_zero(w, "token_embd.weight", BD_TYPE_Q8_0, E, VOC, 1);
+    add_zero(w, "output_norm.weight", BD_TYPE_F32, E, 1, 1);
+    const uint64_t conv_dim = 2 * NK * DS + NV * DS;
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+#define T(sfx, type, a0, a1, a2) (snprintf(n, sizeof n, "blk.%d." sfx, l), add_zero(w, n, type, a0, a1, a2))
+        T("attn_norm.weight", BD_TYPE_F32, E, 1, 1);
+        T("post_attention_norm.weight", BD_TYPE_F32, E, 1, 1);
+        if (l == 0) {
+            T("attn_qkv.weight", BD_TYPE_Q8_0, E, conv_dim, 1);
+            T("attn_gate.weight", BD_TYPE_Q8_0, E, NV * DS, 1);
+            T("ssm_beta.weight", BD_TYPE_Q8_0, E, NV, 1);
+            T("ssm_alpha.weight", BD_TYPE_Q8_0, E, NV, 1);
+            T("ssm_dt.bias", BD_TYPE_F32, NV, 1, 1);
+            T("ssm_a", BD_TYPE_F32, NV, 1, 1);
+            T("ssm_conv1d.weight", BD_TYPE_F32, 4, conv_dim, 1);
+            T("ssm_norm.weight", BD_TYPE_F32, DS, 1, 1);
+            T("ssm_out.weight", BD_TYPE_F32, NV * DS, E, 1);
+        } else {
+            T("attn_q.weight", BD_TYPE_Q8_0, E, 2 * NH * HD, 1);
+            T("attn_k.weight", BD_TYPE_Q8_0, E, NKV * HD, 1);
+            T("attn_v.weight", BD_TYPE_Q8_0, E, NKV * HD, 1);
+            T("attn_output.weight", BD_TYPE_Q8_0, NH * HD, E, 1);
+            T("attn_q_norm.weight", BD_TYPE_F32, HD, 1, 1);
+            T("attn_k_norm.weight", BD_TYPE_F32, HD, 1, 1);
+        }
+        if (moe) {
+            T("ffn_gate_inp.weight", BD_TYPE_F32, E, NEXP, 1);
+            T("ffn_gate_up_exps.weight", BD_TYPE_Q8_0, E, 2 * FF, NEXP);
+            T("ffn_down_exps.weight", BD_TYPE_Q8_0, FF, E, NEXP);
+            T("ffn_gate_inp_shexp.weight", BD_TYPE_F32, E, 1, 1);
+            T("ffn_gate_shexp.weight", BD_TYPE_Q8_0, E, FF, 1);
+            T("ffn_up_shexp.weight", BD_TYPE_Q8_0, E, FF, 1);
+            T("ffn_down_shexp.weight", BD_TYPE_Q8_0, FF, E, 1);
+        } else {
+            T("ffn_gate.weight", BD_TYPE_Q8_0, E, FF, 1);
+            T("ffn_up.weight", BD_TYPE_Q8_0, E, FF, 1);
+            T("ffn_down.weight", BD_TYPE_Q8_0, FF, E, 1);
+        }
+#undef T
+    }
+    return w;
+}
+
+static bd_gguf_writer *micro_drafter(void) {
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    bd_gguf_writer_set_str(w, "general.architecture", "dflash");
+    bd_gguf_writer_set_u32(w, "dflash.block_count", 1);
+    bd_gguf_writer_set_u32(w, "dflash.embedding_length", E);
+    bd_gguf_writer_set_u32(w, "dflash.feed_forward_length", FF);
+    bd_gguf_writer_set_u32(w, "dflash.attention.head_count", NH);
+    bd_gguf_writer_set_u32(w, "dflash.attention.head_count_kv", NKV);
+    bd_gguf_writer_set_u32(w, "dflash.attention.key_length", HD);
+    bd_gguf_writer_set_u32(w, "dflash.attention.value_length", HD);
+    bd_gguf_writer_set_u32(w, "dflash.block_size", 4);
+    bd_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", VOC - 1);
+    bd_gguf_writer_set_u32(w, "dflash.attention.sliding_window", 8);
+    const uint8_t pat[1] = {1};
+    bd_gguf_writer_set_arr(w, "dflash.attention.sliding_window_pattern", GGUF_VTYPE_BOOL, pat, 1);
+    const int32_t taps[2] = {0, 1}, sec[4] = {HD / 2, 0, 0, 0};
+    bd_gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, 2);
+    bd_gguf_writer_set_arr(w, "dflash.rope.dimension_sections", GGUF_VTYPE_INT32, sec, 4);
+    add_zero(w, "fc.weight", BD_TYPE_Q8_0, 2 * E, E, 1);
+    add_zero(w, "enc.output_norm.weight", BD_TYPE_F32, E, 1, 1);
+    add_zero(w, "output_norm.weight", BD_TYPE_F32, E, 1, 1);
+    const char *sfx[] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "attn_q_norm", "attn_k_norm",
+                         "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    const uint64_t ne0[] = {E, E, E, E, NH * HD, HD, HD, E, E, E, FF};
+    const uint64_t ne1[] = {1, NH * HD, NKV * HD, NKV * HD, E, 1, 1, 1, FF, FF, E};
+    for (int i = 0; i < 11; i++) {
+        char n[64];
+        snprintf(n, sizeof n, "blk.0.%s.weight", sfx[i]);
+        add_zero(w, n, ne1[i] == 1 ? BD_TYPE_F32 : BD_TYPE_Q8_0, ne0[i], ne1[i], 1);
+    }
+    return w;
 }
 
 int main(int argc, char **argv) {
@@ -68,5 +195,11 @@ int main(int argc, char **argv) {
 
     /* empty file */
     rc |= write_seed(bd_gguf_writer_create(), dir, "seed-empty.gguf");
+
+    /* micro hybrids: valid qwen35 / qwen35moe files of tiny sizes (the
+     * loader accepts them), and a DFlash drafter for the dense one */
+    rc |= write_seed(micro_hybrid(false), dir, "seed-qwen35.gguf");
+    rc |= write_seed(micro_hybrid(true), dir, "seed-qwen35moe.gguf");
+    rc |= write_seed(micro_drafter(), dir, "seed-dflash.gguf");
     return rc;
 }

@@ -5,7 +5,18 @@
  *
  *   bd-bench-llama -m FILE [-p 512] [-n 128] [-t THREADS] [-r 5]
  *                  [--verify-depth 512] [--verify-max 16] [--no-verify]
- *                  [--gen-prompt TEXT] [--seed S]
+ *                  [--gen-prompt TEXT] [--seed S] [--backend-dir DIR]
+ *   bd-bench-llama --which-backend [--backend-dir DIR]
+ *
+ * --backend-dir DIR: the only folder ggml searches for its CPU backend
+ * (default: the npm package's folder, where ggml scores every
+ * libggml-cpu-<variant>.so and loads the best one this CPU runs).
+ * bench-compare.sh points it at a folder holding one variant, so that a
+ * run uses exactly the instruction set of that variant. --which-backend
+ * loads the backends, prints {"cpu_backend": the file ggml's log says it
+ * loaded, "cpu_backend_file": that path with links resolved,
+ * "cpu_features": ..., "cpu_backends_mapped": ...} and exits (1 when no CPU backend loaded: the folder
+ * holds no variant this CPU can run).
  *
  * Prints one JSON object with the keys of `blockdraft bench --json`:
  *   pp_tps, pp_tps_sd   -p random tokens from an empty context through
@@ -21,7 +32,18 @@
  *   plain               with --gen-prompt: greedy generation of -n tokens
  *                       after the prompt, tokens/s (the denominator of a
  *                       speculative speed-up measured with speculative-simple);
- *   rss_bytes           peak resident set size.
+ *   rss_bytes           peak resident set size;
+ *   cpu_backend, cpu_backend_file, cpu_features: the CPU backend loaded
+ *                       (from ggml's own "loaded CPU backend from" log line);
+ *   cpu_backends_mapped every libggml-cpu-*.so mapped into the process at the
+ *                       end (/proc/self/maps): one name when isolation works;
+ *   kv_bytes, recurrent_bytes: the KV cache and the recurrent state
+ *                       (Gated DeltaNet conv + ssm; 0 for attention-only
+ *                       models) as llama.cpp's log reports their sizes;
+ *   recurrent_verify_bytes  recurrent/hybrid models: the state of the verify
+ *                       curve's context, which keeps n_rs_seq = --verify-max
+ *                       per-token snapshots so that llama_memory_seq_rm can
+ *                       drop a verify batch (llama.cpp's speculative setting).
  * Context settings are llama-bench's defaults: KV cache F16, flash attention
  * auto, n_ubatch 512, weight repacking on, mmap on, a warm-up run first.
  * Operation counts for GOPS use llama_model_n_params (every tensor's
@@ -34,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -47,9 +70,9 @@
 #define VMAX 32
 
 typedef struct opts {
-    const char *model, *gen_prompt;
+    const char *model, *gen_prompt, *backend_dir;
     int n_prompt, n_gen, threads, reps, depth, vmax;
-    bool no_verify;
+    bool no_verify, which_backend;
     unsigned long long seed;
 } opts;
 
@@ -59,9 +82,66 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* What llama.cpp's log told us (read by log_quiet). */
+static char g_cpu_backend[PATH_MAX];    /* "loaded CPU backend from PATH" */
+static double g_kv_mib, g_recurrent_mib; /* "llama_kv_cache: size = X MiB", "llama_memory_recurrent: size = X MiB" */
+static unsigned g_kv_cells;             /* "(N cells, L layers" of the KV line: L counts only */
+static int g_kv_layers;                 /* the attention layers of a hybrid model */
+
+/* Prints errors; keeps the three facts above from the info lines (one
+ * message per call: ggml and llama format a line before calling back). */
 static void log_quiet(enum ggml_log_level level, const char *text, void *ud) {
     (void)ud;
     if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+    const char *k = "loaded CPU backend from ", *p = strstr(text, k);
+    if (p) {
+        snprintf(g_cpu_backend, sizeof g_cpu_backend, "%s", p + strlen(k));
+        g_cpu_backend[strcspn(g_cpu_backend, "\r\n")] = '\0';
+    }
+    double mib;
+    unsigned cells;
+    int layers;
+    if ((p = strstr(text, "llama_kv_cache: size = ")) && sscanf(p + 23, "%lf MiB (%u cells, %d layers", &mib, &cells,
+                                                                   &layers) == 3) {
+        g_kv_mib += mib;
+        g_kv_cells = cells;
+        g_kv_layers += layers;
+    }
+    if ((p = strstr(text, "llama_memory_recurrent: size = ")) && sscanf(p + 31, "%lf", &mib) == 1)
+        g_recurrent_mib += mib;
+}
+
+/* The libggml-cpu-*.so files mapped into this process now (from
+ * /proc/self/maps, links resolved), space-separated: the evidence that one
+ * variant and no other is in use. */
+static void mapped_cpu_backends(char *buf, size_t n) {
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return;
+    char line[PATH_MAX + 128];
+    size_t used = 0;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strchr(line, '/');
+        if (!p || !strstr(p, "/libggml-cpu-")) continue;
+        p[strcspn(p, "\n")] = '\0';
+        const char *base = strrchr(p, '/') + 1;
+        bool seen = false; /* the same file is mapped several times (segments) */
+        for (const char *q = buf; (q = strstr(q, base)); q += strlen(base))
+            if ((q == buf || q[-1] == ' ') && (q[strlen(base)] == ' ' || q[strlen(base)] == '\0')) seen = true;
+        if (seen) continue;
+        int w = snprintf(buf + used, n - used, "%s%s", used ? " " : "", base);
+        if (w < 0 || (size_t)w >= n - used) break;
+        used += (size_t)w;
+    }
+    fclose(f);
+}
+
+/* s as a JSON string body (paths and feature names: escapes " and \). */
+static void put_json_str(const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        if ((unsigned char)*s >= 0x20) putchar(*s);
+    }
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -133,10 +213,12 @@ static void cpu_features(char *buf, size_t n) {
 }
 
 int main(int argc, char **argv) {
-    opts o = {.n_prompt = 512, .n_gen = 128, .threads = 2, .reps = 5, .depth = 512, .vmax = 16, .seed = 1};
+    opts o = {.n_prompt = 512, .n_gen = 128, .threads = 2, .reps = 5, .depth = 512, .vmax = 16, .seed = 1,
+              .backend_dir = BD_ORACLE_LIBDIR};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-verify")) { o.no_verify = true; continue; }
+        if (!strcmp(a, "--which-backend")) { o.which_backend = true; continue; }
         if (!v) { fprintf(stderr, "bd-bench-llama: %s needs a value\n", a); return 2; }
         i++;
         if (!strcmp(a, "-m")) o.model = v;
@@ -148,19 +230,46 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--verify-max")) o.vmax = atoi(v);
         else if (!strcmp(a, "--gen-prompt")) o.gen_prompt = v;
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "--backend-dir")) o.backend_dir = v;
         else { fprintf(stderr, "bd-bench-llama: unknown option %s\n", a); return 2; }
+    }
+    if (o.which_backend) {
+        llama_log_set(log_quiet, NULL);
+        ggml_backend_load_all_from_path(o.backend_dir);
+        char feats[512], real[PATH_MAX];
+        cpu_features(feats, sizeof feats);
+        if (!g_cpu_backend[0] || !realpath(g_cpu_backend, real)) real[0] = '\0';
+        printf("{\"cpu_backend\":\"");
+        put_json_str(g_cpu_backend);
+        printf("\",\"cpu_backend_file\":\"");
+        put_json_str(real);
+        printf("\",\"cpu_features\":\"");
+        put_json_str(feats);
+        char mapped[1024];
+        mapped_cpu_backends(mapped, sizeof mapped);
+        printf("\",\"cpu_backends_mapped\":\"");
+        put_json_str(mapped);
+        printf("\"}\n");
+        if (!g_cpu_backend[0]) fprintf(stderr, "bd-bench-llama: no CPU backend loaded from %s\n", o.backend_dir);
+        return g_cpu_backend[0] ? 0 : 1;
     }
     if (!o.model || o.reps < 1 || o.threads < 1 || o.n_prompt < 0 || o.n_gen < 0 || o.depth < 0 || o.vmax < 1 ||
         o.vmax > VMAX) {
         fprintf(stderr, "usage: bd-bench-llama -m FILE [-p N] [-n N] [-t N] [-r N] [--verify-depth D] "
-                        "[--verify-max N<=%d] [--no-verify] [--gen-prompt TEXT]\n", VMAX);
+                        "[--verify-max N<=%d] [--no-verify] [--gen-prompt TEXT] [--backend-dir DIR]\n"
+                        "       bd-bench-llama --which-backend [--backend-dir DIR]\n", VMAX);
         return 2;
     }
     if (o.no_verify) o.vmax = 0;
     g_rng = o.seed * 0x9E3779B97F4A7C15ULL + 1;
 
     llama_log_set(log_quiet, NULL);
-    ggml_backend_load_all_from_path(BD_ORACLE_LIBDIR);
+    ggml_backend_load_all_from_path(o.backend_dir);
+    if (!g_cpu_backend[0]) {
+        fprintf(stderr, "bd-bench-llama: no CPU backend loaded from %s (no variant there runs on this CPU)\n",
+                o.backend_dir);
+        return 1;
+    }
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.n_gpu_layers = 0;
@@ -205,6 +314,14 @@ int main(int argc, char **argv) {
     cp.no_perf = true;
     struct llama_context *c = llama_init_from_model(m, cp);
     if (!c) { fprintf(stderr, "bd-bench-llama: cannot create a context\n"); return 1; }
+    /* Hybrid models keep a KV cache only in their attention layers: take the
+     * bytes per position and the layer count from llama.cpp's own report. */
+    int n_attn_layer = n_layer;
+    if (g_kv_mib > 0 && g_kv_cells > 0) {
+        kv_pos_bytes = g_kv_mib * 1048576.0 / g_kv_cells;
+        if (g_kv_layers > 0) n_attn_layer = g_kv_layers;
+    }
+    double recurrent_bytes = g_recurrent_mib * 1048576.0;
     llama_memory_t mem = llama_get_memory(c);
     int bmax = (int)cp.n_batch;
     struct llama_batch b = llama_batch_init(bmax, 0, 1);
@@ -241,37 +358,9 @@ int main(int argc, char **argv) {
         if (r >= 0) v[r] = 1e3 * n / ms;
     }
     if (o.n_gen > 0) stats(v, o.reps, &tg_mean, &tg_sd, &med, &mn);
-    double tg_gbps = (model_bytes + kv_pos_bytes * (o.n_gen + 1) / 2.0) * tg_mean / 1e9;
-
-    /* ---- verify curve ---- */
-    double vms[VMAX], vmin[VMAX], vg[VMAX];
-    int vreps = o.reps < 3 ? 3 : o.reps;
-    if (o.vmax > 0) {
-        llama_memory_clear(mem, true);
-        for (int i = 0; i < o.depth; i++) tok[i] = rand_tok(n_vocab);
-        for (int done = 0; done < o.depth;) {
-            int n = o.depth - done < bmax ? o.depth - done : bmax;
-            if (!decode(c, &b, tok + done, n, done, false)) return 1;
-            done += n;
-        }
-        for (int i = 0; i < o.vmax; i++) tok[i] = rand_tok(n_vocab);
-        if (!decode(c, &b, tok, o.vmax, o.depth, true)) return 1; /* warm-up */
-        llama_memory_seq_rm(mem, 0, o.depth, -1);
-        for (int n = 1; n <= o.vmax; n++) {
-            for (int r = 0; r < vreps; r++) {
-                for (int i = 0; i < n; i++) tok[i] = rand_tok(n_vocab);
-                double t0 = now_ms();
-                if (!decode(c, &b, tok, n, o.depth, true)) return 1;
-                v[r] = now_ms() - t0;
-                llama_memory_seq_rm(mem, 0, o.depth, -1);
-            }
-            double mean, sd;
-            stats(v, vreps, &mean, &sd, &vms[n - 1], &vmin[n - 1]);
-            double keys = (double)n * o.depth + (double)n * (n + 1) / 2;
-            double ops = 2.0 * n_params * n + 4.0 * n_layer * n_head * (double)hd * keys;
-            vg[n - 1] = ops / (vms[n - 1] * 1e6);
-        }
-    }
+    /* bytes per token: every weight, the KV rows read on average, and the
+     * recurrent state (read once per token; written too, not counted) */
+    double tg_gbps = (model_bytes + kv_pos_bytes * (o.n_gen + 1) / 2.0 + recurrent_bytes) * tg_mean / 1e9;
 
     /* ---- plain greedy generation after a prompt ---- */
     double plain_tps = 0;
@@ -291,13 +380,83 @@ int main(int argc, char **argv) {
         plain_tps = 1e3 * o.n_gen / (now_ms() - t0);
     }
 
+    /* ---- verify curve ---- */
+    double vms[VMAX], vmin[VMAX], vg[VMAX];
+    int vreps = o.reps < 3 ? 3 : o.reps;
+    double recurrent_verify_bytes = 0;
+    if (o.vmax > 0 && (llama_model_is_recurrent(m) || llama_model_is_hybrid(m))) {
+        /* A recurrent state cannot drop its last rows unless the context
+         * keeps per-token snapshots: a new context with n_rs_seq = the
+         * largest batch, as llama.cpp's speculative decoding sets it
+         * (n_rs_seq = draft n_max). pp, tg and plain generation above ran
+         * without snapshots, as plain decoding does. */
+        llama_free(c);
+        g_kv_mib = g_recurrent_mib = 0;
+        g_kv_cells = 0;
+        g_kv_layers = 0;
+        cp.n_rs_seq = (uint32_t)o.vmax;
+        c = llama_init_from_model(m, cp);
+        if (!c) { fprintf(stderr, "bd-bench-llama: cannot create a context with n_rs_seq %d\n", o.vmax); return 1; }
+        mem = llama_get_memory(c);
+        recurrent_verify_bytes = g_recurrent_mib * 1048576.0;
+    }
+    if (o.vmax > 0) {
+        llama_memory_clear(mem, true);
+        for (int i = 0; i < o.depth; i++) tok[i] = rand_tok(n_vocab);
+        for (int done = 0; done < o.depth;) {
+            int n = o.depth - done < bmax ? o.depth - done : bmax;
+            if (!decode(c, &b, tok + done, n, done, false)) return 1;
+            done += n;
+        }
+        for (int i = 0; i < o.vmax; i++) tok[i] = rand_tok(n_vocab);
+        if (!decode(c, &b, tok, o.vmax, o.depth, true)) return 1; /* warm-up */
+        if (!llama_memory_seq_rm(mem, 0, o.depth, -1)) {
+            fprintf(stderr, "bd-bench-llama: llama_memory_seq_rm cannot cut the context back to %d\n", o.depth);
+            return 1;
+        }
+        for (int n = 1; n <= o.vmax; n++) {
+            for (int r = 0; r < vreps; r++) {
+                for (int i = 0; i < n; i++) tok[i] = rand_tok(n_vocab);
+                double t0 = now_ms();
+                if (!decode(c, &b, tok, n, o.depth, true)) return 1;
+                v[r] = now_ms() - t0;
+                if (!llama_memory_seq_rm(mem, 0, o.depth, -1)) {
+                    fprintf(stderr, "bd-bench-llama: llama_memory_seq_rm cannot cut the context back to %d\n", o.depth);
+                    return 1;
+                }
+            }
+            double mean, sd;
+            stats(v, vreps, &mean, &sd, &vms[n - 1], &vmin[n - 1]);
+            double keys = (double)n * o.depth + (double)n * (n + 1) / 2;
+            double ops = 2.0 * n_params * n + 4.0 * n_attn_layer * n_head * (double)hd * keys;
+            vg[n - 1] = ops / (vms[n - 1] * 1e6);
+        }
+    }
+
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     char feats[512];
     cpu_features(feats, sizeof feats);
-    printf("{\"engine\":\"llama.cpp v0.5.0 (node-llama-cpp 3.22.1 prebuilt CPU)\",\"model\":\"%s\",\"threads\":%d,"
-           "\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"model_bytes\":%.0f,\"n_params\":%.0f,\"cpu_features\":\"%s\",",
-           o.model, o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params, feats);
+    char real[PATH_MAX];
+    if (!realpath(g_cpu_backend, real)) real[0] = '\0';
+    printf("{\"engine\":\"llama.cpp v0.5.0 (node-llama-cpp 3.22.1 prebuilt CPU)\",\"model\":\"");
+    put_json_str(o.model);
+    printf("\",\"arch\":\"");
+    put_json_str(arch);
+    printf("\",\"threads\":%d,\"reps\":%d,\"n_prompt\":%d,\"n_gen\":%d,\"model_bytes\":%.0f,\"n_params\":%.0f,"
+           "\"kv_bytes\":%.0f,\"recurrent_bytes\":%.0f,\"recurrent_verify_bytes\":%.0f,\"cpu_features\":\"",
+           o.threads, o.reps, o.n_prompt, o.n_gen, model_bytes, n_params, kv_pos_bytes * n_ctx, recurrent_bytes,
+           recurrent_verify_bytes);
+    put_json_str(feats);
+    printf("\",\"cpu_backend\":\"");
+    put_json_str(g_cpu_backend);
+    printf("\",\"cpu_backend_file\":\"");
+    put_json_str(real);
+    char mapped[1024];
+    mapped_cpu_backends(mapped, sizeof mapped);
+    printf("\",\"cpu_backends_mapped\":\"");
+    put_json_str(mapped);
+    printf("\",");
     if (o.n_prompt > 0) printf("\"pp_tps\":%.4f,\"pp_tps_sd\":%.4f,", pp_mean, pp_sd);
     else printf("\"pp_tps\":null,\"pp_tps_sd\":null,");
     if (o.n_gen > 0) printf("\"tg_tps\":%.4f,\"tg_tps_sd\":%.4f,\"tg_gbps\":%.4f,", tg_mean, tg_sd, tg_gbps);

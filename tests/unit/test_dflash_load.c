@@ -19,6 +19,7 @@
 
 #include "blockdraft.h"
 #include "gguf/bd_gguf.h"
+#include "model/pairing.h"
 #include "tensor/tensor.h"
 
 static char g_target[1024], g_draft[1024], g_dir[256];
@@ -34,6 +35,9 @@ typedef struct {
     const char *arr_key;       /* i32 array key set to arr */
     int32_t arr[4];
     int n_arr;
+    const char *bool_arr_key;  /* bool array key set to bools */
+    bool bools[8];
+    int n_bools;
     const char *extra_tensor;  /* an extra 1-D F32 tensor of n_embd */
     int bad_token;             /* >= 0: change this token's text */
 } variant;
@@ -72,6 +76,11 @@ static void write_variant(const variant *v, const char *path) {
     if (v->set_u32_key) assert_true(bd_gguf_writer_set_u32(w, v->set_u32_key, v->set_u32));
     if (v->set_bool_key) assert_true(bd_gguf_writer_set_bool(w, v->set_bool_key, v->set_bool));
     if (v->arr_key) assert_true(bd_gguf_writer_set_arr(w, v->arr_key, GGUF_VTYPE_INT32, v->arr, (uint64_t)v->n_arr));
+    if (v->bool_arr_key) {
+        uint8_t b[8];
+        for (int i = 0; i < v->n_bools; i++) b[i] = v->bools[i];
+        assert_true(bd_gguf_writer_set_arr(w, v->bool_arr_key, GGUF_VTYPE_BOOL, b, (uint64_t)v->n_bools));
+    }
     for (int64_t i = 0; i < bd_gguf_tensor_count(f); i++) {
         const bd_gguf_tensor *t = bd_gguf_tensor_at(f, i);
         assert_true(bd_gguf_writer_add_tensor_ref(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
@@ -184,10 +193,63 @@ static void other_tokenizer(void **st) {
     expect_refused(&v, "tokenizer", (const char *[]){"token", "300", NULL});
 }
 
-static void sliding_window_refused(void **st) {
+static void sliding_window_without_pattern_refused(void **st) {
     (void)st;
     variant v = {.set_u32_key = "dflash.attention.sliding_window", .set_u32 = 2048, .bad_token = -1};
-    expect_refused(&v, "swa", (const char *[]){"dflash.attention.sliding_window", NULL});
+    expect_refused(&v, "swa", (const char *[]){"dflash.attention.sliding_window_pattern", NULL});
+}
+
+/* Sliding-window layers (the Qwen3.6-27B drafter's schema) load and run. */
+static void sliding_window_runs(void **st) {
+    (void)st;
+    char path[512], err[512];
+    variant v = {.set_u32_key = "dflash.attention.sliding_window", .set_u32 = 4,
+                 .bool_arr_key = "dflash.attention.sliding_window_pattern", .bools = {true, false}, .n_bools = 2,
+                 .bad_token = -1};
+    snprintf(path, sizeof path, "%s/swa-ok.gguf", g_dir);
+    write_variant(&v, path);
+    assert_true(try_pair(path, err, sizeof err));
+    unlink(path);
+}
+
+/* The header-only pairing check (what the gallery runs at install) and
+ * the loader (what `run` does) must agree on every drafter: a drafter
+ * marked installed must load. Before the one drafter schema they applied
+ * different limits (block size 256 vs 64, first tap >= 1 vs >= 0). */
+static void pairing_agrees_with_loader(void **st) {
+    (void)st;
+    static const struct {
+        const char *name;
+        variant v;
+        bool loads;
+    } cases[] = {
+        {"block100", {.set_u32_key = "dflash.block_size", .set_u32 = 100, .bad_token = -1}, false},
+        {"block64", {.set_u32_key = "dflash.block_size", .set_u32 = 64, .bad_token = -1}, true},
+        {"block1", {.set_u32_key = "dflash.block_size", .set_u32 = 1, .bad_token = -1}, false},
+        {"tap0", {.arr_key = "dflash.target_layers", .arr = {0, 4}, .n_arr = 2, .bad_token = -1}, true},
+        {"tapdup", {.arr_key = "dflash.target_layers", .arr = {2, 2}, .n_arr = 2, .bad_token = -1}, false},
+        {"layers300", {.set_u32_key = "dflash.block_count", .set_u32 = 300, .bad_token = -1}, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[512], err[1024], perr[1024];
+        snprintf(path, sizeof path, "%s/agree-%s.gguf", g_dir, cases[i].name);
+        write_variant(&cases[i].v, path);
+        bd_gguf_file *t = bd_gguf_open(g_target, perr, sizeof perr), *d = bd_gguf_open(path, perr, sizeof perr);
+        assert_non_null(t);
+        assert_non_null(d);
+        bd_pairing_report r;
+        bd_pairing_report_init(&r);
+        bool paired = bd_pairing_run(t, d, &r, NULL, perr, sizeof perr);
+        bd_gguf_close(t);
+        bd_gguf_close(d);
+        bool loaded = try_pair(path, err, sizeof err);
+        printf("%-10s pairing %s, loader %s\n", cases[i].name, paired ? "accepts" : perr, loaded ? "runs" : err);
+        if (paired != cases[i].loads || loaded != cases[i].loads)
+            fail_msg("%s: pairing %d, loader %d, expected %d", cases[i].name, paired, loaded, cases[i].loads);
+        /* a refusal reads the same from both */
+        if (!paired && !strstr(err, perr)) fail_msg("%s: loader says '%s', pairing '%s'", cases[i].name, err, perr);
+        unlink(path);
+    }
 }
 
 static void variant_tensor_refused(void **st) {
@@ -230,7 +292,8 @@ int main(void) {
         cmocka_unit_test(pre_merge_key),      cmocka_unit_test(missing_taps),
         cmocka_unit_test(tap_out_of_range),   cmocka_unit_test(mask_outside_vocab),
         cmocka_unit_test(width_mismatch),     cmocka_unit_test(other_tokenizer),
-        cmocka_unit_test(sliding_window_refused), cmocka_unit_test(variant_tensor_refused),
+        cmocka_unit_test(sliding_window_without_pattern_refused), cmocka_unit_test(sliding_window_runs),
+        cmocka_unit_test(pairing_agrees_with_loader), cmocka_unit_test(variant_tensor_refused),
         cmocka_unit_test(causal_flag_supported), cmocka_unit_test(drafter_alone_is_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,6 +26,7 @@
 #include "gallery/gallery.h"
 #include "gallery/index.h"
 #include "gallery/store.h"
+#include "base/base.h"
 #include "gguf/bd_gguf.h"
 #include "model/pairing.h"
 
@@ -68,7 +69,7 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
         char buf[256];
         if (!strcmp(k, "general.alignment")) continue;
         if (!strcmp(k, "general.architecture")) {
-            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen35" : NULL;
+            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen3next" : NULL;
             if (arch) {
                 ok = bd_gguf_writer_set_str(w, k, arch);
                 continue;
@@ -104,7 +105,7 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
                 continue;
             }
         } else if (v == V_TARGET_QWEN35) {
-            nk = renamed(k, "llama.", "qwen35.", buf, sizeof buf);
+            nk = renamed(k, "llama.", "qwen3next.", buf, sizeof buf);
         }
         if (nk == k) {
             ok = bd_gguf_writer_copy_kv(w, kv);
@@ -157,7 +158,7 @@ static bool make_fixtures(const char *dir, char *err, size_t errlen) {
     } list[] = {{V_FORK, "drafter-fork.gguf", 0},
                 {V_LAYER_IDS, "drafter-layer-ids.gguf", 0},
                 {V_WIDTH, "drafter-width96.gguf", 0},
-                {V_TARGET_QWEN35, "target-qwen35.gguf", 1}};
+                {V_TARGET_QWEN35, "target-qwen3next.gguf", 1}};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         snprintf(out, sizeof out, "%s/%s", dir, list[i].name);
         if (!make_variant(list[i].from_target ? tgt : drf, out, list[i].v, err, errlen))
@@ -381,7 +382,7 @@ static void test_sha256_file(void **state) {
  * Pairing
  * ---------------------------------------------------------------------- */
 
-static bool pair(const char *target, const char *drafter, pairing_report *r, char *err,
+static bool pair(const char *target, const char *drafter, bd_pairing_report *r, char *err,
                  size_t errlen) {
     bd_gguf_file *t = bd_gguf_open(target, err, errlen), *d = NULL;
     assert_non_null(t);
@@ -389,8 +390,8 @@ static bool pair(const char *target, const char *drafter, pairing_report *r, cha
         d = bd_gguf_open(drafter, err, errlen);
         assert_non_null(d);
     }
-    pairing_report_init(r);
-    bool ok = pairing_run(t, d, r, NULL, err, errlen);
+    bd_pairing_report_init(r);
+    bool ok = bd_pairing_run(t, d, r, NULL, err, errlen);
     bd_gguf_close(t);
     if (d) bd_gguf_close(d);
     return ok;
@@ -401,14 +402,14 @@ static void test_pairing(void **state) {
     char tgt[PATH_MAX], drf[PATH_MAX], bad[PATH_MAX + 64], err[512];
     shared_path(tgt, sizeof tgt, "fixtures/stories260K/stories260K.gguf");
     shared_path(drf, sizeof drf, "fixtures/stories260K/stories260K-dflash.gguf");
-    pairing_report r;
+    bd_pairing_report r;
     assert_true(pair(tgt, drf, &r, err, sizeof err));
-    assert_int_equal(r.worst, PAIRING_OK);
+    assert_int_equal(r.worst, BD_PAIRING_OK);
     /* values from the fixture README: taps [2,4], mask 0, width 64 */
     bd_gguf_file *d = bd_gguf_open(drf, err, sizeof err);
-    pairing_drafter_info di;
-    pairing_report_init(&r);
-    assert_true(pairing_drafter_check(d, &di, &r));
+    bd_dflash_schema di;
+    bd_pairing_report_init(&r);
+    assert_true(bd_pairing_drafter_check(d, &di, &r));
     bd_gguf_close(d);
     assert_int_equal(di.n_taps, 2);
     assert_int_equal(di.target_layers[0], 2);
@@ -428,12 +429,12 @@ static void test_pairing(void **state) {
     assert_false(pair(tgt, bad, &r, err, sizeof err));
     assert_non_null(strstr(err, "drafter width 96"));
     assert_non_null(strstr(err, "target's width 64"));
-    snprintf(bad, sizeof bad, "%s/target-qwen35.gguf", g_tmp);
+    snprintf(bad, sizeof bad, "%s/target-qwen3next.gguf", g_tmp);
     assert_true(pair(bad, drf, &r, err, sizeof err));
-    assert_int_equal(r.worst, PAIRING_UNSUPPORTED);
-    assert_non_null(strstr(pairing_report_first(&r, PAIRING_UNSUPPORTED)->detail,
-                           "architecture 'qwen35' (Qwen3.5/3.6 hybrid Gated DeltaNet) is not "
-                           "supported by this build yet"));
+    assert_int_equal(r.worst, BD_PAIRING_UNSUPPORTED);
+    assert_non_null(strstr(bd_pairing_report_first(&r, BD_PAIRING_UNSUPPORTED)->detail,
+                           "architecture 'qwen3next' (Qwen3-Next hybrid (grouped V-head order)) is not "
+                           "supported by this build: not implemented yet"));
     /* a drafter given as the target */
     assert_false(pair(drf, NULL, &r, err, sizeof err));
     assert_non_null(strstr(err, "is a DFlash drafter, not a target"));
@@ -620,7 +621,57 @@ static void test_shipped_index(void **state) {
     ix = gallery_index_builtin(err, sizeof err);
     assert_non_null(ix);
     check_shipped(ix);
+    /* far below ydoc's bound on a document's mapping work (64 Mi) */
+    fprintf(stderr, "gallery/index.yaml: %llu units of mapping work\n", ix->doc.work);
+    assert_true(ix->doc.work < 100000);
     gallery_index_free(ix);
+}
+
+/* Merge keys: a source listed twice (or reached twice through nesting) is
+ * read once -- the result is the same, the cost linear; and a document's
+ * total mapping work is bounded (issue 16 item 11). */
+static void test_merge_bomb(void **state) {
+    (void)state;
+    char err[512] = "";
+    const char *twice = "- d: &a {k: 1, j: 2}\n  e: &b {<<: [*a, *a], j: 3}\n"
+                        "- <<: [*b, *a, *b]\n  name: m\n  k: 0\n";
+    gallery_index *ix = gallery_index_parse(twice, strlen(twice), "twice.yaml", err, sizeof err);
+    assert_non_null(ix);
+    yaml_node_t *e1 = ydoc_seq_at(&ix->doc, ydoc_root(&ix->doc), 1);
+    ydoc_entry *kv;
+    int n;
+    assert_true(ydoc_map_entries(&ix->doc, e1, &kv, &n, err, sizeof err));
+    assert_int_equal(n, 3); /* name, k (explicit), j (from b, which wins over a) */
+    assert_string_equal(ydoc_str(ydoc_map_get(&ix->doc, e1, "k")), "0");
+    assert_string_equal(ydoc_str(ydoc_map_get(&ix->doc, e1, "j")), "3");
+    free(kv);
+    gallery_index_free(ix);
+
+    /* 7 levels of 20 references each: 20^7 merges without the once rule */
+    bd_buf b = {0};
+    bd_buf_printf(&b, "- d0: &a0 {k: v}\n");
+    for (int i = 1; i <= 7; i++) {
+        bd_buf_printf(&b, "  d%d: &a%d {<<: [", i, i);
+        for (int r = 0; r < 20; r++) bd_buf_printf(&b, "%s*a%d", r ? ", " : "", i - 1);
+        bd_buf_printf(&b, "]}\n");
+    }
+    bd_buf_printf(&b, "- <<: [*a7, *a7]\n  name: bomb\n");
+    double t0 = bd_time_ms();
+    ix = gallery_index_parse(b.p, b.n, "bomb.yaml", err, sizeof err);
+    assert_non_null(ix);
+    assert_string_equal(ix->entries[1].name, "bomb");
+    assert_true(bd_time_ms() - t0 < 2000);
+    gallery_index_free(ix);
+    bd_buf_free(&b);
+
+    /* one mapping of 20000 keys: 2e8 comparisons, past the bound: an error */
+    bd_buf_printf(&b, "- name: wide\n");
+    for (int i = 0; i < 20000; i++) bd_buf_printf(&b, "  k%d: %d\n", i, i);
+    ix = gallery_index_parse(b.p, b.n, "wide.yaml", err, sizeof err);
+    assert_non_null(ix);
+    assert_non_null(strstr(ix->entries[0].problem, "too large or merge too much"));
+    gallery_index_free(ix);
+    bd_buf_free(&b);
 }
 
 /* ------------------------------------------------------------------------
@@ -744,7 +795,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
         cmocka_unit_test(test_shipped_index), cmocka_unit_test(test_rm_keeps_shared),
-        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_resolve),       cmocka_unit_test(test_merge_bomb),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 16];

@@ -1,0 +1,149 @@
+/*
+ * moe.c - the mixture-of-experts feed-forward (qwen35moe), as llama.cpp's
+ * build_moe_ffn computes it with softmax gating and normalized weights
+ * (qwen35-hybrid.md §5):
+ *
+ *   p      = softmax(W_router y)                                [n_expert]
+ *   sel    = the n_used largest p, largest first; equal p: lower expert id
+ *            first (what ggml's argsort gives for up to 16 experts, where
+ *            its sort is an insertion sort)
+ *   w_k    = p[sel_k] / max(sum_k p[sel_k], 2^-14)   (times expert_weights_scale
+ *            when that is neither 0 nor 1)
+ *   routed = ((w_0 E_0(y) + w_1 E_1(y)) + w_2 E_2(y)) + ...   in selection order,
+ *            E_e(y) = down_e(silu(gate_e y) * up_e y)
+ *   FFN(y) = routed + sigmoid(g_sh . y) * down_sh(silu(gate_sh y) * up_sh y)
+ *
+ * Experts run one at a time over the rows routed to them (gathered), on
+ * the pool. A row's numbers do not depend on which other rows share its
+ * experts: every expert matmul of a verify batch has at most as many rows
+ * as the batch (<= BD_MATMUL_EXACT_ROWS), where bd_matmul is
+ * batch-invariant, and the routed sum is taken per row in its own order.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "forward.h"
+
+/* A view of rows [r0, r0 + n) of W. */
+static bd_mat mat_rows(const bd_mat *W, int64_t r0, int64_t n) {
+    bd_mat v = *W;
+    v.data = (const uint8_t *)W->data + r0 * (int64_t)W->row_bytes;
+    v.nrows = n;
+    return v;
+}
+
+/* Softmax over the router logits of one row, in place, as ggml's soft_max
+ * does it: shift by the max, exp, sum in double, scale by 1/sum. */
+static void router_softmax(float *x, int32_t n) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int32_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* The k largest of p[0..n), largest first, ties to the lower index. */
+void bd_moe_topk(const float *p, int32_t n, int32_t k, int32_t *sel) {
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n; e++) {
+            bool taken = false;
+            for (int32_t i = 0; i < j && !taken; i++) taken = sel[i] == e;
+            if (taken) continue;
+            /* strictly greater: among equal values the first (lowest id) stays */
+            if (best < 0 || p[e] > p[best]) best = e;
+        }
+        sel[j] = best;
+    }
+}
+
+void bd_moe_route(const float *logits, int32_t n_expert, int32_t n_used, float scale, float *probs, int32_t *sel,
+                  float *w) {
+    if (probs != logits) memcpy(probs, logits, (size_t)n_expert * sizeof(float));
+    router_softmax(probs, n_expert);
+    bd_moe_topk(probs, n_expert, n_used, sel);
+    float sum = 0.0f;
+    for (int32_t k = 0; k < n_used; k++) sum += probs[sel[k]];
+    if (sum < 6.103515625e-5f) sum = 6.103515625e-5f;
+    for (int32_t k = 0; k < n_used; k++) {
+        w[k] = probs[sel[k]] / sum;
+        if (scale != 0.0f && scale != 1.0f) w[k] *= scale;
+    }
+}
+
+void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
+    const bd_hparams *hp = &s->m->hp;
+    const int32_t E = hp->n_embd, NE = hp->n_expert, U = hp->n_expert_used, FE = hp->n_ff_exp;
+
+    /* routing */
+    bd_matmul(s->pool, &L->router, h, E, n, s->moe_logits, NE, s->mm_scratch);
+    for (int32_t r = 0; r < n; r++) {
+        float *p = s->moe_logits + (int64_t)r * NE;
+        bd_moe_route(p, NE, U, hp->expert_weights_scale, p, s->moe_sel + (int64_t)r * U, s->moe_w + (int64_t)r * U);
+    }
+
+    /* experts, each over the rows routed to it; outputs land in their
+     * (row, slot) places, already weighted */
+    for (int32_t e = 0; e < NE; e++) {
+        int32_t m = 0;
+        for (int32_t i = 0; i < n * U; i++)
+            if (s->moe_sel[i] == e) s->moe_rows[m++] = i;
+        if (m == 0) continue;
+        for (int32_t j = 0; j < m; j++)
+            memcpy(s->moe_x + (int64_t)j * E, h + (int64_t)(s->moe_rows[j] / U) * E, (size_t)E * sizeof(float));
+        if (L->gate_up_exps.data) {
+            const bd_mat gu = mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
+            bd_matmul(s->pool, &gu, s->moe_x, E, m, s->moe_gu, 2 * FE, s->mm_scratch);
+        } else {
+            const bd_mat g = mat_rows(&L->gate_exps, (int64_t)e * FE, FE), u = mat_rows(&L->up_exps, (int64_t)e * FE, FE);
+            const bd_matmul_out outs[2] = {{&g, s->moe_gu, 2 * FE}, {&u, s->moe_gu + FE, 2 * FE}};
+            bd_matmul_multi(s->pool, outs, 2, s->moe_x, E, m, s->mm_scratch);
+        }
+        for (int32_t j = 0; j < m; j++) {
+            float *row = s->moe_gu + (int64_t)j * 2 * FE;
+            bd_kernels_get()->silu_mul(FE, row, row + FE);
+        }
+        const bd_mat d = mat_rows(&L->down_exps, (int64_t)e * E, E);
+        bd_matmul(s->pool, &d, s->moe_gu, 2 * FE, m, s->moe_y, E, s->mm_scratch);
+        for (int32_t j = 0; j < m; j++) {
+            const float wk = s->moe_w[s->moe_rows[j]];
+            float *dst = s->moe_out + (int64_t)s->moe_rows[j] * E;
+            const float *src = s->moe_y + (int64_t)j * E;
+            for (int32_t i = 0; i < E; i++) dst[i] = src[i] * wk;
+        }
+    }
+
+    /* the shared expert, on all rows; its output gate is one scalar per row */
+    const bool shared = L->gate_shexp.data != NULL;
+    if (shared) {
+        const int32_t FS = hp->n_ff_shexp;
+        const bd_matmul_out gu[2] = {{&L->gate_shexp, s->moe_gu, 2 * FS}, {&L->up_shexp, s->moe_gu + FS, 2 * FS}};
+        bd_matmul_multi(s->pool, gu, 2, h, E, n, s->mm_scratch);
+        for (int32_t r = 0; r < n; r++) {
+            float *row = s->moe_gu + (int64_t)r * 2 * FS;
+            bd_kernels_get()->silu_mul(FS, row, row + FS);
+        }
+        bd_matmul(s->pool, &L->down_shexp, s->moe_gu, 2 * FS, n, s->moe_y, E, s->mm_scratch);
+        /* moe_logits is free again: it takes the scalar gates */
+        bd_matmul(s->pool, &L->shexp_gate_inp, h, E, n, s->moe_logits, 1, s->mm_scratch);
+    }
+
+    /* per row: the routed sum in selection order, then + the shared expert */
+    for (int32_t r = 0; r < n; r++) {
+        float *dst = h + (int64_t)r * E;
+        const float *o = s->moe_out + (int64_t)r * U * E;
+        memcpy(dst, o, (size_t)E * sizeof(float));
+        for (int32_t k = 1; k < U; k++)
+            for (int32_t i = 0; i < E; i++) dst[i] += o[(int64_t)k * E + i];
+        if (shared) {
+            const float gs = bd_sigmoid(s->moe_logits[r]);
+            const float *y = s->moe_y + (int64_t)r * E;
+            for (int32_t i = 0; i < E; i++) dst[i] += y[i] * gs;
+        }
+    }
+}

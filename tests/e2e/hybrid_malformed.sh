@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# hybrid_malformed.sh - malformed qwen35 / qwen35moe GGUFs: each
+# inconsistency is refused by `blockdraft eval` with a message naming the
+# field, a non-zero exit and no crash, on the release binary and on the
+# ASan+UBSan one (build-debug/blockdraft, which `make test` builds; this
+# test fails without it). The files are a valid tiny model (make-model)
+# with one edit each (bd-gguf-edit, tests/tools/gguf_edit.c); the valid
+# files themselves must load.
+set -u
+: "${BD_BIN:?}" "${BD_BUILD:?}" "${BD_SHARED:?}"
+ROOT=${BD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+EDIT="$BD_BUILD/tests/bd-gguf-edit"
+DBG="$ROOT/build-debug/blockdraft"
+[ -x "$EDIT" ] || { echo "FAIL: $EDIT not built (make tests)"; exit 1; }
+[ -x "$DBG" ] || { echo "FAIL: $DBG not built (make debug-bin)"; exit 1; }
+ST="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+"$BD_BIN" make-model --arch qwen35 --shape tiny --quant q8_0 --vocab "$ST" --seed 3 -o "$T/d.gguf" >/dev/null 2>&1 ||
+    { echo "FAIL: make-model qwen35"; exit 1; }
+"$BD_BIN" make-model --arch qwen35moe --shape tiny --quant q8_0 --vocab "$ST" --seed 4 -o "$T/m.gguf" >/dev/null 2>&1 ||
+    { echo "FAIL: make-model qwen35moe"; exit 1; }
+
+# expect NAME BASE FRAGMENT EDIT...: the edited file is refused naming FRAGMENT
+expect() {
+    local name=$1 base=$2 frag=$3; shift 3
+    "$EDIT" "$T/$base.gguf" "$T/$name.gguf" "$@" 2>"$T/edit.err" || { bad "$name: bd-gguf-edit: $(cat "$T/edit.err")"; return; }
+    local bin
+    for bin in "$BD_BIN" "$DBG"; do
+        "$bin" eval -m "$T/$name.gguf" --ids 1,2,3 --top 1 >"$T/out" 2>"$T/err"
+        local rc=$?
+        if [ $rc -eq 0 ]; then bad "$name: accepted by $(basename "$(dirname "$bin")")"; continue; fi
+        if [ $rc -ge 128 ] || grep -q "Sanitizer\|runtime error" "$T/err"; then
+            bad "$name: crashed or sanitizer report ($bin, rc $rc): $(head -3 "$T/err")"; continue
+        fi
+        grep -qF -- "$frag" "$T/err" || bad "$name: message lacks '$frag': $(tail -1 "$T/err")"
+    done
+    printf '%-22s %s\n' "$name" "$(tail -1 "$T/err")"
+}
+
+for base in d m; do
+    for bin in "$BD_BIN" "$DBG"; do
+        "$bin" eval -m "$T/$base.gguf" --ids 1,2,3 --top 1 >/dev/null 2>"$T/err" || bad "valid $base refused: $(tail -1 "$T/err")"
+    done
+done
+
+A=qwen35
+expect inner-size d "ssm.inner_size" --set-u32 $A.ssm.inner_size 200
+expect nv-not-multiple d "not a multiple" --set-u32 $A.ssm.time_step_rank 3
+expect conv-dim d "blk.0.attn_qkv.weight" --set-u32 $A.ssm.group_count 4
+expect missing-ssm-a d "blk.0.ssm_a" --drop-tensor blk.0.ssm_a
+expect missing-conv d "blk.1.ssm_conv1d.weight" --drop-tensor blk.1.ssm_conv1d.weight
+expect missing-norm d "blk.2.ssm_norm.weight" --drop-tensor blk.2.ssm_norm.weight
+expect sections-sum d "adds up" --set-i32s $A.rope.dimension_sections 3,3,3,0
+expect no-sections d "rope.dimension_sections" --drop-key $A.rope.dimension_sections
+expect no-conv-kernel d "ssm.conv_kernel" --drop-key $A.ssm.conv_kernel
+expect nextn-all d "nextn_predict_layers" --set-u32 $A.nextn_predict_layers 4
+expect rec-length d "recurrent_layers" --set-bools $A.attention.recurrent_layers 1,1,0
+expect rec-swapped d "attention layer by the schedule" --set-bools $A.attention.recurrent_layers 0,1,1,1
+expect interval-0 d "full_attention_interval" --set-u32 $A.full_attention_interval 0
+expect ssm-a-positive d "not negative" --set-f32s blk.0.ssm_a 0.5,-1,-1,-1
+expect head-dim d "head dims" --set-u32 $A.attention.value_length 32
+A=qwen35moe
+expect used-gt-count m "expert_used_count" --set-u32 $A.expert_used_count 99
+expect shexp-partial m "shared-expert" --drop-tensor blk.0.ffn_up_shexp.weight
+expect no-down-exps m "blk.1.ffn_down_exps.weight" --drop-tensor blk.1.ffn_down_exps.weight
+expect weights-scale m "expert_weights_scale" --set-f32 $A.expert_weights_scale 2.5
+expect exp-width m "ffn_gate_exps.weight" --set-u32 $A.expert_feed_forward_length 100
+
+[ $fail -eq 0 ] && echo "hybrid_malformed: every edit refused by name, release and ASan builds"
+exit $fail

@@ -1,0 +1,100 @@
+# config_apply.py - a model config means the same to `run NAME` and to
+# `serve` (one mapping, gallery_config_apply), and repeat_penalty is used:
+#  * n_draft: 2 sets the draft length in both (`run NAME` ignored it once);
+#  * repeat_penalty: 1.5 in a config gives the ids of `run -m ...
+#    --repeat-penalty 1.5`, which differ from the ids without a penalty
+#    (the key was parsed and ignored once), in `run NAME` and in `serve`;
+#  * greedy speculative decoding with a penalty stays token-identical to
+#    plain decoding (DFlash and ngram), and the request field
+#    repeat_penalty of /v1/completions gives the same ids as the flag.
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from srvtest import BIN, TARGET, DRAFTER, Server, check, finish, jbody, request, tmpdir  # noqa: E402
+
+T = tmpdir()
+models = os.path.join(T, "models")
+os.makedirs(os.path.join(models, "st"))
+shutil.copy(TARGET, os.path.join(models, "st", "t.gguf"))
+shutil.copy(DRAFTER, os.path.join(models, "st", "d.gguf"))
+with open(os.path.join(models, "cfg-draft.yaml"), "w") as f:
+    f.write("name: cfg-draft\nbackend: blockdraft\ndraft_model: st/d.gguf\nn_draft: 2\ncontext_size: 512\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
+with open(os.path.join(models, "cfg-pen.yaml"), "w") as f:
+    f.write("name: cfg-pen\nbackend: blockdraft\ncontext_size: 512\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n  repeat_penalty: 1.5\n")
+env = dict(os.environ, BLOCKDRAFT_MODELS=models)
+PROMPT = "Once upon a time"
+
+
+def run(*args):
+    r = subprocess.run([BIN, "run"] + list(args) + ["-p", PROMPT, "-n", "48", "-t", "1", "--json"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    if r.returncode != 0:
+        print(r.stderr)
+        return None
+    return json.loads(r.stdout)
+
+
+# n_draft
+o = run("cfg-draft")
+check(o is not None and o["stats"]["spec"]["type"] == "draft-dflash", "run NAME: the config's drafter is used")
+check(o is not None and o["stats"]["spec"]["n_max"] == 2,
+      "run NAME: n_draft 2 sets the draft length (got %s)" % (o and o["stats"]["spec"]["n_max"]))
+draft_ids = o["generated_ids"] if o else None
+
+# repeat_penalty
+plain = run("-m", TARGET, "-c", "512", "--temp", "0")
+flag = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5")
+named = run("cfg-pen")
+check(plain and flag and plain["generated_ids"] != flag["generated_ids"],
+      "--repeat-penalty 1.5 changes the greedy ids")
+check(named and flag and named["generated_ids"] == flag["generated_ids"],
+      "run NAME: repeat_penalty 1.5 in the config gives the ids of --repeat-penalty 1.5")
+# a window of one token: only immediate repeats are penalized
+last1 = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5", "--repeat-last-n", "1")
+check(last1 and flag and last1["generated_ids"] != flag["generated_ids"], "--repeat-last-n changes the window")
+off = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5", "--repeat-last-n", "0")
+check(off and plain and off["generated_ids"] == plain["generated_ids"], "--repeat-last-n 0 turns the penalty off")
+r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "--repeat-penalty", "0"], capture_output=True, text=True,
+                   timeout=30)
+check(r.returncode == 2 and "greater than 0" in r.stderr, "--repeat-penalty 0 is refused")
+
+# lossless with a penalty (greedy)
+for extra in (["-md", DRAFTER], ["-md", DRAFTER, "--spec-draft-n-max", "3"], ["--spec-type", "ngram-simple", "--spec-ngram-size-n", "1"]):
+    sp = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5", *extra)
+    check(sp and flag and sp["generated_ids"] == flag["generated_ids"] and sp["stats"]["spec"]["n_drafted"] > 0,
+          "speculative %s with a penalty: ids identical to plain" % " ".join(os.path.basename(x) for x in extra))
+
+# serve: the same configs mean the same
+s = Server(T, "cfg", ["--models-dir", models, "-t", "1"], env={"BLOCKDRAFT_MODELS": models})
+p = s.port
+
+
+def complete(model, **kw):
+    body = {"model": model, "prompt": PROMPT, "max_tokens": 48}
+    body.update(kw)
+    st, _, b = request(p, "POST", "/v1/completions", body, timeout=120)
+    j = jbody(b)
+    if st != 200:
+        print(st, b[:300])
+        return None
+    return j
+
+
+j = complete("cfg-draft")
+check(j and j["speculative"]["n_max"] == 2, "serve: n_draft 2 sets the draft length")
+check(j and o and j["choices"][0]["text"] == o["text"], "serve and run NAME give the same text (cfg-draft)")
+j = complete("cfg-pen")
+check(j and named and j["choices"][0]["text"] == named["text"], "serve: repeat_penalty from the config is used")
+j = complete("cfg-pen", repeat_penalty=1.0)
+check(j and plain and j["choices"][0]["text"] == plain["text"], "serve: the request's repeat_penalty 1.0 wins")
+st, _, b = request(p, "POST", "/v1/completions", {"model": "cfg-pen", "prompt": "x", "repeat_penalty": 0})
+check(st == 400, "serve: repeat_penalty 0 -> 400")
+check(s.stop() == 0, "server exits cleanly")
+shutil.rmtree(T, ignore_errors=True)
+finish()
