@@ -1,6 +1,6 @@
 # blockdraft - plain Makefile. `make`, `make test`, `make debug`, `make fuzz`.
 #
-# Layers (one folder each, see README): base gguf tensor tokenizer model
+# Layers (one folder each, see README): base tensor gguf tokenizer model
 # decode (the engine core: libc/libm/pthreads only), then chat gallery
 # server cli (these link jansson, libyaml, libcurl, libcrypto, libmicrohttpd).
 # Files ending in _avx2.c / _avxvnni.c / _avx512.c / _amx.c are compiled with their ISA's flags;
@@ -27,7 +27,7 @@ AVXVNNI_FLAGS = $(AVX2_FLAGS) -mavxvnni
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512vnni
 AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
 
-CORE_DIRS = base gguf tensor tokenizer model decode
+CORE_DIRS = base tensor gguf tokenizer model decode
 APP_DIRS  = chat gallery server cli
 CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
 # The x86 kernel files are built only for an x86-64 target; elsewhere the
@@ -138,7 +138,7 @@ test: deps
 	@$(MAKE) --no-print-directory debug-bin
 	@tests/run.sh $(BUILD)
 
-# Includes only downwards (base < gguf < tensor < tokenizer < model <
+# Includes only downwards (base < tensor < gguf < tokenizer < model <
 # decode < chat < gallery < server < cli), one include style, and a core
 # library that exports only bd_* and needs only libc/libm/pthreads
 # (tools/check-layers.sh). make test runs it as e2e_check_layers, which
