@@ -1,9 +1,9 @@
 # blockdraft - plain Makefile. `make`, `make test`, `make debug`, `make fuzz`.
 #
-# Layers (one folder each, see README): base gguf tensor tokenizer model
+# Layers (one folder each, see README): base tensor gguf tokenizer model
 # decode (the engine core: libc/libm/pthreads only), then chat gallery
 # server cli (these link jansson, libyaml, libcurl, libcrypto, libmicrohttpd).
-# Files ending in _avx2.c / _avx512.c / _amx.c are compiled with their ISA's flags;
+# Files ending in _avx2.c / _avxvnni.c / _avx512.c / _amx.c are compiled with their ISA's flags;
 # the kernel is chosen at run time from CPUID (src/tensor/kernels.c).
 
 CC      ?= gcc
@@ -16,18 +16,26 @@ APPLIBS  = -ljansson -lyaml -lcurl -lcrypto -lmicrohttpd
 
 # Every function with external linkage has a prototype in a header: an
 # error for the folders listed (so make test fails on a missing one).
-# TODO(tensor owner): add tensor (clean today) once its rework lands; then
-# move the flags into CFLAGS for every folder and drop PROTO_WARN_DIRS.
 PROTO_WARN      = -Werror=missing-prototypes -Werror=missing-declarations
-PROTO_WARN_DIRS = base gguf tokenizer model decode chat gallery server cli
+PROTO_WARN_DIRS = base gguf tensor tokenizer model decode chat gallery server cli
 proto_warn = $(if $(filter $(PROTO_WARN_DIRS),$(word 2,$(subst /, ,$(1)))),$(PROTO_WARN))
 
+# Each level's flags, feature for feature what kernels.c checks before it
+# installs that level's table (NEED_AVX2 / NEED_AVX512 / NEED_AMX there).
 AVX2_FLAGS   = -mavx2 -mfma -mf16c
-AVX512_FLAGS = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+AVXVNNI_FLAGS = $(AVX2_FLAGS) -mavxvnni
+AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512vnni
+AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
 
-CORE_DIRS = base gguf tensor tokenizer model decode
+CORE_DIRS = base tensor gguf tokenizer model decode
 APP_DIRS  = chat gallery server cli
 CORE_SRC  = $(foreach d,$(CORE_DIRS),$(wildcard src/$(d)/*.c))
+# The x86 kernel files are built only for an x86-64 target; elsewhere the
+# reference kernels are the only level (src/tensor/kernels.c).
+TARGET   := $(shell $(CC) -dumpmachine)
+ifeq ($(filter x86_64-%,$(TARGET)),)
+CORE_SRC := $(filter-out %_avx2.c %_avxvnni.c %_avx512.c %_amx.c,$(CORE_SRC))
+endif
 APP_SRC   = $(filter-out src/cli/main.c,$(foreach d,$(APP_DIRS),$(wildcard src/$(d)/*.c)))
 CORE_OBJ  = $(CORE_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ   = $(APP_SRC:%.c=$(BUILD)/%.o)
@@ -42,7 +50,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Usage examples of the public API, linked against libbdcore.a alone.
 EXAMPLE_BIN = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests oracle bench-compare readme-archs check-layers
+.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench oracle bench-compare readme-archs check-layers
 
 all: $(BUILD)/blockdraft $(EXAMPLE_BIN)
 
@@ -61,13 +69,17 @@ $(BUILD)/%_avx2.o: %_avx2.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVX2_FLAGS) -c -o $@ $<
 
+$(BUILD)/%_avxvnni.o: %_avxvnni.c %_avx2.c $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVXVNNI_FLAGS) -c -o $@ $<
+
 $(BUILD)/%_avx512.o: %_avx512.c $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVX512_FLAGS) -c -o $@ $<
 
 $(BUILD)/%_amx.o: %_amx.c $(HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AVX512_FLAGS) -mamx-tile -mamx-int8 -c -o $@ $<
+	$(CC) $(CFLAGS) $(call proto_warn,$<) $(AMX_FLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.c $(HDRS)
 	@mkdir -p $(@D)
@@ -103,6 +115,17 @@ $(BUILD)/tests/bd-grammar-check: tests/tools/grammar_check.c $(BUILD)/libbdapp.a
 
 tests: all $(UNIT_BIN) $(TOOL_BIN)
 
+# The unit tests that need only the engine core, linked without the app
+# libraries: what a cross build runs (tests/e2e/cross_aarch64.sh builds
+# them with CC=aarch64-linux-gnu-gcc BUILD=build-aarch64 and runs them
+# under qemu-user).
+CORE_TESTS = test_gguf test_kernels test_quant test_tokenizer test_spec_adapt test_spec_sampling \
+             test_synth test_dflash_load
+core-tests: $(CORE_TESTS:%=$(BUILD)/core-tests/%)
+$(BUILD)/core-tests/%: tests/unit/%.c $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDFLAGS) -lcmocka $(LDLIBS)
+
 # Installs missing Debian packages (and nothing when all are present).
 deps:
 	@tools/deps.sh
@@ -115,7 +138,7 @@ test: deps
 	@$(MAKE) --no-print-directory debug-bin
 	@tests/run.sh $(BUILD)
 
-# Includes only downwards (base < gguf < tensor < tokenizer < model <
+# Includes only downwards (base < tensor < gguf < tokenizer < model <
 # decode < chat < gallery < server < cli), one include style, and a core
 # library that exports only bd_* and needs only libc/libm/pthreads
 # (tools/check-layers.sh). make test runs it as e2e_check_layers, which
@@ -190,9 +213,15 @@ $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a $(HDRS)
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
+# Kernel microbenchmark (tools/kbench.c): every level's vec_dot_n on one
+# matrix, alternating in one process. Not part of `make` or `make test`.
+kbench: $(BUILD)/kbench
+$(BUILD)/kbench: tools/kbench.c $(BUILD)/libbdcore.a $(HDRS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+
 # The README's model table, regenerated from the architecture table.
 readme-archs: all
 	tools/readme-archs.sh $(BUILD)/blockdraft
 
 clean:
-	rm -rf build build-debug build-fuzz
+	rm -rf build build-debug build-fuzz build-aarch64

@@ -234,42 +234,56 @@ void bd_free(void *p) { free(p); }
  * ---------------------------------------------------------------------- */
 
 static bd_cpu g_cpu;
-static char g_cpu_desc[160];
+static char g_cpu_desc[200];
 static int g_cpu_ready;
+
+static const char *const k_feature_names[BD_CPU_FEATURE_COUNT] = {
+    [BD_CPU_AVX2] = "avx2",         [BD_CPU_FMA] = "fma",
+    [BD_CPU_F16C] = "f16c",         [BD_CPU_AVXVNNI] = "avxvnni",
+    [BD_CPU_AVX512F] = "avx512f",   [BD_CPU_AVX512DQ] = "avx512dq",
+    [BD_CPU_AVX512BW] = "avx512bw", [BD_CPU_AVX512VL] = "avx512vl",
+    [BD_CPU_AVX512VNNI] = "avx512vnni", [BD_CPU_AVX512BF16] = "avx512bf16",
+    [BD_CPU_AMX_TILE] = "amx-tile", [BD_CPU_AMX_INT8] = "amx-int8",
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+static void cpu_set(bool on, bd_cpu_feature f) {
+    if (on) g_cpu.bits |= BD_CPU_BIT(f);
+}
+#endif
 
 static void cpu_detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
-    bool osxsave = (c >> 27) & 1;
-    g_cpu.fma = (c >> 12) & 1;
-    g_cpu.f16c = (c >> 29) & 1;
-    bool avx = (c >> 28) & 1;
+    const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
     uint64_t xcr0 = 0;
     if (osxsave) {
         unsigned lo, hi;
         __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
         xcr0 = ((uint64_t)hi << 32) | lo;
     }
-    bool ymm_ok = (xcr0 & 0x6) == 0x6;
-    bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
-    if (!avx || !ymm_ok) {
-        g_cpu.fma = g_cpu.f16c = false;
-        return;
-    }
+    /* XCR0: bits 1-2 SSE/AVX (ymm) state, 5-7 opmask and zmm state,
+     * 17-18 tile configuration and data */
+    const bool ymm_ok = avx && (xcr0 & 0x6) == 0x6;
+    const bool zmm_ok = ymm_ok && (xcr0 & 0xe0) == 0xe0;
+    const bool tile_ok = ((xcr0 >> 17) & 3) == 3;
+    if (!ymm_ok) return;
+    cpu_set((c >> 12) & 1, BD_CPU_FMA);
+    cpu_set((c >> 29) & 1, BD_CPU_F16C);
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-        g_cpu.avx2 = (b >> 5) & 1;
-        if (zmm_ok) {
-            g_cpu.avx512f = (b >> 16) & 1;
-            g_cpu.avx512bw = (b >> 30) & 1;
-            g_cpu.avx512vl = (b >> 31) & 1;
-            g_cpu.avx512vnni = (c >> 11) & 1;
-            g_cpu.amx_int8 = ((d >> 24) & 1) && ((d >> 25) & 1) && ((xcr0 >> 17) & 3) == 3;
+        cpu_set((b >> 5) & 1, BD_CPU_AVX2);
+        cpu_set(zmm_ok && ((b >> 16) & 1), BD_CPU_AVX512F);
+        cpu_set(zmm_ok && ((b >> 17) & 1), BD_CPU_AVX512DQ);
+        cpu_set(zmm_ok && ((b >> 30) & 1), BD_CPU_AVX512BW);
+        cpu_set(zmm_ok && ((b >> 31) & 1), BD_CPU_AVX512VL);
+        cpu_set(zmm_ok && ((c >> 11) & 1), BD_CPU_AVX512VNNI);
+        cpu_set(tile_ok && ((d >> 24) & 1), BD_CPU_AMX_TILE);
+        cpu_set(tile_ok && ((d >> 25) & 1), BD_CPU_AMX_INT8);
+        if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+            cpu_set((a >> 4) & 1, BD_CPU_AVXVNNI);
+            cpu_set(zmm_ok && ((a >> 5) & 1), BD_CPU_AVX512BF16);
         }
-    }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
-        g_cpu.avxvnni = (a >> 4) & 1;
-        if (zmm_ok) g_cpu.avx512bf16 = (a >> 5) & 1;
     }
 #endif
 }
@@ -282,15 +296,34 @@ const bd_cpu *bd_cpu_get(void) {
     return &g_cpu;
 }
 
+const char *bd_cpu_feature_name(bd_cpu_feature f) {
+    return (unsigned)f < BD_CPU_FEATURE_COUNT ? k_feature_names[f] : "?";
+}
+
+int bd_cpu_missing(const bd_cpu *c, uint32_t need, char *buf, size_t len) {
+    int n = 0;
+    size_t at = 0;
+    if (buf && len) buf[0] = '\0';
+    for (int f = 0; f < BD_CPU_FEATURE_COUNT; f++) {
+        if (!((need >> f) & 1) || bd_cpu_has(c, (bd_cpu_feature)f)) continue;
+        if (buf && at < len) {
+            int w = snprintf(buf + at, len - at, "%s%s", n ? " " : "", k_feature_names[f]);
+            at += w > 0 ? (size_t)w : 0;
+        }
+        n++;
+    }
+    return n;
+}
+
 const char *bd_cpu_describe(void) {
     const bd_cpu *c = bd_cpu_get();
-    snprintf(g_cpu_desc, sizeof g_cpu_desc, "%s%s%s%s%s%s%s%s%s",
-             c->avx2 ? "avx2 " : "", c->fma ? "fma " : "", c->f16c ? "f16c " : "",
-             c->avx512f ? "avx512f " : "", c->avx512bw ? "avx512bw " : "",
-             c->avx512vl ? "avx512vl " : "", c->avx512vnni ? "avx512vnni " : "",
-             c->avx512bf16 ? "avx512bf16 " : "", c->avxvnni ? "avxvnni " : "");
-    size_t n = strlen(g_cpu_desc);
-    if (n > 0) g_cpu_desc[n - 1] = '\0';
-    else snprintf(g_cpu_desc, sizeof g_cpu_desc, "scalar");
+    size_t at = 0;
+    g_cpu_desc[0] = '\0';
+    for (int f = 0; f < BD_CPU_FEATURE_COUNT; f++) {
+        if (!bd_cpu_has(c, (bd_cpu_feature)f) || at >= sizeof g_cpu_desc) continue;
+        int w = snprintf(g_cpu_desc + at, sizeof g_cpu_desc - at, "%s%s", at ? " " : "", k_feature_names[f]);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    if (!at) snprintf(g_cpu_desc, sizeof g_cpu_desc, "none");
     return g_cpu_desc;
 }

@@ -121,15 +121,43 @@ static inline void bd_split(int64_t n, int ith, int nth, int64_t *lo, int64_t *h
  * CPU features (read once, cached)
  * ---------------------------------------------------------------------- */
 
+/* The features the kernel files are compiled for, named as gcc's -m flags
+ * name them. A feature counts as present only where the OS also saves the
+ * register state it needs (XCR0: ymm state for the AVX family, zmm state
+ * for AVX-512, tile state for AMX); AMX additionally needs Linux's per-
+ * process permission, which kernels.c asks for (arch_prctl). */
+typedef enum bd_cpu_feature {
+    BD_CPU_AVX2,
+    BD_CPU_FMA,
+    BD_CPU_F16C,
+    BD_CPU_AVXVNNI, /* VEX-encoded vpdpbusd / vpdpwssd on ymm */
+    BD_CPU_AVX512F,
+    BD_CPU_AVX512DQ,
+    BD_CPU_AVX512BW,
+    BD_CPU_AVX512VL,
+    BD_CPU_AVX512VNNI,
+    BD_CPU_AVX512BF16,
+    BD_CPU_AMX_TILE,
+    BD_CPU_AMX_INT8,
+    BD_CPU_FEATURE_COUNT
+} bd_cpu_feature;
+
+#define BD_CPU_BIT(f) (1u << (f))
+
 typedef struct bd_cpu {
-    bool avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512vnni, avx512bf16;
-    bool avxvnni;
-    bool amx_int8; /* AMX-TILE + AMX-INT8 and the OS saves tile state (XCR0) */
+    uint32_t bits; /* BD_CPU_BIT(f) set: the CPU (and OS) support feature f */
 } bd_cpu;
 
+/* This CPU's features (detected once; none on a non-x86 build). */
 const bd_cpu *bd_cpu_get(void);
-/* Human-readable list such as "avx2 fma f16c avx512f ...". */
+static inline bool bd_cpu_has(const bd_cpu *c, bd_cpu_feature f) { return (c->bits >> f) & 1u; }
+/* "avx512vnni", "amx-int8", ...; "?" for an unknown value. */
+const char *bd_cpu_feature_name(bd_cpu_feature f);
+/* Names of the features in `need` that c lacks, space-separated, into buf
+ * (empty if none); returns how many are missing. */
+int bd_cpu_missing(const bd_cpu *c, uint32_t need, char *buf, size_t len);
+/* Human-readable list such as "avx2 fma f16c avx512f ..." ("none" if the
+ * CPU has none of them). */
 const char *bd_cpu_describe(void);
 
 /* ------------------------------------------------------------------------

@@ -247,6 +247,8 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
 }
 
 bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
+    /* a BLOCKDRAFT_ISA this machine cannot run is an error, not a fallback */
+    if (!bd_kernels_check(err, errlen)) return NULL;
     bd_model *m = calloc(1, sizeof *m);
     if (!m) {
         bd_err(err, errlen, "out of memory");

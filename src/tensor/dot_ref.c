@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "tensor.h"
+#include "type_ref.h"
 
 static inline float f16f(bd_f16 h) { return bd_f16_to_f32(h); }
 
@@ -274,54 +275,60 @@ static float dot_iq4_xs(int64_t nb, const block_iq4_xs *w, const block_q8_K *x) 
     return sum;
 }
 
-float bd_vec_dot_ref(uint32_t type, int64_t n, const void *w, const void *x) {
-    const bd_type_traits *t = bd_type_get(type);
-    if (!t || !t->supported || n < 0 || n % t->blck != 0) return NAN;
-    int64_t nb = n / t->blck;
-    switch (type) {
-    case BD_TYPE_F32: {
-        const float *a = w, *b = x;
-        float sum = 0;
-        for (int64_t i = 0; i < n; i++) sum += a[i] * b[i];
-        return sum;
-    }
-    case BD_TYPE_F16: {
-        const bd_f16 *a = w, *b = x;
-        float sum = 0;
-        for (int64_t i = 0; i < n; i++) sum += bd_f16_to_f32(a[i]) * bd_f16_to_f32(b[i]);
-        return sum;
-    }
-    case BD_TYPE_BF16: {
-        const bd_bf16 *a = w, *b = x;
-        float sum = 0;
-        for (int64_t i = 0; i < n; i++) sum += bd_bf16_to_f32(a[i]) * bd_bf16_to_f32(b[i]);
-        return sum;
-    }
-    case BD_TYPE_Q4_0: return dot_q4_0(nb, w, x);
-    case BD_TYPE_Q4_1: return dot_q4_1(nb, w, x);
-    case BD_TYPE_Q5_0: return dot_q5_0(nb, w, x);
-    case BD_TYPE_Q5_1: return dot_q5_1(nb, w, x);
-    case BD_TYPE_Q8_0: return dot_q8_0(nb, w, x);
-    case BD_TYPE_IQ4_NL: return dot_iq4_nl(nb, w, x);
-    case BD_TYPE_Q4_K: return q4k_dot(nb, w, x);
-    case BD_TYPE_Q5_K: return q5k_dot(nb, w, x);
-    case BD_TYPE_Q6_K: return q6k_dot(nb, w, x);
-    case BD_TYPE_IQ4_XS: return dot_iq4_xs(nb, w, x);
-    default: return NAN;
-    }
+/* ------------------------------------------------------------------------
+ * The type table's dots (types.c): nx activation rows x_stride bytes apart,
+ * each dotted with the one weight row, one after the other. n is a
+ * multiple of the block size (bd_vec_dot_ref checks it).
+ * ---------------------------------------------------------------------- */
+
+static float dot_f32(int64_t n, const float *a, const float *b) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += a[i] * b[i];
+    return sum;
 }
 
+static float dot_f16(int64_t n, const bd_f16 *a, const bd_f16 *b) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += bd_f16_to_f32(a[i]) * bd_f16_to_f32(b[i]);
+    return sum;
+}
+
+static float dot_bf16(int64_t n, const bd_bf16 *a, const bd_bf16 *b) {
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += bd_bf16_to_f32(a[i]) * bd_bf16_to_f32(b[i]);
+    return sum;
+}
+
+/* FN takes the block count (element count for the float types, QK 1) */
+#define REF_DOT(T, FN, QK)                                                                            \
+    void bd_ref_dot_##T(int64_t n, const void *w, const void *x, size_t x_stride, int nx, float *out) { \
+        for (int j = 0; j < nx; j++) out[j] = FN(n / (QK), w, (const void *)((const uint8_t *)x + (size_t)j * x_stride)); \
+    }
+REF_DOT(f32, dot_f32, 1)
+REF_DOT(f16, dot_f16, 1)
+REF_DOT(bf16, dot_bf16, 1)
+REF_DOT(q4_0, dot_q4_0, QK4_0)
+REF_DOT(q4_1, dot_q4_1, QK4_1)
+REF_DOT(q5_0, dot_q5_0, QK5_0)
+REF_DOT(q5_1, dot_q5_1, QK5_1)
+REF_DOT(q8_0, dot_q8_0, QK8_0)
+REF_DOT(iq4_nl, dot_iq4_nl, QK4_NL)
+REF_DOT(q4_K, q4k_dot, QK_K)
+REF_DOT(q5_K, q5k_dot, QK_K)
+REF_DOT(q6_K, q6k_dot, QK_K)
+REF_DOT(iq4_xs, dot_iq4_xs, QK_K)
+
 /*
- * The f32 order of the AMX matmul (kernels_amx.c). Q4_K / Q6_K: the tile
- * order above, which is also bd_vec_dot_ref's. Q8_0 (per 32-element block,
- * activations Q8_0): sumi = sum_e q_e y_e, acc = fmaf((float)sumi, dx * dw,
- * acc), blocks in order from +0; the AVX kernels keep llama.cpp's eight
- * lanes there, so bd_matmul sends only prompts and the DFlash drafter's
- * batches (bd_matmul_fast) through Q8_0 tiles.
+ * The f32 order of the AMX matmul (kernels_amx.c), for the types whose
+ * traits have a vec_dot_tile. Q4_K / Q6_K: the tile order above, which is
+ * also their reference dot (the type table points at those). Q8_0 (per
+ * 32-element block, activations Q8_0): sumi = sum_e q_e y_e, acc =
+ * fmaf((float)sumi, dx * dw, acc), blocks in order from +0; the AVX
+ * kernels keep llama.cpp's eight lanes there, so bd_matmul sends only
+ * prompts and the DFlash drafter's batches (bd_matmul_fast) through Q8_0
+ * tiles.
  */
-float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x) {
-    if (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) return bd_vec_dot_ref(type, n, w, x);
-    if (type != BD_TYPE_Q8_0 || n < 0 || n % QK8_0) return NAN;
+float bd_ref_dot_tile_q8_0(int64_t n, const void *w, const void *x) {
     const block_q8_0 *b = w, *y = x;
     float acc = 0.0f;
     for (int64_t i = 0; i < n / QK8_0; i++) {
@@ -331,3 +338,6 @@ float bd_vec_dot_tile_ref(uint32_t type, int64_t n, const void *w, const void *x
     }
     return acc;
 }
+
+float bd_ref_dot_tile_q4_K(int64_t n, const void *w, const void *x) { return q4k_dot(n / QK_K, w, x); }
+float bd_ref_dot_tile_q6_K(int64_t n, const void *w, const void *x) { return q6k_dot(n / QK_K, w, x); }

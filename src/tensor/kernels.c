@@ -1,99 +1,101 @@
 /*
- * kernels.c - the kernel dispatch tables: scalar reference, AVX2, AVX-512.
+ * kernels.c - the ISA levels and their kernel tables.
  *
- * Each SIMD translation unit fills only the entries it implements; the
- * table handed out is the reference table with the SIMD entries laid over
- * it. A vec_dot_n entry a SIMD table lacks falls back to a loop over that
- * table's own vec_dot (not the reference one), so a partially written SIMD
- * table is still as fast as its single-row kernel.
+ * Each level is described once in k_levels: its name, the CPU features its
+ * translation unit is compiled for (they must match the -m flags the
+ * Makefile gives that file: a table is built only where every one of them
+ * is present, since the compiler may use any of them anywhere in the
+ * file), the OS permission it needs, its fill function and the level it is
+ * laid over. Tables are built once, at first use: a level's table is a
+ * copy of the one below it with the entries its fill function sets laid
+ * over it, so a level may implement only some kernels.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
 
 /* ------------------------------------------------------------------------
- * Reference entries
+ * The reference level: the type table's scalar functions
  * ---------------------------------------------------------------------- */
 
-/* The weight types every table covers. */
-#define BD_FOR_EACH_WTYPE(X) \
-    X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q4_K) X(Q5_K) X(Q6_K) \
-    X(IQ4_NL) X(IQ4_XS)
-
-#define REF_DOT(T)                                                          \
-    static float ref_dot_##T(int64_t n, const void *w, const void *x) {     \
-        return bd_vec_dot_ref(BD_TYPE_##T, n, w, x);                        \
+static void fill_ref(bd_kernels *k) {
+    for (uint32_t t = 0; t < BD_TYPE_COUNT; t++) {
+        const bd_type_traits *tr = bd_type_get(t);
+        if (!tr) continue;
+        k->vec_dot_n[t] = tr->vec_dot;
+        k->from_float[t] = tr->from_float;
     }
-BD_FOR_EACH_WTYPE(REF_DOT)
-
-#define REF_FROM(T)                                                         \
-    static void ref_from_##T(const float *x, void *y, int64_t n) {          \
-        bd_quantize_row(BD_TYPE_##T, x, y, n);                              \
-    }
-REF_FROM(F32)
-REF_FROM(F16)
-REF_FROM(BF16)
-REF_FROM(Q8_0)
-REF_FROM(Q8_1)
-REF_FROM(Q8_K)
-
-void bd_kernels_fill_ref(bd_kernels *k) {
-    k->name = "ref";
-#define SET_DOT(T) k->vec_dot[BD_TYPE_##T] = ref_dot_##T;
-    BD_FOR_EACH_WTYPE(SET_DOT)
-#undef SET_DOT
-    k->from_float[BD_TYPE_F32] = ref_from_F32;
-    k->from_float[BD_TYPE_F16] = ref_from_F16;
-    k->from_float[BD_TYPE_BF16] = ref_from_BF16;
-    k->from_float[BD_TYPE_Q8_0] = ref_from_Q8_0;
-    k->from_float[BD_TYPE_Q8_1] = ref_from_Q8_1;
-    k->from_float[BD_TYPE_Q8_K] = ref_from_Q8_K;
     bd_attn_kernels_fill_ref(k);
-    /* vec_dot_n: filled by the generic loops in tables_build() */
 }
 
 /* ------------------------------------------------------------------------
- * Generic multi-row loops, one per (table, weight type)
+ * Levels
  * ---------------------------------------------------------------------- */
 
-static bd_kernels g_tab[4];  /* indexed by bd_isa */
-static bool g_have[4];       /* this CPU can run table i */
+#define F(x) BD_CPU_BIT(BD_CPU_##x)
+/* AVX2_FLAGS, AVXVNNI_FLAGS, AVX512_FLAGS and AMX_FLAGS in the Makefile, feature for
+ * feature. (AVX-512 BF16 is not among them: kernels_avx512.c compiles its
+ * one BF16 kernel with a target pragma and installs it only where the CPU
+ * has the feature.) */
+#define NEED_AVX2 (F(AVX2) | F(FMA) | F(F16C))
+#define NEED_AVXVNNI (NEED_AVX2 | F(AVXVNNI))
+#define NEED_AVX512 (NEED_AVX2 | F(AVX512F) | F(AVX512DQ) | F(AVX512BW) | F(AVX512VL) | F(AVX512VNNI))
+#define NEED_AMX (NEED_AVX512 | F(AMX_TILE) | F(AMX_INT8))
+
+typedef struct {
+    const char *name;
+    bd_isa below;                             /* the table this one is laid over */
+    uint32_t needs;                           /* BD_CPU_BIT set */
+    void (*fill)(bd_kernels *k);              /* NULL: not built for this architecture */
+    bool (*enable)(char *err, size_t errlen); /* OS permission, if any */
+} level_desc;
+
+#if defined(__x86_64__)
+#define X86(fn) fn
+#else
+#define X86(fn) NULL
+#endif
+
+static const level_desc k_levels[BD_ISA_COUNT] = {
+    [BD_ISA_REF] = {"ref", BD_ISA_REF, 0, fill_ref, NULL},
+    [BD_ISA_AVX2] = {"avx2", BD_ISA_REF, NEED_AVX2, X86(bd_kernels_fill_avx2), NULL},
+    [BD_ISA_AVXVNNI] = {"avxvnni", BD_ISA_AVX2, NEED_AVXVNNI, X86(bd_kernels_fill_avxvnni), NULL},
+    [BD_ISA_AVX512] = {"avx512", BD_ISA_AVX2, NEED_AVX512, X86(bd_kernels_fill_avx512), NULL},
+    [BD_ISA_AMX] = {"amx", BD_ISA_AVX512, NEED_AMX, X86(bd_kernels_fill_amx), X86(bd_amx_enable)},
+};
+
+static bd_kernels g_tab[BD_ISA_COUNT];
+static bool g_have[BD_ISA_COUNT];
+static char g_why[BD_ISA_COUNT][160]; /* why a level is not available */
 static const bd_kernels *g_chosen;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-#define GEN_N(ISA, T)                                                                      \
-    static void gen_n_##ISA##_##T(int64_t n, const void *w, const void *x, size_t stride,  \
-                                  int nx, float *out) {                                    \
-        bd_vec_dot_fn f = g_tab[ISA].vec_dot[BD_TYPE_##T];                                 \
-        for (int j = 0; j < nx; j++) out[j] = f(n, w, (const char *)x + (size_t)j * stride); \
-    }
-#define GEN_N_REF(T) GEN_N(0, T)
-#define GEN_N_AVX2(T) GEN_N(1, T)
-#define GEN_N_AVX512(T) GEN_N(2, T)
-BD_FOR_EACH_WTYPE(GEN_N_REF)
-BD_FOR_EACH_WTYPE(GEN_N_AVX2)
-BD_FOR_EACH_WTYPE(GEN_N_AVX512)
+const char *bd_isa_name(bd_isa isa) { return (unsigned)isa < BD_ISA_COUNT ? k_levels[isa].name : "?"; }
 
-static void set_generic_n(bd_kernels *k, int isa) {
-#define SET_N(ISA, T) \
-    if (!k->vec_dot_n[BD_TYPE_##T]) k->vec_dot_n[BD_TYPE_##T] = gen_n_##ISA##_##T;
-#define SET_N0(T) SET_N(0, T)
-#define SET_N1(T) SET_N(1, T)
-#define SET_N2(T) SET_N(2, T)
-    switch (isa) {
-    case 0: BD_FOR_EACH_WTYPE(SET_N0) break;
-    case 1: BD_FOR_EACH_WTYPE(SET_N1) break;
-    default: BD_FOR_EACH_WTYPE(SET_N2) break;
-    }
+bool bd_isa_parse(const char *name, bd_isa *isa) {
+    for (int i = 0; i < BD_ISA_COUNT; i++)
+        if (!strcmp(name, k_levels[i].name)) {
+            *isa = (bd_isa)i;
+            return true;
+        }
+    return false;
 }
 
-/* Overlay non-NULL entries of `top` onto `k`. */
-static void merge(bd_kernels *k, const bd_kernels *top) {
-    k->name = top->name;
+bool bd_isa_runs_on(bd_isa isa, const bd_cpu *cpu, char *why, size_t whylen) {
+    if ((unsigned)isa >= BD_ISA_COUNT) return bd_err(why, whylen, "no such level");
+    const level_desc *d = &k_levels[isa];
+    if (!d->fill) return bd_err(why, whylen, "not built for this architecture");
+    char miss[120];
+    if (bd_cpu_missing(cpu, d->needs, miss, sizeof miss) > 0) return bd_err(why, whylen, "CPU lacks %s", miss);
+    return true;
+}
+
+/* Overlay the non-NULL entries of top onto k. */
+static void overlay(bd_kernels *k, const bd_kernels *top) {
     for (int t = 0; t < BD_TYPE_COUNT; t++) {
-        if (top->vec_dot[t]) k->vec_dot[t] = top->vec_dot[t];
         if (top->vec_dot_n[t]) k->vec_dot_n[t] = top->vec_dot_n[t];
         if (top->from_float[t]) k->from_float[t] = top->from_float[t];
     }
@@ -101,71 +103,70 @@ static void merge(bd_kernels *k, const bd_kernels *top) {
     if (top->attn_softmax) k->attn_softmax = top->attn_softmax;
     if (top->attn_accum) k->attn_accum = top->attn_accum;
     if (top->silu_mul) k->silu_mul = top->silu_mul;
+    if (top->tile) k->tile = top->tile;
 }
 
 static void tables_build(void) {
-    const bd_cpu *c = bd_cpu_get();
-    bd_kernels ref;
-    memset(&ref, 0, sizeof ref);
-    bd_kernels_fill_ref(&ref);
-
-    g_have[BD_ISA_REF] = true;
-    g_have[BD_ISA_AVX2] = c->avx2 && c->fma && c->f16c;
-    g_have[BD_ISA_AVX512] = g_have[BD_ISA_AVX2] && c->avx512f && c->avx512bw && c->avx512vl &&
-                            c->avx512vnni;
-
-    g_tab[BD_ISA_REF] = ref;
-    set_generic_n(&g_tab[BD_ISA_REF], BD_ISA_REF);
-
-    bd_kernels top;
-    if (g_have[BD_ISA_AVX2]) {
+    const bd_cpu *cpu = bd_cpu_get();
+    int best = BD_ISA_REF;
+    /* levels come after the one they are laid over */
+    for (int i = 0; i < BD_ISA_COUNT; i++) {
+        const level_desc *d = &k_levels[i];
+        if (!bd_isa_runs_on((bd_isa)i, cpu, g_why[i], sizeof g_why[i])) continue;
+        if (i != BD_ISA_REF && !g_have[d->below]) {
+            snprintf(g_why[i], sizeof g_why[i], "needs level %s: %s", k_levels[d->below].name, g_why[d->below]);
+            continue;
+        }
+        if (d->enable && !d->enable(g_why[i], sizeof g_why[i])) continue;
+        bd_kernels top;
         memset(&top, 0, sizeof top);
-        top.name = "avx2";
-        bd_kernels_fill_avx2(&top);
-        g_tab[BD_ISA_AVX2] = ref;
-        merge(&g_tab[BD_ISA_AVX2], &top);
-        set_generic_n(&g_tab[BD_ISA_AVX2], BD_ISA_AVX2);
+        d->fill(&top);
+        if (i == BD_ISA_REF) memset(&g_tab[i], 0, sizeof g_tab[i]);
+        else g_tab[i] = g_tab[d->below];
+        overlay(&g_tab[i], &top);
+        g_tab[i].name = d->name;
+        g_tab[i].isa = (bd_isa)i;
+        g_have[i] = true;
+        best = i;
     }
-    if (g_have[BD_ISA_AVX512]) {
-        memset(&top, 0, sizeof top);
-        top.name = "avx512";
-        bd_kernels_fill_avx512(&top);
-        g_tab[BD_ISA_AVX512] = ref;
-        merge(&g_tab[BD_ISA_AVX512], &top);
-        set_generic_n(&g_tab[BD_ISA_AVX512], BD_ISA_AVX512);
-    }
-
-    /* AMX: the AVX-512 table with the tile matmul on top, if the CPU has
-     * the tiles and Linux grants this process their state. */
-    if (g_have[BD_ISA_AVX512] && c->amx_int8 && bd_tile_enable()) {
-        g_have[BD_ISA_AMX] = true;
-        g_tab[BD_ISA_AMX] = g_tab[BD_ISA_AVX512];
-        g_tab[BD_ISA_AMX].name = "amx";
-        g_tab[BD_ISA_AMX].tile = true;
-    }
-
-    int pick = g_have[BD_ISA_AMX]      ? BD_ISA_AMX
-               : g_have[BD_ISA_AVX512] ? BD_ISA_AVX512
-               : g_have[BD_ISA_AVX2]   ? BD_ISA_AVX2
-                                       : 0;
+    bd_isa forced;
     const char *env = getenv("BLOCKDRAFT_ISA");
-    if (env) {
-        /* A forced ISA this CPU lacks is ignored (it could not run). */
-        if (!strcmp(env, "ref")) pick = BD_ISA_REF;
-        else if (!strcmp(env, "avx2") && g_have[BD_ISA_AVX2]) pick = BD_ISA_AVX2;
-        else if (!strcmp(env, "avx512") && g_have[BD_ISA_AVX512]) pick = BD_ISA_AVX512;
-        else if (!strcmp(env, "amx") && g_have[BD_ISA_AMX]) pick = BD_ISA_AMX;
-    }
-    g_chosen = &g_tab[pick];
+    /* a forced level this machine cannot run is refused by
+     * bd_kernels_check; meanwhile the best one serves */
+    g_chosen = &g_tab[env && bd_isa_parse(env, &forced) && g_have[forced] ? (int)forced : best];
+}
+
+bool bd_isa_available(bd_isa isa, char *why, size_t whylen) {
+    pthread_once(&g_once, tables_build);
+    if ((unsigned)isa >= BD_ISA_COUNT) return bd_err(why, whylen, "no such level");
+    if (g_have[isa]) return true;
+    return bd_err(why, whylen, "%s", g_why[isa]);
 }
 
 const bd_kernels *bd_kernels_for(bd_isa isa) {
     pthread_once(&g_once, tables_build);
-    if ((int)isa < 0 || (int)isa > 3 || !g_have[isa]) return NULL;
-    return &g_tab[isa];
+    return (unsigned)isa < BD_ISA_COUNT && g_have[isa] ? &g_tab[isa] : NULL;
 }
 
 const bd_kernels *bd_kernels_get(void) {
     pthread_once(&g_once, tables_build);
     return g_chosen;
+}
+
+bool bd_kernels_check(char *err, size_t errlen) {
+    const char *env = getenv("BLOCKDRAFT_ISA");
+    if (!env) return true;
+    bd_isa isa;
+    if (!bd_isa_parse(env, &isa)) {
+        char known[80] = "";
+        for (int i = 0; i < BD_ISA_COUNT; i++) {
+            strncat(known, i ? " " : "", sizeof known - strlen(known) - 1);
+            strncat(known, k_levels[i].name, sizeof known - strlen(known) - 1);
+        }
+        return bd_err(err, errlen, "BLOCKDRAFT_ISA=%s: unknown kernel level (known: %s)", env, known);
+    }
+    char why[200];
+    if (!bd_isa_available(isa, why, sizeof why))
+        return bd_err(err, errlen, "BLOCKDRAFT_ISA=%s: this machine cannot run that kernel level: %s", env, why);
+    return true;
 }

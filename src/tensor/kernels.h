@@ -2,13 +2,19 @@
  * kernels.h - the one dispatch point for compute kernels.
  *
  * A bd_kernels table holds, per weight type, the activation quantizer and
- * the dot product(s), plus the attention kernels. Four tables exist: the
- * scalar reference (always), AVX2 and AVX-512 (compiled in their own
- * translation units with their own -m flags), and "amx": the AVX-512 table
- * with the AMX tile matmul switched on for prompt batches.
- * bd_kernels_get() picks one at first use from CPUID; tests fetch each
- * table by ISA to compare twins. Entries a SIMD table lacks are filled from
- * the reference table, so every entry is always callable.
+ * the multi-row dot product, plus the attention kernels and, on AMX, the
+ * tile matmul. There is one table per ISA level (bd_isa): the scalar
+ * reference (the type table's functions, tensor.h, and attn_ref.c), then
+ * levels compiled in their own translation units with their own -m flags
+ * (kernels_avx2.c, kernels_avxvnni.c, kernels_avx512.c, kernels_amx.c;
+ * kernels_simd.h holds
+ * what they share). kernels.c describes each level once (name, the CPU
+ * features its file is compiled for, its fill function, the table it is
+ * laid over) and builds every table the CPU can run at first use;
+ * bd_kernels_get() hands out the best one, or the one BLOCKDRAFT_ISA
+ * forces. Entries a level does not fill come from the table below it, so
+ * every entry is always callable. On a non-x86-64 build only the reference
+ * level exists.
  */
 #ifndef BD_KERNELS_H
 #define BD_KERNELS_H
@@ -16,18 +22,11 @@
 #include "../base/base.h"
 #include "tensor.h"
 
-/* Dot of one weight row (n elements of the weight type) with one activation
- * row already converted to the weight type's vec_dot_type. */
-typedef float (*bd_vec_dot_fn)(int64_t n, const void *w, const void *x);
-
-/* Multi-row dot: out[j] = dot(w, x + j*x_stride) for j < nx (nx <= 16).
- * The weight row is read once for all activation rows (this is what makes
- * a 16-token verify cost little more than one token). */
-typedef void (*bd_vec_dot_n_fn)(int64_t n, const void *w, const void *x, size_t x_stride,
-                                int nx, float *out);
-
-/* Convert n floats to an activation type (Q8_0, Q8_1, Q8_K, F16, BF16). */
-typedef void (*bd_from_float_fn)(const float *x, void *y, int64_t n);
+/* vec_dot_n entries (bd_vec_dot_n_fn, tensor.h): out[j] = dot(w, x +
+ * j*x_stride) for j < nx (nx <= 16). The weight row is read once for all
+ * activation rows (this is what makes a 16-token verify cost little more
+ * than one token), and out[j] has the same bits whatever nx is and wherever
+ * the row sits in the batch (decode is nx = 1; matmul.c). */
 
 /* Attention kernels over f32 rows (scalar twins and canonical order:
  * attn_ref.c; every table gives bit-identical results).
@@ -46,51 +45,86 @@ typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int
  * in every table. */
 typedef void (*bd_silu_mul_fn)(int64_t n, float *g, const float *u);
 
-typedef enum bd_isa { BD_ISA_REF = 0, BD_ISA_AVX2 = 1, BD_ISA_AVX512 = 2, BD_ISA_AMX = 3 } bd_isa;
+/* ISA levels, in order of preference (a later one is the faster where the
+ * CPU runs it). BLOCKDRAFT_ISA takes their names. */
+typedef enum bd_isa {
+    BD_ISA_REF = 0, /* "ref": portable C, the scalar twins */
+    BD_ISA_AVX2,    /* "avx2": AVX2 + FMA + F16C (Haswell, Zen 1 on) */
+    BD_ISA_AVXVNNI, /* "avxvnni": avx2's kernels with VEX vpdpbusd (Alder Lake, Zen 5 on) */
+    BD_ISA_AVX512,  /* "avx512": AVX-512 F/DQ/BW/VL/VNNI (Ice Lake, Zen 4 on) */
+    BD_ISA_AMX,     /* "amx": the avx512 table plus AMX int8 tiles (Sapphire Rapids on) */
+    BD_ISA_COUNT
+} bd_isa;
+
+/*
+ * Row-group matmul ("tiles"): a kernel that takes 16 weight rows at a time
+ * against a batch of activation rows, unpacking each weight block once for
+ * the whole batch. The AMX level's (kernels_amx.c: Q4_K, Q6_K, Q8_0 on the
+ * int8 tiles) and the AVX-512 level's (kernels_avx512.c: Q4_K, Q6_K with
+ * vpdpbusd) fill it; matmul.c sends them the batches of at least
+ * exact_rows[type] rows (callers that need a row's bits independent of its
+ * batch) or fast_rows[type] (bd_matmul_fast), 0 for never.
+ *   supports(): whether the kernel takes this type and width;
+ *   pack_bytes() / pack() (optional, NULL: nothing to pack): a copy of the
+ *     activation rows (xq, row stride xs) per group g of 16 rows in the
+ *     kernel's own layout, into pack;
+ *   rows(): nw weight rows at w (row stride ws; taken 16 at a time)
+ *     against all n_tok activation rows (xq / xs, and pack if packed),
+ *     y[t*ldy + r]; each element in the f32 order of its type's
+ *     vec_dot_tile (tensor.h), whatever n_tok and nw are.
+ */
+typedef struct bd_tile_ops {
+    bool (*supports)(uint32_t type, int64_t ncols);
+    size_t (*pack_bytes)(uint32_t type, int64_t ncols, int64_t n_tok);
+    void (*pack)(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack);
+    void (*rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                 const void *pack, int64_t n_tok, float *y, int64_t ldy);
+    int16_t exact_rows[BD_TYPE_COUNT];
+    int16_t fast_rows[BD_TYPE_COUNT];
+} bd_tile_ops;
 
 typedef struct bd_kernels {
-    const char *name;                        /* "ref", "avx2", "avx512" */
-    bd_vec_dot_fn vec_dot[BD_TYPE_COUNT];     /* by weight type */
-    bd_vec_dot_n_fn vec_dot_n[BD_TYPE_COUNT]; /* by weight type; may be NULL */
-    bd_from_float_fn from_float[BD_TYPE_COUNT]; /* by activation type */
+    const char *name;                            /* the level's name: "ref", "avx2", ... */
+    bd_isa isa;
+    bd_vec_dot_n_fn vec_dot_n[BD_TYPE_COUNT];    /* by weight type */
+    bd_from_float_fn from_float[BD_TYPE_COUNT];  /* by activation type */
     bd_attn_scores_fn attn_scores;
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
     bd_silu_mul_fn silu_mul;
-    /* AMX tile matmul for the types bd_tile_supports() accepts (table
-     * "amx" only): for the batches matmul.c sends there it packs the
-     * activations and calls bd_tile_rows per work item of weight rows
-     * instead of vec_dot_n. */
-    bool tile;
+    const bd_tile_ops *tile;                     /* row-group matmul; NULL where there is none */
 } bd_kernels;
 
-/* The table chosen for this CPU (or forced with BLOCKDRAFT_ISA=ref|avx2|avx512|amx). */
+/* The table in use: the level BLOCKDRAFT_ISA names if this machine runs it,
+ * else the best level it runs. Never NULL. */
 const bd_kernels *bd_kernels_get(void);
-/* The table for one ISA, or NULL if this CPU cannot run it. */
+/* False, with a message, if BLOCKDRAFT_ISA is set to an unknown level or to
+ * one this machine cannot run (naming the missing CPU features, or why the
+ * OS refused). bd_model_open calls it, so a forced level that cannot run
+ * fails the program instead of silently running another. */
+bool bd_kernels_check(char *err, size_t errlen);
+/* The table of one level, or NULL if this machine cannot run it. */
 const bd_kernels *bd_kernels_for(bd_isa isa);
+/* Whether this machine runs the level; if not, why (e.g. "CPU lacks
+ * amx-tile amx-int8", "not built for this architecture"). */
+bool bd_isa_available(bd_isa isa, char *why, size_t whylen);
+/* Whether a CPU with these features could run the level (its file is
+ * built and every feature it is compiled for is there; OS permissions not
+ * included); if not, the missing features in why. */
+bool bd_isa_runs_on(bd_isa isa, const bd_cpu *cpu, char *why, size_t whylen);
+const char *bd_isa_name(bd_isa isa); /* "?" for a bad value */
+bool bd_isa_parse(const char *name, bd_isa *isa);
 
-/* Tables filled by each ISA's translation unit (entries may be NULL there;
- * bd_kernels_for() merges them over the reference table). */
-void bd_kernels_fill_ref(bd_kernels *k);
-void bd_kernels_fill_avx2(bd_kernels *k);
-void bd_kernels_fill_avx512(bd_kernels *k);
+/* Fill functions of the levels (kernels.c calls them; entries left NULL
+ * come from the table below). */
 void bd_attn_kernels_fill_ref(bd_kernels *k);
-
-/* AMX tiles (kernels_amx.c). bd_tile_enable asks Linux for the tile state
- * (arch_prctl); the others may be used only after it returned true.
- * Types: Q4_K, Q6_K (activations Q8_K) and Q8_0 (activations Q8_0).
- * Activation rows (xq, row stride xs) are packed per group g of 16 tokens
- * into pack (bd_tile_pack_bytes for all groups). bd_tile_rows: nw weight
- * rows at w (row stride ws; taken 16 at a time) against all n_tok packed
- * tokens, y[t*ldy + r]; f32 order of bd_vec_dot_tile_ref, whatever n_tok
- * and nw are. */
-bool bd_tile_enable(void);
-bool bd_tile_supports(uint32_t type, int64_t ncols);
-size_t bd_tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok);
-void bd_tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
-                  void *pack);
-void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
-                  int64_t n_tok, float *y, int64_t ldy);
+void bd_kernels_fill_avx2(bd_kernels *k);
+void bd_kernels_fill_avxvnni(bd_kernels *k);
+void bd_kernels_fill_avx512(bd_kernels *k);
+void bd_kernels_fill_amx(bd_kernels *k);
+/* AMX: ask Linux for this process's tile state (arch_prctl); false with
+ * the reason if refused. */
+bool bd_amx_enable(char *err, size_t errlen);
 
 /* The exp of the attention softmax, written out so that the scalar and SIMD
  * versions round identically (libm's expf and a SIMD exp need not agree):
@@ -155,7 +189,7 @@ typedef struct bd_mat {
 #define BD_MATMUL_EXACT_ROWS 32
 
 /* Q4_K batches of at least this many rows take the AMX tiles in bd_matmul
- * too (same bits). A 16-token group of tiles costs about the same for 1 or
+ * too (same bits; the AMX table's exact_rows). A 16-token group of tiles costs about the same for 1 or
  * 16 rows (unpacking the weights dominates); on the 4B-shaped benchmark
  * file it measured even with VNNI at 5-6 rows and ahead from 7-8 on. */
 #define BD_MATMUL_TILE_Q4K_ROWS 7
@@ -188,8 +222,8 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
 /* As bd_matmul, for callers that do not need a row's result to be
  * independent of its batch: the DFlash drafter, whose output only decides
  * which tokens are proposed, never which are emitted. Small batches may
- * then take the tile path too where it is the faster one (Q8_0, from
- * BD_MATMUL_TILE_Q8_ROWS rows). Results agree with bd_matmul's to f32
+ * then take the tile path too where it is the faster one (Q8_0: the
+ * tables' fast_rows; BD_MATMUL_TILE_Q8_ROWS on AMX). Results agree with bd_matmul's to f32
  * rounding. Scratch: bd_matmul_fast_scratch_size. */
 #define BD_MATMUL_TILE_Q8_ROWS 4
 size_t bd_matmul_fast_scratch_size(const bd_mat *W, int64_t n_tok);

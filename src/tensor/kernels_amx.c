@@ -35,21 +35,20 @@
  *   2, 3  A    16 rows x 64 bytes (the two unpacked parts of a 64-element chunk)
  *   4     B    16 x 64 bytes (64 elements x 16 tokens)
  */
-#include <immintrin.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "kernels.h"
-
-#define BD_INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels_simd.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
-bool bd_tile_enable(void) {
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+bool bd_amx_enable(char *err, size_t errlen) {
+    if (syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0) return true;
+    return bd_err(err, errlen, "Linux refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
+                  strerror(errno));
 }
 
 typedef struct {
@@ -187,12 +186,8 @@ BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
         /* see kq_warm (prefetches never fault) */
         UNROLL for (int l = 0; l < 3; l++) _mm_prefetch((const char *)(b + KQ_AHEAD) + 64 * l, _MM_HINT_T0);
         /* byte j of sc8 / m8: scale / min of sub-block j */
-        uint32_t u0, u1, u2;
-        memcpy(&u0, b->scales, 4);
-        memcpy(&u1, b->scales + 4, 4);
-        memcpy(&u2, b->scales + 8, 4);
-        const uint64_t sc8 = (u0 & 0x3F3F3F3Fu) | (uint64_t)((u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u)) << 32;
-        const uint64_t m8 = (u1 & 0x3F3F3F3Fu) | (uint64_t)(((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)) << 32;
+        uint64_t sc8, m8;
+        kq_unpack_scales(b->scales, &sc8, &m8);
         const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
         const __m512i klo = _mm512_and_si512(sc16, _mm512_set1_epi16(7)), khi = _mm512_srli_epi16(sc16, 3);
         UNROLL for (int h = 0; h < 2; h++) {
@@ -539,24 +534,25 @@ static void q8_rows(int64_t ncols, const void *w, size_t ws, int nw, const void 
  * Entry points
  * ---------------------------------------------------------------------- */
 
-bool bd_tile_supports(uint32_t type, int64_t ncols) {
+static bool tile_supports(uint32_t type, int64_t ncols) {
     if (ncols <= 0) return false;
     if (type == BD_TYPE_Q8_0) return ncols % (4 * QK8_0) == 0; /* q8_group takes blocks by 4 */
     return (type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K) && ncols % QK_K == 0;
 }
 
-size_t bd_tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+static size_t tile_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
     return type == BD_TYPE_Q8_0 ? q8_pack_bytes(ncols, n_tok) : kq_pack_bytes(ncols, n_tok);
 }
 
-void bd_tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
-                  void *pack) {
+static void tile_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
+                      void *pack) {
     if (type == BD_TYPE_Q8_0) q8_pack(ncols, xq, xs, n_tok, g, pack);
     else kq_pack(ncols, xq, xs, n_tok, g, pack);
 }
 
-void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *pack,
-                  int64_t n_tok, float *y, int64_t ldy) {
+static void tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                      const void *pack, int64_t n_tok, float *y, int64_t ldy) {
+    (void)xq, (void)xs; /* the tiles read the packed copy */
     for (int r0 = 0; r0 < nw; r0 += 16) {
         const uint8_t *wr = (const uint8_t *)w + (size_t)r0 * ws;
         const int n = nw - r0 < 16 ? nw - r0 : 16;
@@ -569,3 +565,21 @@ void bd_tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw
         }
     }
 }
+
+/* Which batches take the tiles (bd_tile_ops): Q4_K and Q6_K tiles give the
+ * bits of vec_dot_n (the tile order), so exact callers may send them any
+ * batch; Q8_0's order differs, so only prompts (more than
+ * BD_MATMUL_EXACT_ROWS rows) from exact callers. The row counts are where
+ * the tiles measured faster (matmul.c). */
+static const bd_tile_ops k_amx_tiles = {
+    .supports = tile_supports,
+    .pack_bytes = tile_pack_bytes,
+    .pack = tile_pack,
+    .rows = tile_rows,
+    .exact_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17,
+                   [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .fast_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17,
+                  [BD_TYPE_Q8_0] = BD_MATMUL_TILE_Q8_ROWS},
+};
+
+void bd_kernels_fill_amx(bd_kernels *k) { k->tile = &k_amx_tiles; }

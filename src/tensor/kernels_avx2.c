@@ -1,66 +1,24 @@
 /*
- * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags).
+ * kernels_avx2.c - AVX2 + FMA + F16C kernels (compiled with those flags;
+ * kernels_avxvnni.c compiles it again with AVX-VNNI added).
  *
- * The fallback for x86 CPUs without AVX-512 VNNI. Same structure as the
+ * The level for x86 CPUs without AVX-512 VNNI. Same structure as the
  * AVX-512 file, but with only 16 vector registers: each weight block is
  * unpacked once into small aligned stack arrays (L1-resident), and up to 4
  * activation rows are dotted against it with their accumulators in
- * registers. Integer parts are exact, as in the scalar twins.
+ * registers. Integer parts are exact, as in the scalar twins. What this
+ * file shares with the AVX-512 and AMX ones is in kernels_simd.h.
  *
  * Signed x signed int8 products use the classic AVX2 form:
  * maddubs(|w|, sign(y, w)) then madd with ones. It is exact unless an
  * activation byte is -128 where w < 0; the Q8_0/Q8_K quantizers never
  * produce -128, so activations made by from_float are always safe.
  */
-#include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
-#include "kernels.h"
-
-#define BD_INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
-
-static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
-
-BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
-    return (const uint8_t *)x + (size_t)r * stride;
-}
-
-BD_INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-BD_INLINE int hsum8i(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* Rows in chunks of 4, 2, 1 (register blocking without blowing up code). */
-#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
-            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
-            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-#define BD_SINGLE(NAME, MULTI)                                   \
-    static float NAME(int64_t n, const void *w, const void *x) { \
-        float r;                                                 \
-        MULTI(n, w, x, 0, 1, &r);                                \
-        return r;                                                \
-    }
+#include "kernels_simd.h"
 
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
@@ -82,16 +40,24 @@ BD_INLINE float absmax32(const float *x) {
     return _mm_cvtss_f32(s);
 }
 
+/* One 32-element block: qs (round half to even of x * 127 / amax), the
+ * block scale d = amax / 127; returns the sum of the codes. */
+BD_INLINE int quant_block32(const float *x, int8_t *qs, float *d) {
+    const float amax = absmax32(x);
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 v = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
+    _mm256_storeu_si256((__m256i *)qs, pack32(q[0], q[1], q[2], q[3]));
+    *d = amax / 127.0f;
+    return hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+}
+
 static void from_float_q8_0(const float *x, void *vy, int64_t n) {
     block_q8_0 *y = vy;
     for (int64_t i = 0; i < n / QK8_0; i++, x += QK8_0) {
-        float amax = absmax32(x);
-        float d = amax / 127.0f;
-        float id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m256 v = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
+        float d;
+        quant_block32(x, y[i].qs, &d);
         y[i].d = bd_f32_to_f16(d);
     }
 }
@@ -99,14 +65,8 @@ static void from_float_q8_0(const float *x, void *vy, int64_t n) {
 static void from_float_q8_1(const float *x, void *vy, int64_t n) {
     block_q8_1 *y = vy;
     for (int64_t i = 0; i < n / QK8_1; i++, x += QK8_1) {
-        float amax = absmax32(x);
-        float d = amax / 127.0f;
-        float id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m256 v = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), v));
-        _mm256_storeu_si256((__m256i *)y[i].qs, pack32(q[0], q[1], q[2], q[3]));
-        int sum = hsum8i(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+        float d;
+        const int sum = quant_block32(x, y[i].qs, &d);
         y[i].d = bd_f32_to_f16(d);
         y[i].s = bd_f32_to_f16(d * (float)sum);
     }
@@ -130,17 +90,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             b = _mm_min_ps(b, _mm_movehl_ps(b, b));
             lo = _mm_cvtss_f32(_mm_min_ss(b, _mm_movehdup_ps(b)));
         }
-        float max;
-        if (hi > -lo) max = hi;
-        else if (-lo > hi) max = lo;
-        else { /* tie (or all zero): the first one in order wins, as in ref */
-            max = 0;
-            for (int j = 0; j < QK_K; j++)
-                if (x[j] == hi || x[j] == lo) {
-                    max = x[j];
-                    break;
-                }
-        }
+        const float max = q8k_extreme(x, hi, lo);
         if (max == 0) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
@@ -167,17 +117,6 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * (so vpmaddwd applies it to the vpmaddubsw pair sums).
  * ---------------------------------------------------------------------- */
 
-BD_INLINE void kq_unpack_scales(const uint8_t *b, uint8_t sc[8], uint8_t m[8]) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, b, 4);
-    memcpy(&u1, b + 4, 4);
-    memcpy(&u2, b + 8, 4);
-    uint32_t v[4] = {u0 & 0x3F3F3F3Fu, (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u),
-                     u1 & 0x3F3F3F3Fu, ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)};
-    memcpy(sc, v, 8);
-    memcpy(m, v + 2, 8);
-}
-
 /* Q4_K (nbits 4) and Q5_K (nbits 5) share this kernel's integer part. The
  * f32 steps: Q5_K exactly those of dot_ref.c's q5k_dot (llama.cpp's order:
  * lane l of the int32 vector s is that comment's "lane l", acc gets
@@ -189,8 +128,8 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[4];
-    float summ[4], acc1[4];
+    __m256 acc[16];
+    float summ[16], acc1[16];
     UNROLL for (int r = 0; r < NX; r++) {
         acc[r] = _mm256_setzero_ps();
         summ[r] = acc1[r] = 0.0f;
@@ -221,12 +160,12 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
             _mm256_store_si256((__m256i *)(wq + 64 * c), lo);
             _mm256_store_si256((__m256i *)(wq + 64 * c + 32), hi);
         }
-        uint8_t sc[8], mn[8];
-        kq_unpack_scales(scales, sc, mn);
-        for (int s = 0; s < 8; s++) _mm256_store_si256((__m256i *)sc16[s], _mm256_set1_epi16(sc[s]));
+        uint64_t sc8, m8;
+        kq_unpack_scales(scales, &sc8, &m8);
+        for (int s = 0; s < 8; s++) _mm256_store_si256((__m256i *)sc16[s], _mm256_set1_epi16((short)((sc8 >> (8 * s)) & 0xFF)));
         /* lane k of the bsums vector (group k) belongs to sub-block k/2 */
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(
-            _mm_loadl_epi64((const __m128i *)mn), _mm_loadl_epi64((const __m128i *)mn)));
+        const __m128i mn = _mm_cvtsi64_si128((long long)m8);
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
         const float d = f16f(dh), dmin = f16f(dmh);
         UNROLL for (int r = 0; r < NX; r++) {
             const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
@@ -250,26 +189,139 @@ BD_INLINE void kq45_kernel(int64_t n, const void *vw, const void *x, size_t xs, 
     UNROLL for (int r = 0; r < NX; r++) out[r] = q5 ? hsum8(acc[r]) + summ[r] : acc1[r];
 }
 
+/* ------------------------------------------------------------------------
+ * One activation row (decode), Q4_K and Q6_K: everything in registers.
+ * Per block, the 32-element products come as dot4_u8s8 int32 lanes (four
+ * products each; vpdpbusd where the file is built with AVX-VNNI), are
+ * packed in pairs to int16 and scaled with vpmaddwd by a vector of the
+ * lanes' sub-block scales (picked from the broadcast scale bytes with
+ * vpshufb). Two blocks share one horizontal-add tree for their integers;
+ * the f32 steps are the tile order's (dot_ref.c), block by block.
+ * ---------------------------------------------------------------------- */
+
+#define ONE_ROW_AHEAD 2048 /* software prefetch distance, bytes */
+
+#define S_(s) s, (char)0x80 /* vpshufb: byte s, then a zero high byte */
+/* Q4_K: packs_epi32(d[2c], d[2c+1]) has, per 128-bit lane, 4 int16 of
+ * sub-block 2c then 4 of 2c + 1; k_q4_pairsel[c] picks those scales. */
+static const char k_q4_pairsel[4][32] __attribute__((aligned(32))) = {
+    {S_(0), S_(0), S_(0), S_(0), S_(1), S_(1), S_(1), S_(1), S_(0), S_(0), S_(0), S_(0), S_(1), S_(1), S_(1), S_(1)},
+    {S_(2), S_(2), S_(2), S_(2), S_(3), S_(3), S_(3), S_(3), S_(2), S_(2), S_(2), S_(2), S_(3), S_(3), S_(3), S_(3)},
+    {S_(4), S_(4), S_(4), S_(4), S_(5), S_(5), S_(5), S_(5), S_(4), S_(4), S_(4), S_(4), S_(5), S_(5), S_(5), S_(5)},
+    {S_(6), S_(6), S_(6), S_(6), S_(7), S_(7), S_(7), S_(7), S_(6), S_(6), S_(6), S_(6), S_(7), S_(7), S_(7), S_(7)}};
+/* int16 lane k: the min of sub-block k/2 (the bsums lanes' sub-blocks) */
+static const char k_q4_minsel[32] __attribute__((aligned(32))) = {S_(0), S_(0), S_(1), S_(1), S_(2), S_(2), S_(3), S_(3),
+                                                                   S_(4), S_(4), S_(5), S_(5), S_(6), S_(6), S_(7), S_(7)};
+#undef S_
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    uint64_t sc8, m8;
+    kq_unpack_scales(w->scales, &sc8, &m8);
+    const __m256i scb = _mm256_set1_epi64x((long long)sc8);
+    __m256i si = _mm256_setzero_si256();
+    UNROLL for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+        const __m256i d0 = dot4_u8s8(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i d1 = dot4_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                     _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        const __m256i sc = _mm256_shuffle_epi8(scb, _mm256_load_si256((const __m256i *)k_q4_pairsel[c]));
+        si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
+    }
+    const __m256i mn = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_minsel));
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mn);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
+}
+
+BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
+
+/* Q6_K codes of elements 32k .. 32k + 31 (k = 4h + j) of a block */
+BD_INLINE void q6k_codes(const block_q6_K *w, __m256i q[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    UNROLL for (int h = 0; h < 2; h++) {
+        const __m256i qa = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        q[4 * h] = _mm256_or_si256(_mm256_and_si256(qa, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(qb, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qa, 4), m4), _mm256_and_si256(qh, m30));
+        q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+}
+
+/* Q6_K: packs_epi32(d[2j], d[2j+1]) has, per 128-bit lane, 4 int16 of group
+ * 4j (low lane) / 4j + 1 (high lane), then 4 of 4j + 2 / 4j + 3;
+ * k_q6_pairsel picks those scales from the int16 scales of groups 8p ..
+ * 8p + 7 broadcast to both lanes (p = j / 2). */
+#define P_(a, b) 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, 2 * (a), 2 * (a) + 1, \
+                 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1, 2 * (b), 2 * (b) + 1
+static const char k_q6_pairsel[2][32] __attribute__((aligned(32))) = {{P_(0, 2), P_(1, 3)}, {P_(4, 6), P_(5, 7)}};
+#undef P_
+
+/* One Q6_K block's sumi for one row, in 8 lanes. */
+BD_INLINE __m256i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
+    __m256i q[8];
+    q6k_codes(w, q);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    /* -32 sc_g against the group sums of y: the codes' offset */
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
+                                  _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5)));
+    UNROLL for (int p = 0; p < 2; p++) {
+        /* groups 8p .. 8p + 7 (immediates spelled out: -O1 builds do not fold p) */
+        const __m256i sp = p ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
+        UNROLL for (int jj = 0; jj < 2; jj++) {
+            const int j = 2 * p + jj; /* chunks 2j, 2j + 1 */
+            const __m256i d0 = dot4_u8s8(q[2 * j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+            const __m256i d1 = dot4_u8s8(q[2 * j + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+            const __m256i sc = _mm256_shuffle_epi8(sp, _mm256_load_si256((const __m256i *)k_q6_pairsel[jj]));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
+        }
+    }
+    return s;
+}
+
+static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
+    const int64_t nb = n / QK_K;
+    float acc = 0.0f;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 7; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        __m256i h = _mm256_hadd_epi32(q6k_block_z(w + i, y + i), q6k_block_z(w + i + 1, y + i + 1));
+        h = _mm256_hadd_epi32(h, h); /* per 128-bit lane: block i's, block i + 1's partial sums */
+        const __m128i v = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        const __m128 f = _mm_cvtepi32_ps(v);
+        acc = fmaf(y[i].d * f16f(w[i].d), _mm_cvtss_f32(f), acc);
+        acc = fmaf(y[i + 1].d * f16f(w[i + 1].d), _mm_cvtss_f32(_mm_movehdup_ps(f)), acc);
+    }
+    if (i < nb) acc = fmaf(y[i].d * f16f(w[i].d), (float)hsum8i(q6k_block_z(w + i, y + i)), acc);
+    return acc;
+}
+
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
-    kq45_kernel(n, w, x, xs, out, NX, 0);
+    if (NX == 1) out[0] = q4k_one_row(n, w, x);
+    else kq45_kernel(n, w, x, xs, out, NX, 0);
 }
 BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     kq45_kernel(n, w, x, xs, out, NX, 1);
 }
-BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
-BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
-BD_SINGLE(dot_q4_K, dot_n_q4_K)
-BD_SINGLE(dot_q5_K, dot_n_q5_K)
+BD_DOT_N(dot_n_q4_K, q4k_kernel, 16)
+BD_DOT_N(dot_n_q5_K, q5k_kernel, 4)
 
 /* Q6_K: codes 0..63 in element order; the -32 offset goes through bsums.
  * f32 steps: dot_ref.c's q6k_dot (tile order, one scalar fma per block). */
 BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out,
                           const int NX) {
     const block_q6_K *w = vw;
+    if (NX == 1) {
+        out[0] = q6k_one_row(n, w, x);
+        return;
+    }
     _Alignas(32) uint8_t wq[QK_K];
     _Alignas(32) int16_t sc16[8][16];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    float acc[4];
+    float acc[16];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         UNROLL for (int l = 0; l < 4; l++)
@@ -311,60 +363,11 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = acc[r];
 }
-BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
-BD_SINGLE(dot_q6_K, dot_n_q6_K)
+BD_DOT_N(dot_n_q6_K, q6k_kernel, 16)
 
 /* ------------------------------------------------------------------------
  * Q8_0 family x Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL): signed weight bytes.
  * ---------------------------------------------------------------------- */
-
-BD_INLINE __m256i nibbles32(const uint8_t *qs) {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* The 32 5th bits of a Q5 block as 0x10 bytes, element order. */
-BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    /* byte j gets qh byte j/8, then test bit j%8 */
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
-                                    _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
-                                                       0x0303030303030303ll));
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
-    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
-}
-
-/* Bytes per block of the type an unpack function reads (for prefetching). */
-#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
-#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
-#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
-#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
-#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
-
-BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
-    const block_q8_0 *b = (const block_q8_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
-    const block_q4_0 *b = (const block_q4_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
-}
-BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
-    const block_q5_0 *b = (const block_q5_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh)), _mm256_set1_epi8(16));
-}
-BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
-    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
-    *d = f16f(b->d);
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
-    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
-}
 
 #define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                         \
     BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
@@ -392,63 +395,19 @@ Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
 Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
 Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
 Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
-BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
-BD_DISPATCH_NX(dot_n_q4_0, q4_0_kernel)
-BD_DISPATCH_NX(dot_n_q5_0, q5_0_kernel)
-BD_DISPATCH_NX(dot_n_iq4_nl, iq4_nl_kernel)
-BD_SINGLE(dot_q8_0, dot_n_q8_0)
-BD_SINGLE(dot_q4_0, dot_n_q4_0)
-BD_SINGLE(dot_q5_0, dot_n_q5_0)
-BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+BD_DOT_N(dot_n_q8_0, q8_0_kernel, 4)
+BD_DOT_N(dot_n_q4_0, q4_0_kernel, 4)
+BD_DOT_N(dot_n_q5_0, q5_0_kernel, 4)
+BD_DOT_N(dot_n_iq4_nl, iq4_nl_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * Q4_1 / Q5_1 x Q8_1: unsigned codes; block = (dw dx) isum + mw sx.
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q4_1 *b = (const block_q4_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return nibbles32(b->qs);
-}
-BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q5_1 *b = (const block_q5_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-}
-
-#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                         \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,         \
-                        const int NX) {                                                         \
-        const __m256i ones = _mm256_set1_epi16(1);                                              \
-        __m256 acc[4];                                                                          \
-        float accm[4];                                                                          \
-        UNROLL for (int r = 0; r < NX; r++) {                                                   \
-            acc[r] = _mm256_setzero_ps();                                                       \
-            accm[r] = 0;                                                                        \
-        }                                                                                       \
-        for (int64_t i = 0; i < n / QK8_1; i++) {                                               \
-            float dw, mw;                                                                       \
-            __m256i W = UNPACK(w, i, &dw, &mw);                                                 \
-            UNROLL for (int r = 0; r < NX; r++) {                                               \
-                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;                 \
-                __m256i s = _mm256_madd_epi16(                                                  \
-                    _mm256_maddubs_epi16(W, _mm256_loadu_si256((const __m256i *)y->qs)), ones); \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16f(y->d)), \
-                                         acc[r]);                                               \
-                accm[r] += mw * f16f(y->s);                                                     \
-            }                                                                                   \
-        }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]) + accm[r];                   \
-    }
-
-Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
-Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
-BD_DISPATCH_NX(dot_n_q4_1, q4_1_kernel)
-BD_DISPATCH_NX(dot_n_q5_1, q5_1_kernel)
-BD_SINGLE(dot_q4_1, dot_n_q4_1)
-BD_SINGLE(dot_q5_1, dot_n_q5_1)
+BD_Q81_KERNEL(q4_1_kernel, unpack_q4_1, 4)
+BD_Q81_KERNEL(q5_1_kernel, unpack_q5_1, 4)
+BD_DOT_N(dot_n_q4_1, q4_1_kernel, 4)
+BD_DOT_N(dot_n_q5_1, q5_1_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * IQ4_XS x Q8_K: signed table values; per 32-element sub-block the pair
@@ -487,15 +446,12 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
 }
-BD_DISPATCH_NX(dot_n_iq4_xs, iq4xs_kernel)
-BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+BD_DOT_N(dot_n_iq4_xs, iq4xs_kernel, 4)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX2 build):
- * four 8-lane accumulators over steps of 32 elements, reduced as
- * (a0 + a2) + (a1 + a3), then 128-bit halves and two horizontal adds; the
- * n % 32 leftovers are added afterwards (float for F32, double for the
- * 16-bit types). See kernels_avx512.c for why the order matters.
+ * F32 / F16 / BF16 (kernels_simd.h's BD_FLOAT_KERNEL): 8 lanes, reduced as
+ * (a0 + a2) + (a1 + a3), then 128-bit halves and two horizontal adds, as
+ * llama.cpp's AVX2 build; two rows at most (four accumulators each).
  * ---------------------------------------------------------------------- */
 
 BD_INLINE __m256 ld_f32(const void *p, int64_t j) { return _mm256_loadu_ps((const float *)p + j); }
@@ -506,10 +462,8 @@ BD_INLINE __m256 ld_bf16(const void *p, int64_t j) {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const bd_bf16 *)p + j)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
-BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
-BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
-BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
 
+/* (a0 + a2) + (a1 + a3), then the 128-bit halves, then two horizontal adds */
 BD_INLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
     __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -517,51 +471,13 @@ BD_INLINE float reduce4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-#define FLOAT_KERNEL(NAME, LD, SC, ESZ, ACC)                                                \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m256 acc[2][4];                                                                   \
-        UNROLL for (int r = 0; r < NX; r++)                                                 \
-            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();             \
-        const int64_t np = n & ~(int64_t)31;                                                \
-        for (int64_t j = 0; j < np; j += 32) {                                              \
-            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                    \
-            UNROLL for (int k = 0; k < 4; k++) {                                            \
-                __m256 W = LD(w, j + 8 * k);                                                \
-                UNROLL for (int r = 0; r < NX; r++)                                         \
-                    acc[r][k] = _mm256_fmadd_ps(W, LD(row_at(x, xs, r), j + 8 * k), acc[r][k]); \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            ACC sum = (ACC)reduce4x8(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);          \
-            const void *xr = row_at(x, xs, r);                                              \
-            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
-            out[r] = (float)sum;                                                            \
-        }                                                                                   \
-    }
-
-FLOAT_KERNEL(f32_kernel, ld_f32, sc_f32, 4, float)
-FLOAT_KERNEL(f16_kernel, ld_f16, sc_f16, 2, double)
-FLOAT_KERNEL(bf16_kernel, ld_bf16, sc_bf16, 2, double)
-
-/* Rows in chunks of 2, 1 (four accumulators per row, 16 registers). */
-#define BD_DISPATCH_NX2(NAME, KERNEL)                                                         \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 2 ? 2 : 1;                                                          \
-            if (k == 2) KERNEL(n, w, x, xs, out, 2);                                          \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-BD_DISPATCH_NX2(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX2(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX2(dot_n_bf16, bf16_kernel)
-BD_SINGLE(dot_f32, dot_n_f32)
-BD_SINGLE(dot_f16, dot_n_f16)
-BD_SINGLE(dot_bf16, dot_n_bf16)
+/* two rows at most: four accumulators per row in 16 registers */
+BD_FLOAT_KERNEL(f32_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_f32, sc_f32, 4, float, 2)
+BD_FLOAT_KERNEL(f16_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_f16, sc_f16, 2, double, 2)
+BD_FLOAT_KERNEL(bf16_kernel, __m256, 8, _mm256_setzero_ps, _mm256_fmadd_ps, reduce4x8, ld_bf16, sc_bf16, 2, double, 2)
+BD_DOT_N(dot_n_f32, f32_kernel, 2)
+BD_DOT_N(dot_n_f16, f16_kernel, 2)
+BD_DOT_N(dot_n_bf16, bf16_kernel, 2)
 
 /* ------------------------------------------------------------------------
  * Attention (f32): the canonical order of attn_ref.c. The 16 lanes live in
@@ -720,30 +636,346 @@ static void silu_mul(int64_t n, float *g, const float *u) {
  * Table
  * ---------------------------------------------------------------------- */
 
-void bd_kernels_fill_avx2(bd_kernels *k) {
-    k->name = "avx2";
-#define SET(T, D, DN)            \
-    k->vec_dot[BD_TYPE_##T] = D; \
-    k->vec_dot_n[BD_TYPE_##T] = DN;
-    SET(Q4_K, dot_q4_K, dot_n_q4_K)
-    SET(Q5_K, dot_q5_K, dot_n_q5_K)
-    SET(Q6_K, dot_q6_K, dot_n_q6_K)
-    SET(Q8_0, dot_q8_0, dot_n_q8_0)
-    SET(Q4_0, dot_q4_0, dot_n_q4_0)
-    SET(Q5_0, dot_q5_0, dot_n_q5_0)
-    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
-    SET(Q4_1, dot_q4_1, dot_n_q4_1)
-    SET(Q5_1, dot_q5_1, dot_n_q5_1)
-    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
-    SET(F32, dot_f32, dot_n_f32)
-    SET(F16, dot_f16, dot_n_f16)
-    SET(BF16, dot_bf16, dot_n_bf16)
-#undef SET
+/* ------------------------------------------------------------------------
+ * Row groups (verify batches and prompts): 8 weight rows against a batch
+ * of activation rows, the AVX-512 file's scheme in 256 bits (kernels.h's
+ * bd_tile_ops). A weight block of 8 rows is unpacked once for the batch
+ * into vectors holding 4 consecutive codes of each row (8 x 8 dword
+ * transposes), so the products of 4 broadcast activation bytes land per
+ * row in its own lane with no horizontal reduction.
+ *
+ * AVX2: vpmaddubsw gives per row two int16 sums of 2 products; a Q4_K
+ * sub-block's 8 of them are added in int16 (<= 8 x 2 x 15 x 127 = 30480:
+ * no overflow) and one vpmaddwd against (sc, sc) applies the scale and
+ * adds the halves. Q6_K (codes to 63) adds 2 at a time (<= 32004).
+ * AVX-VNNI: Q4_K's vpdpbusd chains into int32, scaled with vpmulld (Q6_K
+ * keeps the AVX2 form: a vpmulld per 16-element group measured no
+ * faster). Either way
+ * the integers are the scalar twin's and the f32 steps its tile order,
+ * for 8 rows at once: the bits of vec_dot_n.
+ * ---------------------------------------------------------------------- */
+
+/* 8 x 8 int32 transpose: out[j] lane r = in[r] lane j. */
+BD_INLINE void transpose8_epi32(const __m256i in[8], __m256i out[8]) {
+    __m256i t[8], u[8];
+    UNROLL for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+    }
+    /* u[4m + k], 128-bit lane q: element 4q + k of rows 4m .. 4m + 3 */
+    UNROLL for (int m = 0; m < 2; m++) {
+        u[4 * m] = _mm256_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 1] = _mm256_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 2] = _mm256_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
+        u[4 * m + 3] = _mm256_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
+    }
+    UNROLL for (int k = 0; k < 4; k++) {
+        out[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        out[4 + k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* The 16 bytes at off in block i of the 8 rows: q[k] lane r = dword k of
+ * row r (rows >= nw read as zero). */
+BD_INLINE void rg_load8x4(const uint8_t *w, size_t ws, int nw, size_t bb, int64_t i, size_t off, __m256i q[4]) {
+    __m256i a[4];
+    UNROLL for (int m = 0; m < 4; m++) {
+        const __m128i lo = m < nw ? _mm_loadu_si128((const __m128i *)(w + (size_t)m * ws + (size_t)i * bb + off))
+                                  : _mm_setzero_si128();
+        const __m128i hi = m + 4 < nw ? _mm_loadu_si128((const __m128i *)(w + (size_t)(m + 4) * ws + (size_t)i * bb + off))
+                                      : _mm_setzero_si128();
+        a[m] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(a[0], a[1]), t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(a[2], a[3]), t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+    q[0] = _mm256_unpacklo_epi64(t0, t2);
+    q[1] = _mm256_unpackhi_epi64(t0, t2);
+    q[2] = _mm256_unpacklo_epi64(t1, t3);
+    q[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* the low 16 bits of 8 int32 lanes as 8 int16 (f16 bit patterns) */
+BD_INLINE __m128i low16_epi32(__m256i v) {
+    const __m256i m = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1,
+                                                               4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+    return _mm_unpacklo_epi64(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+}
+
+BD_INLINE __m256i bcast32(const void *p) { return _mm256_broadcastd_epi32(_mm_loadu_si32(p)); }
+
+/* A scale vector for the int16 sums: (v, v) in each row's lane */
+BD_INLINE __m256i pair16(__m256i v) { return _mm256_or_si256(v, _mm256_slli_epi32(v, 16)); }
+
+#define RG_AHEAD 1 /* blocks of each row prefetched ahead of their unpacking */
+
+/* Q4_K, 8 rows of one block. */
+typedef struct {
+    __m256i u[8][8]; /* [sub-block s][g]: lane r = codes of elements 32 s + 4 g .. + 3 of row r */
+    __m256i sc[8];   /* [s]: lane r = (sc, sc) int16 pair (AVX2) or sc (AVX-VNNI) of sub-block s */
+    __m256i mn[8];   /* [s]: lane r = (m_s, m_s) as an int16 pair */
+    __m256 d, dmin;
+} rg_q4k;
+
+BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q4k *u) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q4_K) + 64 * l,
+                         _MM_HINT_T0);
+    UNROLL for (int c = 0; c < 4; c++) {
+        __m256i in[8], out[8];
+        UNROLL for (int r = 0; r < 8; r++)
+            in[r] = r < nw ? _mm256_loadu_si256((const __m256i *)(w + (size_t)r * ws + (size_t)i * sizeof(block_q4_K) +
+                                                                  offsetof(block_q4_K, qs) + 32 * c))
+                           : _mm256_setzero_si256();
+        transpose8_epi32(in, out);
+        UNROLL for (int g = 0; g < 8; g++) {
+            u->u[2 * c][g] = _mm256_and_si256(out[g], m4);
+            u->u[2 * c + 1][g] = _mm256_and_si256(_mm256_srli_epi16(out[g], 4), m4);
+        }
+    }
+    __m256i q[4];
+    rg_load8x4(w, ws, nw, sizeof(block_q4_K), i, 0, q);
+    const __m256i m6 = _mm256_set1_epi8(0x3F), lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+    const __m256i sc_lo = _mm256_and_si256(q[1], m6), m_lo = _mm256_and_si256(q[2], m6);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(q[3], lo4), _mm256_and_si256(_mm256_srli_epi32(q[1], 2), hi2));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q[3], 4), lo4),
+                                         _mm256_and_si256(_mm256_srli_epi32(q[2], 2), hi2));
+    const __m256i ff = _mm256_set1_epi32(0xFF);
+    UNROLL for (int s = 0; s < 8; s++) {
+        const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
+#if defined(__AVXVNNI__)
+        u->sc[s] = sc;
+#else
+        u->sc[s] = pair16(sc);
+#endif
+        u->mn[s] = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
+    }
+    u->d = _mm256_cvtph_ps(low16_epi32(q[0]));
+    u->dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q[0], 16)));
+}
+
+/* NT (<= 4) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
+ * block: acc[j] lane r = row r's dot so far. */
+BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *acc, const int NT) {
+    const rg_q4k *u = vu;
+    __m256i sumi[4], summ[4];
+    UNROLL for (int j = 0; j < NT; j++) sumi[j] = summ[j] = _mm256_setzero_si256();
+    UNROLL for (int s = 0; s < 8; s++) {
+        __m256i t[4];
+        UNROLL for (int j = 0; j < NT; j++) t[j] = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g++) {
+            const __m256i U = _mm256_load_si256(&u->u[s][g]);
+            UNROLL for (int j = 0; j < NT; j++) {
+                const __m256i b = bcast32(x[j]->qs + 32 * s + 4 * g);
+#if defined(__AVXVNNI__)
+                t[j] = _mm256_dpbusd_avx_epi32(t[j], U, b);
+#else
+                t[j] = _mm256_add_epi16(t[j], _mm256_maddubs_epi16(U, b));
+#endif
+            }
+        }
+        UNROLL for (int j = 0; j < NT; j++) {
+#if defined(__AVXVNNI__)
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_mullo_epi32(t[j], u->sc[s]));
+#else
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(t[j], u->sc[s]));
+#endif
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+        UNROLL for (int s = 0; s < 8; s++)
+            summ[j] = _mm256_add_epi32(summ[j], _mm256_madd_epi16(u->mn[s], bcast32(x[j]->bsums + 2 * s)));
+        const __m256 dx = _mm256_set1_ps(x[j]->d);
+        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, dx), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(u->dmin, dx), _mm256_cvtepi32_ps(summ[j]), acc[j]);
+    }
+}
+
+/* Q6_K, 8 rows of one block. */
+typedef struct {
+    __m256i u[16][4]; /* [group G][k]: lane r = codes (0..63) of elements 16 G + 4 k .. + 3 of row r */
+    __m256i sc[16];   /* [G]: lane r = (sc, sc), the scale of group G as an int16 pair */
+    __m256i scb[8];   /* [p]: lane r = (-32 sc_2p, -32 sc_2p+1) as an int16 pair: the codes' offset */
+    __m256 d;
+} rg_q6k;
+
+BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q6k *u) {
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 4; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q6_K) + 64 * l,
+                         _MM_HINT_T0);
+    __m256i codes[8][8]; /* [row][chunk k]: elements 32 k .. 32 k + 31 */
+    UNROLL for (int r = 0; r < 8; r++) {
+        if (r < nw) q6k_codes((const block_q6_K *)(w + (size_t)r * ws) + i, codes[r]);
+        else UNROLL for (int k = 0; k < 8; k++) codes[r][k] = _mm256_setzero_si256();
+    }
+    UNROLL for (int k = 0; k < 8; k++) {
+        __m256i in[8], out[8];
+        UNROLL for (int r = 0; r < 8; r++) in[r] = codes[r][k];
+        transpose8_epi32(in, out);
+        UNROLL for (int d = 0; d < 8; d++) u->u[2 * k + d / 4][d % 4] = out[d];
+    }
+    __m256i q[4];
+    rg_load8x4(w, ws, nw, sizeof(block_q6_K), i, offsetof(block_q6_K, scales), q);
+    __m256i sc[16];
+    UNROLL for (int G = 0; G < 16; G++) {
+        sc[G] = _mm256_srai_epi32(_mm256_slli_epi32(q[G / 4], 24 - 8 * (G % 4)), 24);
+        u->sc[G] = _mm256_or_si256(_mm256_and_si256(sc[G], _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc[G], 16));
+    }
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    UNROLL for (int p = 0; p < 8; p++) {
+        const __m256i a = _mm256_slli_epi32(sc[2 * p], 5), b = _mm256_slli_epi32(sc[2 * p + 1], 5);
+        u->scb[p] = _mm256_or_si256(_mm256_and_si256(_mm256_sub_epi32(_mm256_setzero_si256(), a), lo16),
+                                    _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), b), 16));
+    }
+    uint16_t dh[8] = {0};
+    for (int r = 0; r < nw; r++) memcpy(&dh[r], &((const block_q6_K *)(w + (size_t)r * ws) + i)->d, 2);
+    u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+}
+
+BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *acc, const int NT) {
+    const rg_q6k *u = vu;
+    __m256i sumi[4];
+    UNROLL for (int j = 0; j < NT; j++) {
+        sumi[j] = _mm256_setzero_si256();
+        UNROLL for (int p = 0; p < 8; p++)
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(u->scb[p], bcast32(x[j]->bsums + 2 * p)));
+    }
+    UNROLL for (int G = 0; G < 16; G++) {
+        UNROLL for (int h = 0; h < 2; h++) { /* two products of a group at a time (int16 room) */
+            const __m256i U0 = _mm256_load_si256(&u->u[G][2 * h]), U1 = _mm256_load_si256(&u->u[G][2 * h + 1]);
+            UNROLL for (int j = 0; j < NT; j++) {
+                const int8_t *q = x[j]->qs + 16 * G + 8 * h;
+                const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U0, bcast32(q)), _mm256_maddubs_epi16(U1, bcast32(q + 4)));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(t, u->sc[G]));
+            }
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++)
+        acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 row groups, in the tile order (kernels_avx512.c explains it and who
+ * takes them): 8 rows of one block per 8 x 8 transpose. AVX-VNNI: weights
+ * + 128 against the packed activations with their -128 sum(y) correction.
+ * AVX2: |w| with vpsignb moving w's sign onto the broadcast activations
+ * (|w| y pairs fit int16: <= 2 x 128 x 127), then vpmaddwd with ones.
+ * ---------------------------------------------------------------------- */
+
+typedef struct {
+    __m256i u[2][8]; /* [block][g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: |w|) */
+#if !defined(__AVXVNNI__)
+    __m256i s[2][8]; /* AVX2: the weights themselves, for their signs */
+#endif
+    __m256 d[2];
+} rg_q80;
+
+/* Blocks i and i + 1 (if two) of 8 rows. */
+BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, int two, rg_q80 *u) {
+    uint16_t dh[2][8] = {{0}};
+    for (int b = 0; b <= two; b++) {
+        __m256i in[8], out[8];
+        for (int r = 0; r < 8; r++) {
+            if (r >= nw) {
+                in[r] = _mm256_setzero_si256();
+                continue;
+            }
+            const block_q8_0 *q = (const block_q8_0 *)(w + (size_t)r * ws) + i + b;
+            _mm_prefetch((const char *)(q + 2), _MM_HINT_T0);
+            in[r] = _mm256_loadu_si256((const __m256i *)q->qs);
+            memcpy(&dh[b][r], &q->d, 2);
+        }
+        transpose8_epi32(in, out);
+        UNROLL for (int g = 0; g < 8; g++) {
+#if defined(__AVXVNNI__)
+            u->u[b][g] = _mm256_xor_si256(out[g], _mm256_set1_epi8((char)0x80));
+#else
+            u->u[b][g] = _mm256_abs_epi8(out[g]);
+            u->s[b][g] = out[g];
+#endif
+        }
+        u->d[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh[b]));
+    }
+}
+
+BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m256 *acc, const int NT) {
+    UNROLL for (int j = 0; j < NT; j++) {
+#if defined(__AVXVNNI__)
+        __m256i a0 = _mm256_set1_epi32(x[j]->corr), a1 = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g += 2) {
+            a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256(&u->u[b][g]), bcast32(x[j]->qs + 4 * g));
+            a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256(&u->u[b][g + 1]), bcast32(x[j]->qs + 4 * g + 4));
+        }
+#else
+        const __m256i one = _mm256_set1_epi16(1);
+        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g += 2) {
+            const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g]),
+                                                    _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g), _mm256_load_si256(&u->s[b][g])));
+            const __m256i p1 =
+                _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g + 1]),
+                                     _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g + 4), _mm256_load_si256(&u->s[b][g + 1])));
+            a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(p0, one));
+            a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(p1, one));
+        }
+#endif
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)),
+                                 _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d[b]), acc[j]);
+    }
+}
+
+#define RG_R 8      /* rows per group: the lanes of a vector */
+#define RG_GROUPS 8 /* groups unpacked per block step: 64 weight rows per chunk of activations */
+#define RG_PASS 64  /* activation rows per pass */
+#define RG_V __m256
+#define RG_VZERO _mm256_setzero_ps
+#define RG_VSTORE(p, n, v) \
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), v)
+#define RG_NT_Q4 4 /* activation rows per block-kernel call (16 registers) */
+#define RG_NT_Q6 4
+#define RG_NT_Q8 4
+#include "kernels_rows.h"
+
+/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
+ * from these row counts on they measured faster than vec_dot_n
+ * (tools/kbench, one Zen 5 core, 2560-column rows, AVX2 and AVX-VNNI builds
+ * alike). Q8_0: the tile order (see above). */
+static const bd_tile_ops k_rg_ops = {
+    .supports = rg_supports,
+    .pack_bytes = rg_pack_bytes,
+    .pack = rg_pack,
+    .rows = rg_rows,
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = 8},
+};
+
+/* kernels_avxvnni.c builds this file again under another name */
+#ifndef BD_AVX2_FILL
+#define BD_AVX2_FILL bd_kernels_fill_avx2
+#endif
+
+void BD_AVX2_FILL(bd_kernels *k) {
+    k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
+    k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
+    k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;
+    k->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;
+    k->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;
+    k->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;
+    k->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;
+    k->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;
+    k->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;
+    k->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;
+    k->vec_dot_n[BD_TYPE_F32] = dot_n_f32;
+    k->vec_dot_n[BD_TYPE_F16] = dot_n_f16;
+    k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16;
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
-    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
+    k->silu_mul = silu_mul;
+    k->tile = &k_rg_ops;
 }

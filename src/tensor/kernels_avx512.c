@@ -1,12 +1,14 @@
 /*
- * kernels_avx512.c - AVX-512 F/BW/VL/VNNI kernels (compiled with those flags).
+ * kernels_avx512.c - AVX-512 F/DQ/BW/VL/VNNI kernels (compiled with those
+ * flags, plus AVX2/FMA/F16C; kernels.c checks each before it uses them).
  *
  * Multi-row dots (vec_dot_n) are the point of this file: a weight block is
  * loaded and unpacked once into registers, then dotted against up to 16
  * activation rows whose f32 accumulators also stay in registers. Each
  * kernel body is written once as an always-inline function taking the row
- * count as a constant, and instantiated for 1..16 rows, so the row loops
- * unroll and the accumulators become registers.
+ * count as a constant, and instantiated for 1..16 rows (BD_DOT_N,
+ * kernels_simd.h), so the row loops unroll and the accumulators become
+ * registers.
  *
  * Integer parts are exact (same int32 block sums as dot_ref.c). The f32
  * steps of Q4_K / Q6_K (tile order) and Q5_K (llama.cpp's) are exactly the
@@ -19,79 +21,11 @@
  * -128 * sum(w) (per lane), which is computed once per weight block:
  * sum((y+128) w) - 128 sum(w) = sum(y w) exactly.
  */
-#include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
-#include "kernels.h"
-
-#define BD_INLINE static inline __attribute__((always_inline))
-#define NX_MAX 16
-#define UNROLL _Pragma("GCC unroll 16")
-
-static inline float f16f(bd_f16 h) { return _cvtsh_ss(h); }
-
-BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
-    return (const uint8_t *)x + (size_t)r * stride;
-}
-
-/* Instantiate fn##_nx(…, K) for K = 1..16 behind one switch. Rows beyond
- * 16 are handled by the caller's loop (the contract is nx <= 16, but be
- * safe). */
-#define BD_DISPATCH_NX(NAME, KERNEL)                                                          \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx > NX_MAX ? NX_MAX : nx;                                                \
-            switch (k) {                                                                      \
-            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
-            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
-            case 3: KERNEL(n, w, x, xs, out, 3); break;                                       \
-            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
-            case 5: KERNEL(n, w, x, xs, out, 5); break;                                       \
-            case 6: KERNEL(n, w, x, xs, out, 6); break;                                       \
-            case 7: KERNEL(n, w, x, xs, out, 7); break;                                       \
-            case 8: KERNEL(n, w, x, xs, out, 8); break;                                       \
-            case 9: KERNEL(n, w, x, xs, out, 9); break;                                       \
-            case 10: KERNEL(n, w, x, xs, out, 10); break;                                     \
-            case 11: KERNEL(n, w, x, xs, out, 11); break;                                     \
-            case 12: KERNEL(n, w, x, xs, out, 12); break;                                     \
-            case 13: KERNEL(n, w, x, xs, out, 13); break;                                     \
-            case 14: KERNEL(n, w, x, xs, out, 14); break;                                     \
-            case 15: KERNEL(n, w, x, xs, out, 15); break;                                     \
-            default: KERNEL(n, w, x, xs, out, 16); break;                                     \
-            }                                                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-/* Fewer instantiations (1, 2, 4, 8 rows) for the less common types, to keep
- * compile time down: nx is split greedily (e.g. 7 = 4 + 2 + 1). */
-#define BD_DISPATCH_NX_SMALL(NAME, KERNEL)                                                    \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 8 ? 8 : nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                              \
-            switch (k) {                                                                      \
-            case 1: KERNEL(n, w, x, xs, out, 1); break;                                       \
-            case 2: KERNEL(n, w, x, xs, out, 2); break;                                       \
-            case 4: KERNEL(n, w, x, xs, out, 4); break;                                       \
-            default: KERNEL(n, w, x, xs, out, 8); break;                                      \
-            }                                                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-
-#define BD_SINGLE(NAME, MULTI)                                            \
-    static float NAME(int64_t n, const void *w, const void *x) {          \
-        float r;                                                          \
-        MULTI(n, w, x, 0, 1, &r);                                         \
-        return r;                                                         \
-    }
-
-
+#include "kernels_simd.h"
 
 /* ------------------------------------------------------------------------
  * Activation quantizers (bit-identical to quant_ref.c)
@@ -145,17 +79,7 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
             mn = _mm512_min_ps(mn, v);
         }
         float hi = _mm512_reduce_max_ps(mx), lo = _mm512_reduce_min_ps(mn);
-        float max;
-        if (hi > -lo) max = hi;
-        else if (-lo > hi) max = lo;
-        else { /* tie (or all zero): the first one in order wins, as in ref */
-            max = 0;
-            for (int j = 0; j < QK_K; j++)
-                if (x[j] == hi || x[j] == lo) {
-                    max = x[j];
-                    break;
-                }
-        }
+        const float max = q8k_extreme(x, hi, lo);
         if (max == 0) {
             memset(&y[i], 0, sizeof y[i]);
             continue;
@@ -194,18 +118,6 @@ static void from_float_q8_K(const float *x, void *vy, int64_t n) {
  * all rows at once (acc lane r = activation row r). Q5_K keeps llama.cpp's
  * eight f32 lanes per row (dot_ref.c's q5k_dot).
  * ---------------------------------------------------------------------- */
-
-BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, b, 4);
-    memcpy(&u1, b + 4, 4);
-    memcpy(&u2, b + 8, 4);
-    uint32_t sc_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
-    uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
-    uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
-    *sc8 = sc_lo | ((uint64_t)sc_hi << 32);
-    *m8 = m_lo | ((uint64_t)m_hi << 32);
-}
 
 /* Per-block scale vectors. SC[c]: int16 scale of each vpmaddubsw lane of
  * chunk c (lanes 0-15: sub-block 2c, 16-31: 2c+1); MN: int16 min of each
@@ -265,24 +177,31 @@ BD_INLINE __m512i kq_block_sums(const __m512i W[4], const __m512i SC[4], const b
  * to packed pairs of chunks (as for Q6_K below): |lane| <= 4 * 15 * 128
  * fits int16. vpackssdw of chunks 2p and 2p+1 holds, in 128-bit lane k,
  * int32 lanes 4k..4k+3 of chunk 2p, then of 2p+1; int32 lane l of chunk c
- * belongs to sub-block 2c + l/8. k_q4_packidx[p] names the sub-block of
- * each int16 lane. The integer is the same as kq_block_sums' (integer adds
+ * belongs to sub-block 2c + l/8. k_q4_scsel[p] picks the scale of each
+ * int16 lane. The integer is the same as kq_block_sums' (integer adds
  * in another grouping), with fewer multiplies on the one port that does
  * 512-bit integer products. */
-static const int16_t k_q4_packidx[2][32] = {
-    {0, 0, 0, 0, 2, 2, 2, 2, 0, 0, 0, 0, 2, 2, 2, 2, 1, 1, 1, 1, 3, 3, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3},
-    {4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7}};
+#define S_(s) s, (char)0x80 /* vpshufb: byte s of the scales, then a zero high byte */
+static const char k_q4_scsel[2][64] __attribute__((aligned(64))) = {
+    {S_(0), S_(0), S_(0), S_(0), S_(2), S_(2), S_(2), S_(2), S_(0), S_(0), S_(0), S_(0), S_(2), S_(2), S_(2), S_(2),
+     S_(1), S_(1), S_(1), S_(1), S_(3), S_(3), S_(3), S_(3), S_(1), S_(1), S_(1), S_(1), S_(3), S_(3), S_(3), S_(3)},
+    {S_(4), S_(4), S_(4), S_(4), S_(6), S_(6), S_(6), S_(6), S_(4), S_(4), S_(4), S_(4), S_(6), S_(6), S_(6), S_(6),
+     S_(5), S_(5), S_(5), S_(5), S_(7), S_(7), S_(7), S_(7), S_(5), S_(5), S_(5), S_(5), S_(7), S_(7), S_(7), S_(7)}};
+/* int16 lane k of MN: the min of sub-block k/2 */
+static const char k_q4_mnsel[32] __attribute__((aligned(32))) = {S_(0), S_(0), S_(1), S_(1), S_(2), S_(2), S_(3), S_(3),
+                                                                  S_(4), S_(4), S_(5), S_(5), S_(6), S_(6), S_(7), S_(7)};
+#undef S_
 
-/* SCP[p]: int16 scale of each lane of the packed chunk pair p; MN as in
- * kq_block_scales. */
+/* SCP[p]: int16 scale of each lane of the packed chunk pair p (the scale
+ * bytes broadcast to every 128-bit lane, then picked per int16 lane with
+ * vpshufb); MN as in kq_block_scales. */
 BD_INLINE void q4k_block_scales(const uint8_t *scales, __m512i SCP[2], __m256i *MN) {
     uint64_t sc8, m8;
     kq_unpack_scales(scales, &sc8, &m8);
-    const __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc8)));
-    SCP[0] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[0]), sc16);
-    SCP[1] = _mm512_permutexvar_epi16(_mm512_loadu_si512(k_q4_packidx[1]), sc16);
-    __m128i m = _mm_cvtsi64_si128((long long)m8);
-    *MN = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
+    const __m512i sc = _mm512_set1_epi64((long long)sc8);
+    SCP[0] = _mm512_shuffle_epi8(sc, _mm512_load_si512(k_q4_scsel[0]));
+    SCP[1] = _mm512_shuffle_epi8(sc, _mm512_load_si512(k_q4_scsel[1]));
+    *MN = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_mnsel));
 }
 
 BD_INLINE __m512i q4k_block_sums(const __m512i W[4], const __m512i SCP[2], const block_q8_K *y) {
@@ -332,72 +251,26 @@ BD_INLINE void store_lanes(float *out, __m512 acc, const int NX) {
     _mm512_mask_storeu_ps(out, (__mmask16)(NX >= 16 ? 0xFFFFu : (1u << NX) - 1), acc);
 }
 
-/* One activation row (decode): the same reduction with blocks in place of
- * rows. Z[b] of up to 16 consecutive blocks is kept (as for rows), the
- * reduction gives one lane per block, and the f32 steps, which must follow
- * the blocks in order, run as a scalar chain over those lanes. */
-typedef struct {
-    __m512i z[16];
-} kq_blocks;
+/* One activation row (decode). Two blocks per step: each block's sums
+ * reduced to 8 lanes (sumi parts, then summ parts), both blocks' four
+ * integers finished in one horizontal-add tree, then the f32 steps in
+ * block order (a scalar chain: the tile order). */
 
-/* Q4_K block sums of one row: Z lanes as in q4k_kernel. */
-BD_INLINE __m512i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+#define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
     __m512i W[4], SCP[2];
     __m256i MN;
     kq_block_codes(w->qs, NULL, W);
     q4k_block_scales(w->scales, SCP, &MN);
     const __m512i t = q4k_block_sums(W, SCP, y);
-    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-    const __m256i mi = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lanes), mi, 1);
+    const __m256i si = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
-#define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
-
-/* Defined with the Q6_K kernel below. */
-BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y);
-
-/* Blocks i0 .. i0 + nbg - 1 (nbg <= 16) of one row, reduced to one lane
- * per block: si[b] the block's sumi, and for Q4_K sm[b] its summ. */
-BD_INLINE void one_row_sums(const int q4, const void *w, const block_q8_K *y, int64_t i0, int nbg, int32_t si[16],
-                            int32_t sm[16]) {
-    const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    kq_blocks zb;
-    for (int b = 0; b < nbg; b++) {
-        const uint8_t *wb = (const uint8_t *)w + (size_t)(i0 + b) * bb;
-        for (int l = 0; l < (q4 ? 3 : 4); l++) _mm_prefetch((const char *)wb + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
-        zb.z[b] = q4 ? q4k_block_z((const block_q4_K *)wb, y + i0 + b) : q6k_block_z((const block_q6_K *)wb, y + i0 + b);
-    }
-    for (int b = nbg; b < 16; b++) zb.z[b] = _mm512_setzero_si512();
-    if (q4) {
-        /* three levels: (sumi, summ) in neighbouring lanes, 8 blocks per vector */
-        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        rows_reduce(zb.z, 16, 3);
-        _mm512_storeu_si512(si, _mm512_permutex2var_epi32(zb.z[0], ie, zb.z[1]));
-        _mm512_storeu_si512(sm, _mm512_permutex2var_epi32(zb.z[0], io, zb.z[1]));
-    } else {
-        rows_reduce(zb.z, 16, 4);
-        _mm512_storeu_si512(si, zb.z[0]);
-    }
-}
-
-static float q4k_one_row(int64_t n, const block_q4_K *w, const block_q8_K *y) {
-    const int64_t nb = n / QK_K;
-    float acc = 0.0f;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
-        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        int32_t si[16], sm[16];
-        one_row_sums(1, w, y, i0, nbg, si, sm);
-        for (int b = 0; b < nbg; b++) {
-            const block_q4_K *wb = w + i0 + b;
-            const float dx = y[i0 + b].d;
-            acc = fmaf(dx * f16f(wb->d), (float)si[b], acc);
-            acc = fmaf(-(dx * f16f(wb->dmin)), (float)sm[b], acc);
-        }
-    }
-    return acc;
-}
+BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
 
 /* Q4_K x Q8_K, tile order. Z[r]: lanes 0-7 the row's sumi parts (the two
  * halves of the chunk sums added), lanes 8-15 its summ parts (vpmaddwd of
@@ -440,8 +313,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     store_lanes(out, acc, NX);
 }
-BD_DISPATCH_NX(dot_n_q4_K, q4k_kernel)
-BD_SINGLE(dot_q4_K, dot_n_q4_K)
+BD_DOT_N(dot_n_q4_K, q4k_kernel, 16)
 
 /* Q5_K x Q8_K in llama.cpp's order (dot_ref.c's q5k_dot): each row's
  * accumulator has the eight block lanes in f32 lanes 0-7 and the mins in
@@ -475,15 +347,10 @@ BD_INLINE void q5k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     UNROLL for (int r = 0; r < NX; r++) {
         /* hsum8 of lanes 0-7 in kq_hsum8's order, then the mins lane */
-        const __m256 a8 = _mm512_castps512_ps256(acc[r]);
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(a8), _mm256_extractf128_ps(a8, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        out[r] = _mm_cvtss_f32(h) + _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[r], 2));
+        out[r] = hsum8(_mm512_castps512_ps256(acc[r])) + _mm_cvtss_f32(_mm512_extractf32x4_ps(acc[r], 2));
     }
 }
-BD_DISPATCH_NX(dot_n_q5_K, q5k_kernel)
-BD_SINGLE(dot_q5_K, dot_n_q5_K)
+BD_DOT_N(dot_n_q5_K, q5k_kernel, 16)
 
 /* ------------------------------------------------------------------------
  * Q6_K x Q8_K, tile order
@@ -542,16 +409,26 @@ BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
     return q6k_block_sums(W, SC, SCB, y);
 }
 
-/* One activation row: blocks in place of rows, as q4k_one_row. */
+/* One activation row, two blocks per step as q4k_one_row. */
 static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
     const int64_t nb = n / QK_K;
     float acc = 0.0f;
-    for (int64_t i0 = 0; i0 < nb; i0 += 16) {
-        const int nbg = (int)(nb - i0 < 16 ? nb - i0 : 16);
-        int32_t si[16];
-        one_row_sums(0, w, y, i0, nbg, si, NULL);
-        for (int b = 0; b < nbg; b++) acc = fmaf(y[i0 + b].d * f16f(w[i0 + b].d), (float)si[b], acc);
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        UNROLL for (int l = 0; l < 7; l++) _mm_prefetch((const char *)(w + i) + ONE_ROW_AHEAD + 64 * l, _MM_HINT_T0);
+        const __m512i t0 = q6k_block_z(w + i, y + i), t1 = q6k_block_z(w + i + 1, y + i + 1);
+        /* 128-bit lanes [t0 0+2, t0 1+3, t1 0+2, t1 1+3], reordered so the
+         * 256-bit halves add up to [t0 (4 lanes), t1 (4 lanes)] */
+        __m512i u = _mm512_add_epi32(_mm512_shuffle_i64x2(t0, t1, 0x44), _mm512_shuffle_i64x2(t0, t1, 0xEE));
+        u = _mm512_shuffle_i64x2(u, u, 0xD8);
+        __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(u), _mm512_extracti64x4_epi64(u, 1));
+        h = _mm256_hadd_epi32(h, h);
+        h = _mm256_hadd_epi32(h, h); /* lane 0: block i's sumi, lane 4: block i + 1's */
+        const __m256 f = _mm256_cvtepi32_ps(h);
+        acc = fmaf(y[i].d * f16f(w[i].d), _mm256_cvtss_f32(f), acc);
+        acc = fmaf(y[i + 1].d * f16f(w[i + 1].d), _mm_cvtss_f32(_mm256_extractf128_ps(f, 1)), acc);
     }
+    if (i < nb) acc = fmaf(y[i].d * f16f(w[i].d), (float)_mm512_reduce_add_epi32(q6k_block_z(w + i, y + i)), acc);
     return acc;
 }
 
@@ -577,65 +454,13 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     }
     store_lanes(out, acc, NX);
 }
-BD_DISPATCH_NX(dot_n_q6_K, q6k_kernel)
-BD_SINGLE(dot_q6_K, dot_n_q6_K)
+BD_DOT_N(dot_n_q6_K, q6k_kernel, 16)
 
 /* ------------------------------------------------------------------------
  * Q8_0-family x Q8_0: Q8_0, Q4_0, Q5_0, IQ4_NL. The weight block is
  * unpacked to 32 signed bytes (element order), then the byte trick from the
  * file comment. Two blocks per 512-bit register.
  * ---------------------------------------------------------------------- */
-
-/* Bytes per block of the type an unpack function reads (for prefetching). */
-#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
-#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
-#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
-#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
-#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
-#define BD_BB_unpack_q4_1 sizeof(block_q4_1)
-#define BD_BB_unpack_q5_1 sizeof(block_q5_1)
-
-/* Signed weight bytes of block i (32 elements, natural order) and its d. */
-BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
-    const block_q8_0 *b = (const block_q8_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-
-/* 16 nibble bytes -> 32 bytes: low nibbles (elements 0..15), then high. */
-BD_INLINE __m256i nibbles32(const uint8_t *qs) {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
-    const block_q4_0 *b = (const block_q4_0 *)w + i;
-    *d = f16f(b->d);
-    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
-}
-
-BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
-    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
-    *d = f16f(b->d);
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
-    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
-}
-
-/* The 32 5th bits of a Q5 block as 0x10 bytes (element order). */
-BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
-    uint32_t qh;
-    memcpy(&qh, qh4, 4);
-    __mmask32 k = (__mmask32)qh;
-    return _mm256_maskz_mov_epi8(k, _mm256_set1_epi8(0x10));
-}
-
-BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
-    const block_q5_0 *b = (const block_q5_0 *)w + i;
-    *d = f16f(b->d);
-    __m256i q = _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-}
 
 /*
  * f32 order (both kernels below, for every row count): one 8-lane f32
@@ -645,14 +470,6 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
  * kernels: which one runs depends on how many rows are batched, and a row's
  * result must not (decode vs speculative verify, see matmul.c).
  */
-#define Q80_HSUM8(ACC, DST)                                                                     \
-    do {                                                                                        \
-        __m128 v_ = _mm_add_ps(_mm256_castps256_ps128(ACC), _mm256_extractf128_ps(ACC, 1));     \
-        v_ = _mm_add_ps(v_, _mm_movehl_ps(v_, v_));                                             \
-        v_ = _mm_add_ss(v_, _mm_movehdup_ps(v_));                                               \
-        DST = _mm_cvtss_f32(v_);                                                                \
-    } while (0)
-
 /*
  * Blocks are taken in groups of 16. At the start of a group, the 16
  * activation scales of each row are fetched with one gather (stride 34
@@ -703,7 +520,7 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                 }                                                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);                          \
     }
 
 /* Few rows (1-2): the integer part two blocks per 512-bit register, scales
@@ -752,7 +569,7 @@ BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
                                          acc[r]);                                               \
             }                                                                                   \
         }                                                                                       \
-        UNROLL for (int r = 0; r < NX; r++) Q80_HSUM8(acc[r], out[r]);                          \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);                          \
     }
 
 #define Q80_FAMILY_KERNEL(NAME, UNPACK)                                                 \
@@ -768,71 +585,20 @@ Q80_FAMILY_KERNEL(q8_0_kernel, unpack_q8_0)
 Q80_FAMILY_KERNEL(q4_0_kernel, unpack_q4_0)
 Q80_FAMILY_KERNEL(q5_0_kernel, unpack_q5_0)
 Q80_FAMILY_KERNEL(iq4_nl_kernel, unpack_iq4_nl)
-BD_DISPATCH_NX(dot_n_q8_0, q8_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q4_0, q4_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q5_0, q5_0_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_iq4_nl, iq4_nl_kernel)
-BD_SINGLE(dot_q8_0, dot_n_q8_0)
-BD_SINGLE(dot_q4_0, dot_n_q4_0)
-BD_SINGLE(dot_q5_0, dot_n_q5_0)
-BD_SINGLE(dot_iq4_nl, dot_n_iq4_nl)
+BD_DOT_N(dot_n_q8_0, q8_0_kernel, 16)
+BD_DOT_N(dot_n_q4_0, q4_0_kernel, 8)
+BD_DOT_N(dot_n_q5_0, q5_0_kernel, 8)
+BD_DOT_N(dot_n_iq4_nl, iq4_nl_kernel, 8)
 
 /* ------------------------------------------------------------------------
  * Q4_1 / Q5_1 x Q8_1: unsigned codes, so vpdpbusd takes them directly;
  * block = (dw dx) isum + mw sx.
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q4_1 *b = (const block_q4_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return nibbles32(b->qs);
-}
-
-BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
-    const block_q5_1 *b = (const block_q5_1 *)w + i;
-    *d = f16f(b->d);
-    *m = f16f(b->m);
-    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
-}
-
-#define Q81_FAMILY_KERNEL(NAME, UNPACK)                                                     \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m256 acc[NX_MAX];                                                                 \
-        float accm[NX_MAX];                                                                 \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            acc[r] = _mm256_setzero_ps();                                                   \
-            accm[r] = 0;                                                                    \
-        }                                                                                   \
-        for (int64_t i = 0; i < n / QK8_1; i++) {                                           \
-            float dw, mw;                                                                   \
-            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1024, _MM_HINT_T0); \
-            __m256i W = UNPACK(w, i, &dw, &mw);                                             \
-            UNROLL for (int r = 0; r < NX; r++) {                                           \
-                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;             \
-                __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), W,                  \
-                                                _mm256_loadu_si256((const __m256i *)y->qs)); \
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s),                             \
-                                         _mm256_set1_ps(dw * f16f(y->d)), acc[r]);          \
-                accm[r] += mw * f16f(y->s);                                                 \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            __m128 v = _mm_add_ps(_mm256_castps256_ps128(acc[r]),                           \
-                                  _mm256_extractf128_ps(acc[r], 1));                        \
-            v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                         \
-            v = _mm_add_ss(v, _mm_movehdup_ps(v));                                          \
-            out[r] = _mm_cvtss_f32(v) + accm[r];                                            \
-        }                                                                                   \
-    }
-
-Q81_FAMILY_KERNEL(q4_1_kernel, unpack_q4_1)
-Q81_FAMILY_KERNEL(q5_1_kernel, unpack_q5_1)
-BD_DISPATCH_NX_SMALL(dot_n_q4_1, q4_1_kernel)
-BD_DISPATCH_NX_SMALL(dot_n_q5_1, q5_1_kernel)
-BD_SINGLE(dot_q4_1, dot_n_q4_1)
-BD_SINGLE(dot_q5_1, dot_n_q5_1)
+BD_Q81_KERNEL(q4_1_kernel, unpack_q4_1, 8)
+BD_Q81_KERNEL(q5_1_kernel, unpack_q5_1, 8)
+BD_DOT_N(dot_n_q4_1, q4_1_kernel, 8)
+BD_DOT_N(dot_n_q5_1, q5_1_kernel, 8)
 
 /* ------------------------------------------------------------------------
  * IQ4_XS x Q8_K: table lookup to signed bytes, byte trick with the
@@ -880,18 +646,12 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
     }
     UNROLL for (int r = 0; r < NX; r++) out[r] = _mm512_reduce_add_ps(acc[r]);
 }
-BD_DISPATCH_NX_SMALL(dot_n_iq4_xs, iq4xs_kernel)
-BD_SINGLE(dot_iq4_xs, dot_n_iq4_xs)
+BD_DOT_N(dot_n_iq4_xs, iq4xs_kernel, 8)
 
 /* ------------------------------------------------------------------------
- * F32 / F16 / BF16, in ggml's summation order (llama.cpp's AVX-512 build):
- * four 16-lane accumulators over steps of 64 elements, reduced as
- * (a0 + a2) + (a1 + a3) and then across lanes; the n % 64 leftovers are
- * added one by one afterwards (in float for F32, in double for F16 and
- * BF16, as ggml does). Matching the order keeps logits within rounding of
- * llama.cpp even where an int8 activation rounding would amplify a
- * last-bit difference. The multi-row kernel keeps this order per row and
- * blocks at most 4 rows (4 accumulators each).
+ * F32 / F16 / BF16 (kernels_simd.h's BD_FLOAT_KERNEL): 16 lanes, reduced
+ * as (a0 + a2) + (a1 + a3) and then across lanes, as llama.cpp's AVX-512
+ * build; four rows at most (four accumulators each).
  * ---------------------------------------------------------------------- */
 
 BD_INLINE __m512 load_f32(const void *p, int64_t j) { return _mm512_loadu_ps((const float *)p + j); }
@@ -902,66 +662,29 @@ BD_INLINE __m512 load_bf16(const void *p, int64_t j) {
     __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const bd_bf16 *)p + j)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
-BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
-BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
-BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
+BD_INLINE float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+}
 
-/* ACC: float for F32, double for the 16-bit types */
-#define FLOAT_KERNEL(NAME, LOAD, SC, ESZ, ACC)                                                 \
-    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out,     \
-                        const int NX) {                                                     \
-        __m512 acc[4][4];                                                                   \
-        UNROLL for (int r = 0; r < NX; r++)                                                 \
-            UNROLL for (int k = 0; k < 4; k++) acc[r][k] = _mm512_setzero_ps();             \
-        const int64_t np = n & ~(int64_t)63;                                                \
-        for (int64_t j = 0; j < np; j += 64) {                                              \
-            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                        \
-            UNROLL for (int k = 0; k < 4; k++) {                                            \
-                __m512 W = LOAD(w, j + 16 * k);                                             \
-                UNROLL for (int r = 0; r < NX; r++)                                         \
-                    acc[r][k] = _mm512_fmadd_ps(W, LOAD(row_at(x, xs, r), j + 16 * k), acc[r][k]); \
-            }                                                                               \
-        }                                                                                   \
-        UNROLL for (int r = 0; r < NX; r++) {                                               \
-            __m512 a = _mm512_add_ps(_mm512_add_ps(acc[r][0], acc[r][2]),                   \
-                                     _mm512_add_ps(acc[r][1], acc[r][3]));                  \
-            ACC sum = (ACC)_mm512_reduce_add_ps(a);                                         \
-            const void *xr = row_at(x, xs, r);                                              \
-            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));            \
-            out[r] = (float)sum;                                                            \
-        }                                                                                   \
-    }
-
-FLOAT_KERNEL(f32_kernel, load_f32, sc_f32, 4, float)
-FLOAT_KERNEL(f16_kernel, load_f16, sc_f16, 2, double)
-FLOAT_KERNEL(bf16_kernel, load_bf16, sc_bf16, 2, double)
-
-/* Rows in chunks of 4, 2, 1 (four accumulators per row). */
-#define BD_DISPATCH_NX4(NAME, KERNEL)                                                         \
-    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
-        while (nx > 0) {                                                                      \
-            int k = nx >= 4 ? 4 : nx >= 2 ? 2 : 1;                                            \
-            if (k == 4) KERNEL(n, w, x, xs, out, 4);                                          \
-            else if (k == 2) KERNEL(n, w, x, xs, out, 2);                                     \
-            else KERNEL(n, w, x, xs, out, 1);                                                 \
-            nx -= k;                                                                          \
-            x = (const uint8_t *)x + (size_t)k * xs;                                          \
-            out += k;                                                                         \
-        }                                                                                     \
-    }
-BD_DISPATCH_NX4(dot_n_f32, f32_kernel)
-BD_DISPATCH_NX4(dot_n_f16, f16_kernel)
-BD_DISPATCH_NX4(dot_n_bf16, bf16_kernel)
-BD_SINGLE(dot_f32, dot_n_f32)
-BD_SINGLE(dot_f16, dot_n_f16)
-BD_SINGLE(dot_bf16, dot_n_bf16)
+BD_FLOAT_KERNEL(f32_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_f32, sc_f32, 4, float, 4)
+BD_FLOAT_KERNEL(f16_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_f16, sc_f16, 2, double, 4)
+BD_FLOAT_KERNEL(bf16_kernel, __m512, 16, _mm512_setzero_ps, _mm512_fmadd_ps, reduce4x16, load_bf16, sc_bf16, 2, double,
+                4)
+BD_DOT_N(dot_n_f32, f32_kernel, 4)
+BD_DOT_N(dot_n_f16, f16_kernel, 4)
+BD_DOT_N(dot_n_bf16, bf16_kernel, 4)
 
 /* ------------------------------------------------------------------------
  * BF16 with AVX512-BF16 (vdpbf16ps), ggml's order for that ISA: two
  * accumulators over steps of 64 elements (pairs of bf16 products per lane),
  * each reduced across lanes and added to a double, then the n % 64
- * leftovers in double. Installed only when the CPU has AVX512-BF16.
+ * leftovers in double. The only code here that needs AVX512-BF16: compiled
+ * for it alone (the file's flags do not include it, kernels.c) and
+ * installed only where the CPU has it.
  * ---------------------------------------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
 
 BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out,
                              const int NX) {
@@ -988,8 +711,9 @@ BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs,
         out[r] = (float)sum;
     }
 }
-BD_DISPATCH_NX4(dot_n_bf16dp, bf16dp_kernel)
-BD_SINGLE(dot_bf16dp, dot_n_bf16dp)
+BD_DOT_N(dot_n_bf16dp, bf16dp_kernel, 4)
+
+#pragma GCC pop_options
 
 /* ------------------------------------------------------------------------
  * Attention (f32): the canonical order of attn_ref.c, lane for lane
@@ -1190,37 +914,330 @@ static void silu_mul(int64_t n, float *g, const float *u) {
 }
 
 /* ------------------------------------------------------------------------
+ * Row groups (verify batches and prompts): 16 weight rows against a batch
+ * of activation rows (kernels.h's bd_tile_ops; matmul.c sends them the
+ * batches of at least k_rg_ops' row counts).
+ *
+ * Each weight block of 16 rows is unpacked once for the whole batch into a
+ * row-interleaved layout (rg_q4k / rg_q6k): a vector holds 4 consecutive
+ * codes of each of the 16 rows, so one vpdpbusd against the broadcast of
+ * 4 activation bytes gives each row's 4-product sum in its own lane, and a
+ * sub-block's sums come out per row with no horizontal reduction. The
+ * integer sums are then the scalar twin's (sub-block scales applied with
+ * vpmulld, mins / offsets with vpdpwssd against the activations' bsums),
+ * and the f32 steps, done for 16 rows at once, are dot_ref.c's tile order
+ * for every row: the bits of vec_dot_n, whatever the batch size. The
+ * activation rows are read where they are (no packing).
+ * ---------------------------------------------------------------------- */
+
+/* 16 x 16 int32 transpose: out[j] lane r = in[r] lane j. */
+BD_INLINE void transpose16_epi32(const __m512i in[16], __m512i out[16]) {
+    __m512i t[16], u[16];
+    UNROLL for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(in[2 * k], in[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(in[2 * k], in[2 * k + 1]);
+    }
+    /* u[4m + k], 128-bit lane q: element 4q + k of rows 4m .. 4m + 3 */
+    UNROLL for (int m = 0; m < 4; m++) {
+        u[4 * m] = _mm512_unpacklo_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 1] = _mm512_unpackhi_epi64(t[4 * m], t[4 * m + 2]);
+        u[4 * m + 2] = _mm512_unpacklo_epi64(t[4 * m + 1], t[4 * m + 3]);
+        u[4 * m + 3] = _mm512_unpackhi_epi64(t[4 * m + 1], t[4 * m + 3]);
+    }
+    UNROLL for (int k = 0; k < 4; k++) {
+        const __m512i v0 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0x44), v1 = _mm512_shuffle_i32x4(u[k], u[4 + k], 0xEE);
+        const __m512i v2 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0x44),
+                      v3 = _mm512_shuffle_i32x4(u[8 + k], u[12 + k], 0xEE);
+        out[k] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+        out[4 + k] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+        out[8 + k] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+        out[12 + k] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+/* The 16 bytes at off in block i of each of the 16 rows as four vectors:
+ * q[k] lane r = dword k of row r (rows >= nw read as zero). Rows go four
+ * to a vector as {m, m + 4, m + 8, m + 12} so that the in-lane transposes
+ * leave row r in lane r. */
+BD_INLINE void rg_load16x4(const uint8_t *w, size_t ws, int nw, size_t bb, int64_t i, size_t off, __m512i q[4]) {
+    __m512i a[4];
+    UNROLL for (int m = 0; m < 4; m++) {
+        __m128i v[4];
+        UNROLL for (int l = 0; l < 4; l++) {
+            const int r = m + 4 * l;
+            v[l] = r < nw ? _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + (size_t)i * bb + off)) : _mm_setzero_si128();
+        }
+        /* immediates spelled out: -O1 builds do not fold l */
+        a[m] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(v[0]), v[1], 1), v[2], 2), v[3], 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    q[0] = _mm512_unpacklo_epi64(t0, t2);
+    q[1] = _mm512_unpackhi_epi64(t0, t2);
+    q[2] = _mm512_unpacklo_epi64(t1, t3);
+    q[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+#define RG_AHEAD 1 /* blocks of each row prefetched ahead of their unpacking */
+
+/* Q4_K, 16 rows of one block. */
+typedef struct {
+    __m512i u[8][8]; /* [sub-block s][g]: lane r = codes of elements 32 s + 4 g .. + 3 of row r */
+    __m512i sc[8];   /* [s]: lane r = the scale of sub-block s of row r */
+    __m512i mn[8];   /* [s]: lane r = (m_s, m_s), the min of sub-block s as an int16 pair */
+    __m512 d, dmin;
+} rg_q4k;
+
+BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q4k *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 3; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q4_K) + 64 * l,
+                         _MM_HINT_T0);
+    /* codes: qs byte 32 c + j holds element 64 c + j (low nibble, sub-block
+     * 2 c) and 64 c + 32 + j (high nibble, 2 c + 1) */
+    UNROLL for (int half = 0; half < 2; half++) {
+        __m512i in[16], out[16];
+        UNROLL for (int r = 0; r < 16; r++)
+            in[r] = r < nw ? _mm512_loadu_si512(w + (size_t)r * ws + (size_t)i * sizeof(block_q4_K) +
+                                                offsetof(block_q4_K, qs) + 64 * half)
+                           : _mm512_setzero_si512();
+        transpose16_epi32(in, out);
+        UNROLL for (int j = 0; j < 16; j++) {
+            const int c = 2 * half + j / 8, g = j % 8;
+            u->u[2 * c][g] = _mm512_and_si512(out[j], m4);
+            u->u[2 * c + 1][g] = _mm512_and_si512(_mm512_srli_epi16(out[j], 4), m4);
+        }
+    }
+    /* d, dmin and the 12 scale bytes (kq_unpack_scales, 16 rows at once) */
+    __m512i q[4];
+    rg_load16x4(w, ws, nw, sizeof(block_q4_K), i, 0, q);
+    const __m512i m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(q[1], m6), m_lo = _mm512_and_si512(q[2], m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(q[3], lo4), _mm512_and_si512(_mm512_srli_epi32(q[1], 2), hi2));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q[3], 4), lo4),
+                                         _mm512_and_si512(_mm512_srli_epi32(q[2], 2), hi2));
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    UNROLL for (int s = 0; s < 8; s++) {
+        const __m512i scs = s < 4 ? sc_lo : sc_hi, ms = s < 4 ? m_lo : m_hi;
+        u->sc[s] = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
+        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
+        u->mn[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+    u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q[0]));
+    u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q[0], 16)));
+}
+
+/* 4 bytes at p broadcast to every lane, straight from memory (a vpdpbusd
+ * can take it as its {1to16} operand) */
+BD_INLINE __m512i bcast32(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
+
+/* NT (<= 8) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
+ * block: acc[j] lane r = row r's dot so far. A sub-block's 8 code vectors
+ * stay in registers while the rows go by, two vpdpbusd chains per row. */
+BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
+    const rg_q4k *u = vu;
+    __m512i sumi[8], summ[8];
+    UNROLL for (int j = 0; j < NT; j++) sumi[j] = summ[j] = _mm512_setzero_si512();
+    UNROLL for (int s = 0; s < 8; s++) {
+        __m512i U[8];
+        UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[s][g]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            const int8_t *q = x[j]->qs + 32 * s;
+            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
+            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
+            UNROLL for (int g = 2; g < 8; g += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(q + 4 * g));
+                a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(q + 4 * g + 4));
+            }
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[s]));
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+        UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
+        const __m512 dx = _mm512_set1_ps(x[j]->d);
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(u->dmin, dx), _mm512_cvtepi32_ps(summ[j]), acc[j]);
+    }
+}
+
+/* Q6_K, 16 rows of one block. */
+typedef struct {
+    __m512i u[16][4]; /* [group G][k]: lane r = codes (0..63) of elements 16 G + 4 k .. + 3 of row r */
+    __m512i sc[16];   /* [G]: lane r = the scale of group G of row r */
+    __m512i scb[8];   /* [p]: lane r = (-32 sc_2p, -32 sc_2p+1) as an int16 pair: the codes' offset */
+    __m512 d;
+} rg_q6k;
+
+BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q6k *u) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int r = 0; r < nw; r++)
+        UNROLL for (int l = 0; l < 4; l++)
+            _mm_prefetch((const char *)(w + (size_t)r * ws) + (size_t)(i + RG_AHEAD) * sizeof(block_q6_K) + 64 * l,
+                         _MM_HINT_T0);
+    /* codes in element order (as q6k_block): quarter h2 (64 elements) of each row */
+    UNROLL for (int h2 = 0; h2 < 4; h2++) {
+        const int h = h2 / 2, hi = h2 % 2;
+        __m512i in[16], out[16];
+        UNROLL for (int r = 0; r < 16; r++) {
+            if (r >= nw) {
+                in[r] = _mm512_setzero_si512();
+                continue;
+            }
+            const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * ws) + i;
+            const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+            const __m512i qh2 = _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+            in[r] = hi ? _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh2, m30))
+                       : _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
+        }
+        transpose16_epi32(in, out);
+        UNROLL for (int j = 0; j < 16; j++) u->u[4 * h2 + j / 4][j % 4] = out[j];
+    }
+    __m512i q[4];
+    rg_load16x4(w, ws, nw, sizeof(block_q6_K), i, offsetof(block_q6_K, scales), q);
+    UNROLL for (int G = 0; G < 16; G++)
+        u->sc[G] = _mm512_srai_epi32(_mm512_slli_epi32(q[G / 4], 24 - 8 * (G % 4)), 24);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    UNROLL for (int p = 0; p < 8; p++) {
+        const __m512i a = _mm512_slli_epi32(u->sc[2 * p], 5), b = _mm512_slli_epi32(u->sc[2 * p + 1], 5);
+        u->scb[p] = _mm512_or_si512(_mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), a), lo16),
+                                    _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), b), 16));
+    }
+    uint16_t dh[16] = {0};
+    for (int r = 0; r < nw; r++) memcpy(&dh[r], &((const block_q6_K *)(w + (size_t)r * ws) + i)->d, 2);
+    u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh));
+}
+
+BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
+    const rg_q6k *u = vu;
+    __m512i sumi[8];
+    UNROLL for (int j = 0; j < NT; j++) {
+        sumi[j] = _mm512_setzero_si512();
+        UNROLL for (int p = 0; p < 8; p++) sumi[j] = _mm512_dpwssd_epi32(sumi[j], u->scb[p], bcast32(x[j]->bsums + 2 * p));
+    }
+    UNROLL for (int G = 0; G < 16; G++) {
+        __m512i U[4];
+        UNROLL for (int k = 0; k < 4; k++) U[k] = _mm512_load_si512(&u->u[G][k]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            const int8_t *q = x[j]->qs + 16 * G;
+            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
+            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
+            a0 = _mm512_dpbusd_epi32(a0, U[2], bcast32(q + 8));
+            a1 = _mm512_dpbusd_epi32(a1, U[3], bcast32(q + 12));
+            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[G]));
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++)
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 row groups, in the tile order (dot_ref.c's bd_ref_dot_tile_q8_0:
+ * each 32-element block's whole int sum, then one fma): the order of the
+ * AMX tiles, not vec_dot_n's eight f32 lanes, so exact callers send only
+ * prompts here and bd_matmul_fast (the DFlash drafter) its small batches
+ * too. vpdpbusd wants unsigned weights: they are unpacked as w + 128, and
+ * each activation block carries -128 sum(y) (packed with it), so that
+ * sum (w + 128) y - 128 sum(y) = sum w y exactly.
+ * ---------------------------------------------------------------------- */
+
+/* Blocks i and i + 1 (if there) of 16 rows: u[b][g] lane r = bytes 4 g ..
+ * 4 g + 3 of row r's block i + b, plus 128 (as unsigned bytes). */
+typedef struct {
+    __m512i u[2][8];
+    __m512 d[2];
+} rg_q80;
+
+BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, int two, rg_q80 *u) {
+    __m512i in[16], out[16];
+    uint16_t dh[2][16] = {{0}};
+    for (int r = 0; r < 16; r++) {
+        if (r >= nw) {
+            in[r] = _mm512_setzero_si512();
+            continue;
+        }
+        const block_q8_0 *b = (const block_q8_0 *)(w + (size_t)r * ws) + i;
+        UNROLL for (int l = 0; l < 2; l++) _mm_prefetch((const char *)(b + 2) + 64 * l, _MM_HINT_T0);
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+        in[r] = _mm512_castsi256_si512(lo);
+        memcpy(&dh[0][r], &b[0].d, 2);
+        if (two) {
+            in[r] = _mm512_inserti64x4(in[r], _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+            memcpy(&dh[1][r], &b[1].d, 2);
+        }
+    }
+    transpose16_epi32(in, out);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    UNROLL for (int j = 0; j < 16; j++) u->u[j / 8][j % 8] = _mm512_xor_si512(out[j], flip);
+    u->d[0] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh[0]));
+    u->d[1] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)dh[1]));
+}
+
+/* NT (<= 8) activation blocks x[j] against block b of an unpacked pair */
+BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m512 *acc, const int NT) {
+    __m512i U[8];
+    UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[b][g]);
+    UNROLL for (int j = 0; j < NT; j++) {
+        __m512i a0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(x[j]->corr), U[0], bcast32(x[j]->qs));
+        __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(x[j]->qs + 4));
+        UNROLL for (int g = 2; g < 8; g += 2) {
+            a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(x[j]->qs + 4 * g));
+            a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(x[j]->qs + 4 * g + 4));
+        }
+        acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                 _mm512_mul_ps(_mm512_set1_ps(x[j]->d), u->d[b]), acc[j]);
+    }
+}
+
+#define RG_R 16     /* rows per group: the lanes of a vector */
+#define RG_GROUPS 4 /* groups unpacked per block step: 64 weight rows per chunk of activations */
+#define RG_PASS 64  /* activation rows per pass */
+#define RG_V __m512
+#define RG_VZERO _mm512_setzero_ps
+#define RG_VSTORE(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((n) >= 16 ? 0xFFFFu : (1u << (n)) - 1), v)
+#define RG_NT_Q4 8 /* Q4_K 8 activation rows per call, Q6_K 4 (it keeps fewer registers free) */
+#define RG_NT_Q6 4
+#define RG_NT_Q8 8
+#include "kernels_rows.h"
+
+/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
+ * from these sizes on the row groups measured faster than vec_dot_n
+ * (tools/kbench, one Zen 5 core, 2560-column rows in cache; Q6_K's
+ * unpacking costs more). Q8_0: the tile order (see rg8_pack). */
+static const bd_tile_ops k_rg_ops = {
+    .supports = rg_supports,
+    .pack_bytes = rg_pack_bytes,
+    .pack = rg_pack,
+    .rows = rg_rows,
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
+};
+
+/* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */
 
 void bd_kernels_fill_avx512(bd_kernels *k) {
-    k->name = "avx512";
-#define SET(T, D, DN)               \
-    k->vec_dot[BD_TYPE_##T] = D;    \
-    k->vec_dot_n[BD_TYPE_##T] = DN;
-    SET(Q4_K, dot_q4_K, dot_n_q4_K)
-    SET(Q5_K, dot_q5_K, dot_n_q5_K)
-    SET(Q6_K, dot_q6_K, dot_n_q6_K)
-    SET(Q8_0, dot_q8_0, dot_n_q8_0)
-    SET(Q4_0, dot_q4_0, dot_n_q4_0)
-    SET(Q5_0, dot_q5_0, dot_n_q5_0)
-    SET(IQ4_NL, dot_iq4_nl, dot_n_iq4_nl)
-    SET(Q4_1, dot_q4_1, dot_n_q4_1)
-    SET(Q5_1, dot_q5_1, dot_n_q5_1)
-    SET(IQ4_XS, dot_iq4_xs, dot_n_iq4_xs)
-    SET(F32, dot_f32, dot_n_f32)
-    SET(F16, dot_f16, dot_n_f16)
-    SET(BF16, dot_bf16, dot_n_bf16)
-#undef SET
-    if (bd_cpu_get()->avx512bf16) {
-        k->vec_dot[BD_TYPE_BF16] = dot_bf16dp;
-        k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16dp;
-    }
+    k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
+    k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
+    k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;
+    k->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;
+    k->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;
+    k->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;
+    k->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;
+    k->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;
+    k->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;
+    k->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;
+    k->vec_dot_n[BD_TYPE_F32] = dot_n_f32;
+    k->vec_dot_n[BD_TYPE_F16] = dot_n_f16;
+    k->vec_dot_n[BD_TYPE_BF16] = bd_cpu_has(bd_cpu_get(), BD_CPU_AVX512BF16) ? dot_n_bf16dp : dot_n_bf16;
     k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
     k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
     k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
     k->attn_scores = attn_scores;
-    k->silu_mul = silu_mul;
     k->attn_softmax = attn_softmax;
     k->attn_accum = attn_accum;
+    k->silu_mul = silu_mul;
+    k->tile = &k_rg_ops;
 }

@@ -19,18 +19,19 @@
  * bit-for-bit the logits plain decoding would, which keeps greedy output
  * identical even at near-ties.
  *
- * Where the CPU has AMX, Q4_K / Q6_K / Q8_0 weights can take the tile path
- * (kernels_amx.c): activations packed per 16 tokens after the quantized
- * rows, 16 weight rows per call. For Q4_K and Q6_K the tiles compute the
- * same bits as vec_dot_n (both follow dot_ref.c's tile order), so any batch
- * may go there: Q4_K verify batches from BD_MATMUL_TILE_Q4K_ROWS rows, where
- * unpacking a weight block once for the whole batch beats the VNNI
- * products, and prompts. Q6_K's unpacking costs more, so only batches of
- * more than 16 rows take it. Q8_0 tiles have their own f32 order
- * (bd_vec_dot_tile_ref), so exact callers send only prompts (more than
- * BD_MATMUL_EXACT_ROWS rows) there, which plain and speculative decoding
- * process alike; bd_matmul_fast (the drafter) also its small batches.
- * No weights are repacked; an unpacked weight block lives on the stack.
+ * Batches can instead take the table's row-group kernels, its tile entry
+ * (kernels.h's bd_tile_ops): 16 weight rows per call (AMX tiles,
+ * kernels_amx.c; AVX-512 and AVX2 / AVX-VNNI row groups, kernels_avx512.c
+ * and kernels_avx2.c), each weight block unpacked once for the whole batch,
+ * activations packed after the quantized rows where the kernel asks. For
+ * Q4_K and Q6_K they compute the same bits as vec_dot_n (both follow
+ * dot_ref.c's tile order), so any batch may go there, from the table's
+ * exact_rows on (where unpacking a block once beats vec_dot_n's products).
+ * Q8_0 row groups have their own f32 order (bd_vec_dot_tile_ref), so exact
+ * callers send only prompts (more than BD_MATMUL_EXACT_ROWS rows) there,
+ * which plain and speculative decoding process alike; bd_matmul_fast (the
+ * drafter) also its small batches (fast_rows). No weights are repacked;
+ * an unpacked weight block lives on the stack.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -41,17 +42,13 @@
 #define MM_TILE_BYTES (256 << 10) /* weight rows per prefill tile: a quarter of L2 */
 #define MM_SMALL_BYTES (64 << 10) /* below this (weight bytes x rows) one thread does it all */
 
-/* Tile path (AMX table, Q4_K / Q6_K / Q8_0): the packed activations follow
- * the quantized rows in the scratch. See the file comment for which
- * batches go there; the row counts are where the tiles measured faster.
- * (Q8_0: the tiles load the weight blocks as they are and win from a few
- * rows on.) */
+/* Tile path (row groups): packed activations, if any, follow the quantized
+ * rows in the scratch. See the file comment for which batches go there;
+ * the table's row counts are where its kernels measured faster. */
 static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool exact) {
-    if (!k->tile || !bd_tile_supports(W->type, W->ncols)) return false;
-    if (n_tok > BD_MATMUL_EXACT_ROWS) return true;
-    if (W->type == BD_TYPE_Q4_K) return n_tok >= BD_MATMUL_TILE_Q4K_ROWS;
-    if (W->type == BD_TYPE_Q6_K) return n_tok > 16;
-    return !exact && W->type == BD_TYPE_Q8_0 && n_tok >= BD_MATMUL_TILE_Q8_ROWS;
+    if (!k->tile) return false;
+    const int64_t min = exact ? k->tile->exact_rows[W->type] : k->tile->fast_rows[W->type];
+    return min > 0 && n_tok >= min && k->tile->supports(W->type, W->ncols);
 }
 
 static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
@@ -61,7 +58,8 @@ static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
     if (!bd_row_size(t->vec_dot_type, W->ncols, &row)) return 0;
     row = (row + 63) & ~(uint64_t)63;
     size_t bytes = (size_t)(row * (uint64_t)n_tok);
-    if (use_tiles(bd_kernels_get(), W, n_tok, exact)) bytes += bd_tile_pack_bytes(W->type, W->ncols, n_tok);
+    const bd_kernels *k = bd_kernels_get();
+    if (use_tiles(k, W, n_tok, exact) && k->tile->pack) bytes += k->tile->pack_bytes(W->type, W->ncols, n_tok);
     return bytes;
 }
 
@@ -143,7 +141,7 @@ static int64_t mm_chunk_rows(const mm_ctx *c, const bd_mat *W) {
 
 #define MM_TILE_GROUPS 4 /* at most this many 16-row groups per tile work item */
 
-/* Rows per work item on the tile path. bd_tile_rows prefetches the start
+/* Rows per work item on the tile path. The tiles' rows() prefetches the start
  * of each 16-row group while it finishes the one before (see kq_warm in
  * kernels_amx.c), which works only inside one call: so an item holds up to
  * MM_TILE_GROUPS groups, fewer where that would leave under four items per
@@ -160,8 +158,8 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
     const bd_mat *W = t->W;
     const int64_t r0 = t->rows * g;
     const int nw = (int)(W->nrows - r0 < t->rows ? W->nrows - r0 : t->rows);
-    bd_tile_rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
-                 nw, c->pack, c->n_tok, t->Y + r0, t->ldy);
+    c->k->tile->rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
+                     nw, c->xq, c->xq_stride, c->pack, c->n_tok, t->Y + r0, t->ldy);
 }
 
 static void mm_dot(void *arg, int ith, int nth) {
@@ -179,17 +177,12 @@ static void mm_dot(void *arg, int ith, int nth) {
         const bd_mat *W = c->t[m].W;
         float *Y = c->t[m].Y;
         const int64_t ldy = c->t[m].ldy, rows = c->t[m].rows;
-        bd_vec_dot_fn dot = c->k->vec_dot[W->type];
         bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
         const int64_t r0 = ci * rows, r1 = r0 + rows < W->nrows ? r0 + rows : W->nrows;
         if (c->n_tok <= MM_NX) {
             /* decode and verify: every weight row is read exactly once */
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
-                if (c->n_tok == 1 && !dotn) {
-                    Y[r] = dot(W->ncols, w, c->xq);
-                    continue;
-                }
                 dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
                 for (int j = 0; j < c->n_tok; j++) Y[j * ldy + r] = out[j];
             }
@@ -216,7 +209,7 @@ static void mm_pack(void *arg, int ith, int nth) {
     int64_t lo, hi;
     bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
     for (int64_t g = lo; g < hi; g++)
-        bd_tile_pack(c->t[j].W->type, c->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
+        c->k->tile->pack(c->t[j].W->type, c->ncols, c->xq, c->xq_stride, c->n_tok, g, c->pack);
 }
 
 /* Targets share ncols and the activation type; the caller checked. Each
@@ -247,7 +240,11 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    if (any_tiles) {
+    uint32_t tile_type = 0;
+    for (int j = n_outs - 1; j >= 0; j--)
+        if (c.t[j].tiles) tile_type = c.t[j].W->type;
+    /* packing is the kernel's choice (none for some batch sizes) */
+    if (any_tiles && c.k->tile->pack && c.k->tile->pack_bytes(tile_type, c.ncols, n_tok) > 0) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "tensor.h"
+#include "type_ref.h"
 
 /* ------------------------------------------------------------------------
  * Small helpers
@@ -373,37 +374,34 @@ static void deq_iq4_xs(const block_iq4_xs *b, float *y, int64_t nb) {
     }
 }
 
-bool bd_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
-    const bd_type_traits *t = bd_type_get(type);
-    if (!t || n < 0 || n % t->blck != 0) return false;
-    int64_t nb = n / t->blck;
-    switch (type) {
-    case BD_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return true;
-    case BD_TYPE_F16: {
-        const bd_f16 *h = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = bd_f16_to_f32(h[i]);
-        return true;
-    }
-    case BD_TYPE_BF16: {
-        const bd_bf16 *h = src;
-        for (int64_t i = 0; i < n; i++) dst[i] = bd_bf16_to_f32(h[i]);
-        return true;
-    }
-    case BD_TYPE_Q4_0: deq_q4_0(src, dst, nb); return true;
-    case BD_TYPE_Q4_1: deq_q4_1(src, dst, nb); return true;
-    case BD_TYPE_Q5_0: deq_q5_0(src, dst, nb); return true;
-    case BD_TYPE_Q5_1: deq_q5_1(src, dst, nb); return true;
-    case BD_TYPE_Q8_0: deq_q8_0(src, dst, nb); return true;
-    case BD_TYPE_Q8_1: deq_q8_1(src, dst, nb); return true;
-    case BD_TYPE_Q8_K: deq_q8_K(src, dst, nb); return true;
-    case BD_TYPE_Q4_K: deq_q4_K(src, dst, nb); return true;
-    case BD_TYPE_Q5_K: deq_q5_K(src, dst, nb); return true;
-    case BD_TYPE_Q6_K: deq_q6_K(src, dst, nb); return true;
-    case BD_TYPE_IQ4_NL: deq_iq4_nl(src, dst, nb); return true;
-    case BD_TYPE_IQ4_XS: deq_iq4_xs(src, dst, nb); return true;
-    default: return false;
-    }
+/* The type table's dequantizers (types.c; n is a multiple of the block
+ * size, bd_dequantize_row checks it). */
+void bd_ref_dequantize_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+void bd_ref_dequantize_f16(const void *src, float *dst, int64_t n) {
+    const bd_f16 *h = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = bd_f16_to_f32(h[i]);
 }
+
+void bd_ref_dequantize_bf16(const void *src, float *dst, int64_t n) {
+    const bd_bf16 *h = src;
+    for (int64_t i = 0; i < n; i++) dst[i] = bd_bf16_to_f32(h[i]);
+}
+
+#define REF_DEQUANTIZE(T, QK) \
+    void bd_ref_dequantize_##T(const void *src, float *dst, int64_t n) { deq_##T(src, dst, n / (QK)); }
+REF_DEQUANTIZE(q4_0, QK4_0)
+REF_DEQUANTIZE(q4_1, QK4_1)
+REF_DEQUANTIZE(q5_0, QK5_0)
+REF_DEQUANTIZE(q5_1, QK5_1)
+REF_DEQUANTIZE(q8_0, QK8_0)
+REF_DEQUANTIZE(q8_1, QK8_1)
+REF_DEQUANTIZE(q8_K, QK_K)
+REF_DEQUANTIZE(q4_K, QK_K)
+REF_DEQUANTIZE(q5_K, QK_K)
+REF_DEQUANTIZE(q6_K, QK_K)
+REF_DEQUANTIZE(iq4_nl, QK4_NL)
+REF_DEQUANTIZE(iq4_xs, QK_K)
 
 /* ------------------------------------------------------------------------
  * Quantization: activation formats (Q8_0, Q8_1, Q8_K)
@@ -713,34 +711,31 @@ static void q_q6_K(const float *x, block_q6_K *b, int64_t nb) {
     }
 }
 
-bool bd_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
-    const bd_type_traits *t = bd_type_get(type);
-    if (!t || n < 0 || n % t->blck != 0) return false;
-    int64_t nb = n / t->blck;
-    switch (type) {
-    case BD_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return true;
-    case BD_TYPE_F16: {
-        bd_f16 *h = dst;
-        for (int64_t i = 0; i < n; i++) h[i] = bd_f32_to_f16(src[i]);
-        return true;
-    }
-    case BD_TYPE_BF16: {
-        bd_bf16 *h = dst;
-        for (int64_t i = 0; i < n; i++) h[i] = bd_f32_to_bf16(src[i]);
-        return true;
-    }
-    case BD_TYPE_Q4_0: q_q4_0(src, dst, nb); return true;
-    case BD_TYPE_Q4_1: q_q4_1(src, dst, nb); return true;
-    case BD_TYPE_Q5_0: q_q5_0(src, dst, nb); return true;
-    case BD_TYPE_Q5_1: q_q5_1(src, dst, nb); return true;
-    case BD_TYPE_Q8_0: q_q8_0(src, dst, nb); return true;
-    case BD_TYPE_Q8_1: q_q8_1(src, dst, nb); return true;
-    case BD_TYPE_Q8_K: q_q8_K(src, dst, nb); return true;
-    case BD_TYPE_Q4_K: q_q4_K(src, dst, nb); return true;
-    case BD_TYPE_Q5_K: q_q5_K(src, dst, nb); return true;
-    case BD_TYPE_Q6_K: q_q6_K(src, dst, nb); return true;
-    case BD_TYPE_IQ4_NL: q_iq4_nl(src, dst, nb); return true;
-    case BD_TYPE_IQ4_XS: q_iq4_xs(src, dst, nb); return true;
-    default: return false;
-    }
+/* The type table's quantizers (types.c; n is a multiple of the block
+ * size, bd_quantize_row checks it). */
+void bd_ref_quantize_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+
+void bd_ref_quantize_f16(const float *src, void *dst, int64_t n) {
+    bd_f16 *h = dst;
+    for (int64_t i = 0; i < n; i++) h[i] = bd_f32_to_f16(src[i]);
 }
+
+void bd_ref_quantize_bf16(const float *src, void *dst, int64_t n) {
+    bd_bf16 *h = dst;
+    for (int64_t i = 0; i < n; i++) h[i] = bd_f32_to_bf16(src[i]);
+}
+
+#define REF_QUANTIZE(T, QK) \
+    void bd_ref_quantize_##T(const float *src, void *dst, int64_t n) { q_##T(src, dst, n / (QK)); }
+REF_QUANTIZE(q4_0, QK4_0)
+REF_QUANTIZE(q4_1, QK4_1)
+REF_QUANTIZE(q5_0, QK5_0)
+REF_QUANTIZE(q5_1, QK5_1)
+REF_QUANTIZE(q8_0, QK8_0)
+REF_QUANTIZE(q8_1, QK8_1)
+REF_QUANTIZE(q8_K, QK_K)
+REF_QUANTIZE(q4_K, QK_K)
+REF_QUANTIZE(q5_K, QK_K)
+REF_QUANTIZE(q6_K, QK_K)
+REF_QUANTIZE(iq4_nl, QK4_NL)
+REF_QUANTIZE(iq4_xs, QK_K)

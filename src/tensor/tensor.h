@@ -109,13 +109,33 @@ extern const int8_t bd_kvalues_iq4nl[16];
 
 /* ---- type table ---- */
 
+/* Dequantize n elements (a multiple of the block size) to f32. */
+typedef void (*bd_to_float_fn)(const void *x, float *y, int64_t n);
+/* Convert n floats to a type (weight or activation format). */
+typedef void (*bd_from_float_fn)(const float *x, void *y, int64_t n);
+/* Multi-row dot: out[j] = dot(w, x + j*x_stride) for j < nx, one weight row
+ * of n elements against nx activation rows already in the weight type's
+ * vec_dot_type. The kernel tables (kernels.h) have one per type; their
+ * contract is there. */
+typedef void (*bd_vec_dot_n_fn)(int64_t n, const void *w, const void *x, size_t x_stride,
+                                int nx, float *out);
+/* Dot of one weight row with one activation row. */
+typedef float (*bd_vec_dot_fn)(int64_t n, const void *w, const void *x);
+
+/* One row per ggml type id, as ggml's type traits: the block facts and the
+ * scalar reference functions (the twins every SIMD kernel is tested
+ * against). A NULL function: blockdraft does not do that for the type. */
 typedef struct bd_type_traits {
-    const char *name;        /* "q4_K", as ggml prints it */
-    int64_t blck;            /* elements per block; 0 = unknown/retired id */
-    int64_t blck_bytes;      /* bytes per block */
+    const char *name;          /* "q4_K", as ggml prints it */
+    int64_t blck;              /* elements per block; 0 = unknown/retired id */
+    int64_t blck_bytes;        /* bytes per block */
     bool is_quant;
     enum bd_type vec_dot_type; /* activation type for dot products */
-    bool supported;          /* blockdraft can dequantize and dot it */
+    bool supported;            /* a weight type blockdraft can dequantize and dot */
+    bd_to_float_fn to_float;   /* dequantize (quant_ref.c) */
+    bd_from_float_fn from_float; /* quantize (quant_ref.c; round-to-nearest searches) */
+    bd_vec_dot_n_fn vec_dot;   /* dot with vec_dot_type rows (dot_ref.c) */
+    bd_vec_dot_fn vec_dot_tile; /* the AMX tiles' f32 order (dot_ref.c); NULL: no tiles */
 } bd_type_traits;
 
 /* Traits for a type id, or NULL for an unknown/retired id. */

@@ -63,6 +63,25 @@ static void *xalloc(size_t n) {
     return p;
 }
 
+/* One row's dot through a table (vec_dot_n with one row: decode's call). */
+static float one_dot(const bd_kernels *k, uint32_t type, int64_t n, const void *w, const void *x) {
+    float r;
+    k->vec_dot_n[type](n, w, x, 0, 1, &r);
+    return r;
+}
+
+/* A check this machine cannot run: say why on a line tests/run.sh reports
+ * ("skip: TEST: REASON"), then let cmocka count it as skipped, never as
+ * passed. */
+#define SKIP_BECAUSE(...)                                      \
+    do {                                                       \
+        char why_[240];                                        \
+        snprintf(why_, sizeof why_, __VA_ARGS__);              \
+        printf("skip: %s: %s\n", __func__, why_);              \
+        fflush(stdout);                                        \
+        skip();                                                \
+    } while (0)
+
 static const uint32_t k_wtypes[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0,   BD_TYPE_F32,
                                     BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q5_K,   BD_TYPE_Q4_0,
                                     BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL,
@@ -178,11 +197,11 @@ static void check_dots(const bd_kernels *k) {
                     mag[r] = dot_magnitude(type, w, x + r * stride, n);
                 }
                 for (int r = 0; r < 16; r++) {
-                    float got = k->vec_dot[type](n, w, x + r * stride);
+                    float got = one_dot(k, type, n, w, x + r * stride);
                     double tol = 1e-5 * mag[r] + 1e-30;
                     if (exact ? memcmp(&got, &want[r], sizeof got) != 0
                               : !(fabs((double)got - want[r]) <= tol)) {
-                        print_error("%s vec_dot %s n=%ld rep=%d row=%d: got %.9g want %.9g\n",
+                        print_error("%s one-row vec_dot_n %s n=%ld rep=%d row=%d: got %.9g want %.9g\n",
                                     k->name, bd_type_name(type), (long)n, rep, r, got, want[r]);
                         fail();
                     }
@@ -247,17 +266,7 @@ static void check_batch_invariance(const bd_kernels *k) {
                 assert_true(bd_quantize_row(atype, f, x + r * stride, n));
             }
             float one[16];
-            for (int r = 0; r < 16; r++) {
-                k->vec_dot_n[type](n, w, x + r * stride, stride, 1, &one[r]);
-                if (!is_float) {
-                    float d = k->vec_dot[type](n, w, x + r * stride);
-                    if (memcmp(&d, &one[r], sizeof d) != 0) {
-                        print_error("%s %s n=%ld row %d: vec_dot %.9g != vec_dot_n(nx=1) %.9g\n",
-                                    k->name, bd_type_name(type), (long)n, r, d, one[r]);
-                        fail();
-                    }
-                }
-            }
+            for (int r = 0; r < 16; r++) k->vec_dot_n[type](n, w, x + r * stride, stride, 1, &one[r]);
             for (int nx = 1; nx <= 16; nx++)
                 for (int o = 0; o + nx <= 16; o++) {
                     float got[16];
@@ -413,25 +422,27 @@ static void test_expf_dd(void **state) {
 }
 
 /*
- * AMX tile matmul: every output element bit-identical to
- * bd_vec_dot_tile_ref (the scalar twin of the tile order), for 1..16, 17,
- * 40 and 150 tokens and 16, 5 and 33 weight rows (partial row groups) --
- * which is also batch invariance, since the twin sees one row at a time.
- * For Q4_K / Q6_K the twin is the reference dot itself (so the tiles give
- * the bits of one-row decoding); the Q8_0 twin has its own f32 order and
- * must agree with the reference dot within f32 rounding.
+ * Row-group matmul (the tables' tile entry: AMX tiles, AVX-512 row
+ * groups): every output element bit-identical to bd_vec_dot_tile_ref (the
+ * scalar twin of the tile order), for 1..16, 17, 40, 70 and 150 tokens and
+ * 16, 5 and 33 weight rows (partial row groups) -- which is also batch
+ * invariance, since the twin sees one row at a time. For Q4_K / Q6_K the
+ * twin is the reference dot itself (so the tiles give the bits of one-row
+ * decoding); the Q8_0 twin has its own f32 order and must agree with the
+ * reference dot within f32 rounding. Every table with row groups takes
+ * Q4_K and Q6_K.
  */
-static void run_isa(bd_isa isa);
-
-static void check_tiles(void) {
+static void check_tiles(const bd_kernels *k) {
     static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0};
-    static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 150};
+    static const int toks[] = {1, 2, 3, 7, 15, 16, 17, 40, 70, 150};
     static const int rows_n[] = {16, 5, 33};
     const int64_t n = 768;
-    assert_false(bd_tile_supports(BD_TYPE_Q8_0, 96)); /* Q8_0 takes blocks by 4 */
+    const bd_tile_ops *tile = k->tile;
+    if (k->isa == BD_ISA_AMX) assert_false(tile->supports(BD_TYPE_Q8_0, 96)); /* Q8_0 takes blocks by 4 */
+    assert_true(tile->supports(BD_TYPE_Q4_K, n) && tile->supports(BD_TYPE_Q6_K, n));
     for (size_t ti = 0; ti < 3; ti++) {
         uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
-        assert_true(bd_tile_supports(type, n));
+        if (!tile->supports(type, n)) continue;
         size_t wb = row_bytes(type, n), xs = (row_bytes(xt, n) + 63) & ~(size_t)63;
         uint8_t *w = xalloc(33 * wb), *x = xalloc(150 * xs);
         float *f = xalloc((size_t)n * sizeof(float)), *y = xalloc(150 * 40 * sizeof(float));
@@ -451,18 +462,20 @@ static void check_tiles(void) {
                     fail();
                 }
             }
-        void *pack = xalloc(bd_tile_pack_bytes(type, n, 150));
+        void *pack = tile->pack ? xalloc(tile->pack_bytes(type, n, 150)) : NULL;
         for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
             for (size_t ri = 0; ri < 3; ri++) {
                 int nt = toks[ki], nr = rows_n[ri];
-                for (int64_t g = 0; g < (nt + 15) / 16; g++) bd_tile_pack(type, n, x, xs, nt, g, pack);
+                /* packed where the kernel packs this batch size, as matmul.c does */
+                const bool packed = tile->pack && tile->pack_bytes(type, n, nt) > 0;
+                for (int64_t g = 0; packed && g < (nt + 15) / 16; g++) tile->pack(type, n, x, xs, nt, g, pack);
                 for (int i = 0; i < 150 * 40; i++) y[i] = NAN;
                 /* 16 rows per call, or all rows in one call (the groups
                  * after the first then come prefetched: same bits) */
                 const bool one_call = (ki + ri) % 2 == 1;
                 for (int r0 = 0; r0 < nr; r0 += one_call ? nr : 16)
-                    bd_tile_rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, pack,
-                                 nt, y + r0, 40);
+                    tile->rows(type, n, w + r0 * wb, wb, one_call ? nr : nr - r0 < 16 ? nr - r0 : 16, x, xs,
+                               packed ? pack : NULL, nt, y + r0, 40);
                 for (int t = 0; t < nt; t++)
                     for (int r = 0; r < 40; r++) {
                         float got = y[t * 40 + r];
@@ -472,8 +485,8 @@ static void check_tiles(void) {
                         }
                         float want = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
                         if (memcmp(&got, &want, sizeof got) != 0) {
-                            print_error("amx %s tokens=%d rows=%d%s: [t %d][r %d] %.9g, twin %.9g\n",
-                                        bd_type_name(type), nt, nr, one_call ? " (one call)" : "", t, r, got,
+                            print_error("%s tiles %s tokens=%d rows=%d%s: [t %d][r %d] %.9g, twin %.9g\n",
+                                        k->name, bd_type_name(type), nt, nr, one_call ? " (one call)" : "", t, r, got,
                                         want);
                             fail();
                         }
@@ -487,29 +500,28 @@ static void check_tiles(void) {
     }
 }
 
+static void run_isa(bd_isa isa);
+
 static void test_amx(void **state) {
     (void)state;
-    const bd_kernels *k = bd_kernels_for(BD_ISA_AMX);
-    if (!k) {
-        print_message("  AMX not available on this CPU: skipped\n");
-        skip();
-    }
-    assert_true(k->tile);
-    check_tiles();
+    char why[200];
+    if (!bd_isa_available(BD_ISA_AMX, why, sizeof why)) SKIP_BECAUSE("amx: %s", why);
+    assert_non_null(bd_kernels_for(BD_ISA_AMX)->tile);
     run_isa(BD_ISA_AMX); /* the rest of the table is the AVX-512 one */
 }
 
 static void run_isa(bd_isa isa) {
+    char why[200];
+    if (!bd_isa_available(isa, why, sizeof why)) SKIP_BECAUSE("%s: %s", bd_isa_name(isa), why);
     const bd_kernels *k = bd_kernels_for(isa);
-    if (!k) {
-        print_message("  ISA %d not available on this CPU: skipped\n", (int)isa);
-        skip();
-    }
+    assert_non_null(k);
+    assert_string_equal(k->name, bd_isa_name(isa));
     check_from_float(k);
     check_dots(k);
     check_batch_invariance(k);
     check_attention(k);
     check_silu(k);
+    if (k->tile) check_tiles(k);
 }
 
 static void test_ref_table(void **state) {
@@ -519,6 +531,10 @@ static void test_ref_table(void **state) {
 static void test_avx2(void **state) {
     (void)state;
     run_isa(BD_ISA_AVX2);
+}
+static void test_avxvnni(void **state) {
+    (void)state;
+    run_isa(BD_ISA_AVXVNNI);
 }
 static void test_avx512(void **state) {
     (void)state;
@@ -559,7 +575,9 @@ static void test_matmul_paths(void **state) {
             const int nt = toks[ki];
             bd_matmul(NULL, &W, x, n, nt, ya, nr, scratch);
             bd_matmul_fast(NULL, &W, x, n, nt, yb, nr, scratch);
-            const bool tiles = k->tile && type == BD_TYPE_Q8_0 && nt >= BD_MATMUL_TILE_Q8_ROWS;
+            /* Q8_0 batches the fast entry sends to the tiles (AMX) */
+            const bool tiles = k->tile && type == BD_TYPE_Q8_0 && k->tile->fast_rows[type] &&
+                               nt >= k->tile->fast_rows[type] && k->tile->supports(type, n);
             for (int t = 0; t < nt; t++)
                 for (int r = 0; r < nr; r++) {
                     const float e = ya[t * nr + r], f = yb[t * nr + r];
@@ -646,25 +664,162 @@ static void test_matmul_multi(void **state) {
     bd_pool_free(pool);
 }
 
+/*
+ * The chosen table: the level BLOCKDRAFT_ISA forces if set (the tests run
+ * under every level, tests/e2e/isa_levels.sh), else the last (best) level
+ * this machine runs.
+ */
 static void test_chosen(void **state) {
     (void)state;
     const bd_kernels *k = bd_kernels_get();
     assert_non_null(k);
-    const bd_cpu *c = bd_cpu_get();
     const char *env = getenv("BLOCKDRAFT_ISA");
-    if (!env && bd_kernels_for(BD_ISA_AMX)) assert_string_equal(k->name, "amx");
-    else if (!env && c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->avx2 &&
-             c->fma && c->f16c)
-        assert_string_equal(k->name, "avx512");
+    bd_isa want = BD_ISA_REF;
+    if (env) {
+        assert_true(bd_isa_parse(env, &want));
+        assert_non_null(bd_kernels_for(want));
+    } else {
+        for (int i = 0; i < BD_ISA_COUNT; i++)
+            if (bd_kernels_for((bd_isa)i)) want = (bd_isa)i;
+    }
+    assert_string_equal(k->name, bd_isa_name(want));
+    assert_int_equal(k->isa, want);
+}
+
+/* Feature detection against Linux's own (the flags line of /proc/cpuinfo,
+ * where the kernel also clears what the OS does not save the state of). */
+static void test_cpu_features(void **state) {
+    (void)state;
+    const bd_cpu *c = bd_cpu_get();
+#if defined(__x86_64__)
+    static const struct {
+        bd_cpu_feature f;
+        const char *linux_name;
+    } k_map[] = {
+        {BD_CPU_AVX2, "avx2"},           {BD_CPU_FMA, "fma"},           {BD_CPU_F16C, "f16c"},
+        {BD_CPU_AVXVNNI, "avx_vnni"},    {BD_CPU_AVX512F, "avx512f"},   {BD_CPU_AVX512DQ, "avx512dq"},
+        {BD_CPU_AVX512BW, "avx512bw"},   {BD_CPU_AVX512VL, "avx512vl"}, {BD_CPU_AVX512VNNI, "avx512_vnni"},
+        {BD_CPU_AVX512BF16, "avx512_bf16"}, {BD_CPU_AMX_TILE, "amx_tile"}, {BD_CPU_AMX_INT8, "amx_int8"},
+    };
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) SKIP_BECAUSE("no /proc/cpuinfo to compare with");
+    static char line[8192];
+    bool found = false;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "flags", 5)) {
+            found = true;
+            break;
+        }
+    fclose(f);
+    assert_true(found);
+    for (size_t i = 0; i < sizeof k_map / sizeof k_map[0]; i++) {
+        char pat[40];
+        snprintf(pat, sizeof pat, " %s", k_map[i].linux_name);
+        const char *p = strstr(line, pat);
+        const size_t l = strlen(pat);
+        const bool linux_has = p && (p[l] == ' ' || p[l] == '\n' || p[l] == '\0');
+        if (linux_has != bd_cpu_has(c, k_map[i].f)) {
+            print_error("%s: /proc/cpuinfo %s, bd_cpu %s\n", bd_cpu_feature_name(k_map[i].f),
+                        linux_has ? "has it" : "lacks it", bd_cpu_has(c, k_map[i].f) ? "has it" : "lacks it");
+            fail();
+        }
+    }
+#else
+    assert_int_equal(c->bits, 0);
+#endif
+    print_message("  cpu: %s\n", bd_cpu_describe());
+}
+
+/*
+ * Levels and their feature checks, on made-up CPUs (so the checks are the
+ * same on every host): each level needs every feature its file is
+ * compiled for (the Makefile's -m flags), the refusal names the missing
+ * ones, unknown names are refused, and BLOCKDRAFT_ISA set to a level this
+ * machine cannot run (or to no level) makes bd_kernels_check fail.
+ */
+static void test_isa_levels(void **state) {
+    (void)state;
+    char why[200];
+    bd_isa isa;
+    static const char *const names[BD_ISA_COUNT] = {"ref", "avx2", "avxvnni", "avx512", "amx"};
+    for (int i = 0; i < BD_ISA_COUNT; i++) {
+        assert_true(bd_isa_parse(names[i], &isa));
+        assert_int_equal(isa, i);
+        assert_string_equal(bd_isa_name(isa), names[i]);
+    }
+    assert_false(bd_isa_parse("AVX2", &isa));
+    assert_false(bd_isa_parse("", &isa));
+    assert_false(bd_isa_parse("avx512vnni", &isa));
+
+    const uint32_t avx2 = BD_CPU_BIT(BD_CPU_AVX2) | BD_CPU_BIT(BD_CPU_FMA) | BD_CPU_BIT(BD_CPU_F16C);
+    const uint32_t avx512 = avx2 | BD_CPU_BIT(BD_CPU_AVX512F) | BD_CPU_BIT(BD_CPU_AVX512DQ) |
+                            BD_CPU_BIT(BD_CPU_AVX512BW) | BD_CPU_BIT(BD_CPU_AVX512VL) |
+                            BD_CPU_BIT(BD_CPU_AVX512VNNI);
+    const bd_cpu none = {0}, zen4 = {avx512 | BD_CPU_BIT(BD_CPU_AVX512BF16)};
+    const bd_cpu no_dq = {avx512 & ~BD_CPU_BIT(BD_CPU_AVX512DQ)}, no_f16c = {avx2 & ~BD_CPU_BIT(BD_CPU_F16C)};
+    const bd_cpu spr = {avx512 | BD_CPU_BIT(BD_CPU_AMX_TILE) | BD_CPU_BIT(BD_CPU_AMX_INT8)};
+    assert_true(bd_isa_runs_on(BD_ISA_REF, &none, why, sizeof why));
+#if defined(__x86_64__)
+    assert_false(bd_isa_runs_on(BD_ISA_AVX2, &none, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avx2 fma f16c");
+    assert_false(bd_isa_runs_on(BD_ISA_AVX2, &no_f16c, why, sizeof why));
+    assert_string_equal(why, "CPU lacks f16c");
+    assert_true(bd_isa_runs_on(BD_ISA_AVX2, &no_dq, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AVX512, &no_dq, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avx512dq");
+    assert_true(bd_isa_runs_on(BD_ISA_AVX512, &zen4, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AVXVNNI, &zen4, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avxvnni");
+    const bd_cpu adl = {avx2 | BD_CPU_BIT(BD_CPU_AVXVNNI)};
+    assert_true(bd_isa_runs_on(BD_ISA_AVXVNNI, &adl, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AVX512, &adl, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avx512f avx512dq avx512bw avx512vl avx512vnni");
+    assert_false(bd_isa_runs_on(BD_ISA_AMX, &zen4, why, sizeof why));
+    assert_string_equal(why, "CPU lacks amx-tile amx-int8");
+    assert_true(bd_isa_runs_on(BD_ISA_AMX, &spr, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AMX, &none, why, sizeof why));
+    assert_non_null(strstr(why, "avx512vnni amx-tile amx-int8"));
+#else
+    for (int i = BD_ISA_AVX2; i < BD_ISA_COUNT; i++) {
+        assert_false(bd_isa_runs_on((bd_isa)i, &spr, why, sizeof why));
+        assert_string_equal(why, "not built for this architecture");
+    }
+    (void)zen4, (void)no_dq, (void)no_f16c;
+#endif
+
+    /* bd_kernels_check reads BLOCKDRAFT_ISA on every call */
+    char *saved = getenv("BLOCKDRAFT_ISA") ? strdup(getenv("BLOCKDRAFT_ISA")) : NULL;
+    char err[300];
+    setenv("BLOCKDRAFT_ISA", "avx9000", 1);
+    assert_false(bd_kernels_check(err, sizeof err));
+    assert_string_equal(err, "BLOCKDRAFT_ISA=avx9000: unknown kernel level (known: ref avx2 avxvnni avx512 amx)");
+    for (int i = 0; i < BD_ISA_COUNT; i++) {
+        setenv("BLOCKDRAFT_ISA", names[i], 1);
+        const bool ok = bd_kernels_check(err, sizeof err);
+        assert_int_equal(ok, bd_kernels_for((bd_isa)i) != NULL);
+        if (!ok) {
+            assert_true(bd_isa_available((bd_isa)i, why, sizeof why) == false);
+            assert_non_null(strstr(err, "this machine cannot run that kernel level"));
+            assert_non_null(strstr(err, why));
+            print_message("  refused: %s\n", err);
+        }
+    }
+    if (saved) setenv("BLOCKDRAFT_ISA", saved, 1);
+    else unsetenv("BLOCKDRAFT_ISA");
+    free(saved);
+    assert_true(bd_kernels_check(err, sizeof err));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_table),
         cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avxvnni),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_amx),
         cmocka_unit_test(test_chosen),
+        cmocka_unit_test(test_cpu_features),
+        cmocka_unit_test(test_isa_levels),
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_expf_poly),

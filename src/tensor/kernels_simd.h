@@ -1,0 +1,404 @@
+/*
+ * kernels_simd.h - what the x86 kernel files share (kernels_avx2.c,
+ * kernels_avx512.c, kernels_amx.c; x86-64 builds only).
+ *
+ * Each of those files is compiled with its own -m flags and includes this
+ * header, so the inline helpers here compile to that file's instructions:
+ * where a helper has a better form on a wider ISA it picks it by the
+ * compiler's feature macros (q5_high_bits). Everything needs at least AVX2,
+ * FMA and F16C, which all three files have.
+ *
+ *   - the generator of the per-type vec_dot_n entry points (BD_DOT_N), so
+ *     a kernel body is written once with its row count as a constant;
+ *   - 256-bit helpers: horizontal sums in the f32 order the twins fix,
+ *     nibble and fifth-bit unpacking, the 32-element block unpackers of
+ *     the Q8_0 and Q8_1 families;
+ *   - the K-quant 6-bit scale unpacking;
+ *   - the float-type dot kernel (ggml's summation order) for any vector
+ *     width (BD_FLOAT_KERNEL);
+ *   - the Q8_K quantizer's choice of the largest-magnitude value.
+ */
+#ifndef BD_KERNELS_SIMD_H
+#define BD_KERNELS_SIMD_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define BD_INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+#define NX_MAX 16 /* activation rows per vec_dot_n call (kernels.h) */
+
+BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
+
+BD_INLINE const void *row_at(const void *x, size_t stride, int r) {
+    return (const uint8_t *)x + (size_t)r * stride;
+}
+
+/* ------------------------------------------------------------------------
+ * vec_dot_n entry points
+ *
+ * BD_DOT_N(NAME, KERNEL, ROWS) defines NAME (a bd_vec_dot_n_fn) from an
+ * always-inline KERNEL(n, w, x, xs, out, NX) whose row count NX is a
+ * constant at each call, so its row loops unroll and the accumulators
+ * become registers. ROWS = 16: one instantiation per row count 1..16;
+ * ROWS = 8, 4 or 2: the powers of two up to ROWS, the rows taken greedily
+ * (7 = 4 + 2 + 1), fewer instantiations for kernels that gain little from
+ * more rows or have fewer registers. Each row's result must not depend on
+ * the split (batch invariance, test_kernels.c).
+ * ---------------------------------------------------------------------- */
+
+#define BD_NX_CASE(KERNEL, K) \
+    case K: KERNEL(n, w, x, xs, out, K); break;
+#define BD_NX_CASES_2(KERNEL) BD_NX_CASE(KERNEL, 1) default: KERNEL(n, w, x, xs, out, 2); break;
+#define BD_NX_CASES_4(KERNEL) BD_NX_CASE(KERNEL, 1) BD_NX_CASE(KERNEL, 2) default: KERNEL(n, w, x, xs, out, 4); break;
+#define BD_NX_CASES_8(KERNEL) \
+    BD_NX_CASE(KERNEL, 1) BD_NX_CASE(KERNEL, 2) BD_NX_CASE(KERNEL, 4) default: KERNEL(n, w, x, xs, out, 8); break;
+#define BD_NX_CASES_16(KERNEL)                                                                                \
+    BD_NX_CASE(KERNEL, 1) BD_NX_CASE(KERNEL, 2) BD_NX_CASE(KERNEL, 3) BD_NX_CASE(KERNEL, 4)                   \
+    BD_NX_CASE(KERNEL, 5) BD_NX_CASE(KERNEL, 6) BD_NX_CASE(KERNEL, 7) BD_NX_CASE(KERNEL, 8)                   \
+    BD_NX_CASE(KERNEL, 9) BD_NX_CASE(KERNEL, 10) BD_NX_CASE(KERNEL, 11) BD_NX_CASE(KERNEL, 12)                \
+    BD_NX_CASE(KERNEL, 13) BD_NX_CASE(KERNEL, 14) BD_NX_CASE(KERNEL, 15) default: KERNEL(n, w, x, xs, out, 16); \
+    break;
+
+/* rows of the next KERNEL call: all up to `rows`, or (rows < 16) the
+ * largest power of two */
+BD_INLINE int nx_take(int nx, const int rows) {
+    int k = nx < rows ? nx : rows;
+    if (rows < NX_MAX) k = 1 << (31 - __builtin_clz((unsigned)k));
+    return k;
+}
+
+#define BD_DOT_N(NAME, KERNEL, ROWS)                                                          \
+    static void NAME(int64_t n, const void *w, const void *x, size_t xs, int nx, float *out) { \
+        while (nx > 0) {                                                                      \
+            const int k = nx_take(nx, ROWS);                                                  \
+            switch (k) { BD_NX_CASES_##ROWS(KERNEL) }                                         \
+            nx -= k;                                                                          \
+            x = (const uint8_t *)x + (size_t)k * xs;                                          \
+            out += k;                                                                         \
+        }                                                                                     \
+    }
+
+/* ------------------------------------------------------------------------
+ * 256-bit helpers
+ * ---------------------------------------------------------------------- */
+
+/* Sum of 8 f32 lanes as ((0+4) + (2+6)) + ((1+5) + (3+7)): the order of
+ * dot_ref.c's hsum8 (llama.cpp's x86 reduction). */
+BD_INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+BD_INLINE int hsum8i(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 16 nibble bytes -> 32 bytes: low nibbles (elements 0..15), then high. */
+BD_INLINE __m256i nibbles32(const uint8_t *qs) {
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* The 32 fifth bits of a Q5_0 / Q5_1 block as 0x10 bytes, element order. */
+BD_INLINE __m256i q5_high_bits(const uint8_t *qh4) {
+    uint32_t qh;
+    memcpy(&qh, qh4, 4);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    return _mm256_maskz_mov_epi8((__mmask32)qh, _mm256_set1_epi8(0x10));
+#else
+    /* byte j gets qh byte j/8, then test bit j%8 */
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                    _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                       0x0303030303030303ll));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+#endif
+}
+
+/* Block unpackers of the 32-element types: block i's codes as 32 bytes in
+ * element order and its scale d (and min m). Q8_0 family (activations
+ * Q8_0): signed values. Q8_1 family: unsigned codes. */
+BD_INLINE __m256i unpack_q8_0(const void *w, int64_t i, float *d) {
+    const block_q8_0 *b = (const block_q8_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
+}
+BD_INLINE __m256i unpack_q4_0(const void *w, int64_t i, float *d) {
+    const block_q4_0 *b = (const block_q4_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_sub_epi8(nibbles32(b->qs), _mm256_set1_epi8(8));
+}
+BD_INLINE __m256i unpack_q5_0(const void *w, int64_t i, float *d) {
+    const block_q5_0 *b = (const block_q5_0 *)w + i;
+    *d = f16f(b->d);
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh)), _mm256_set1_epi8(16));
+}
+BD_INLINE __m256i unpack_iq4_nl(const void *w, int64_t i, float *d) {
+    const block_iq4_nl *b = (const block_iq4_nl *)w + i;
+    *d = f16f(b->d);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl));
+    return _mm256_shuffle_epi8(tab, nibbles32(b->qs));
+}
+BD_INLINE __m256i unpack_q4_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q4_1 *b = (const block_q4_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return nibbles32(b->qs);
+}
+BD_INLINE __m256i unpack_q5_1(const void *w, int64_t i, float *d, float *m) {
+    const block_q5_1 *b = (const block_q5_1 *)w + i;
+    *d = f16f(b->d);
+    *m = f16f(b->m);
+    return _mm256_or_si256(nibbles32(b->qs), q5_high_bits(b->qh));
+}
+
+/* int32 lane l = sum of the products u[4l + k] * v[4l + k], k < 4, of
+ * unsigned bytes u and signed bytes v: vpdpbusd where the file has it,
+ * else vpmaddubsw + vpmaddwd, which gives the same integers as long as no
+ * pair of products leaves int16 (it saturates): true where u < 128 and
+ * |v| <= 127, e.g. 5-bit codes against Q8 activations. */
+BD_INLINE __m256i dot4_u8s8(__m256i u, __m256i v) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, v);
+#elif defined(__AVXVNNI__)
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, v);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, v), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Bytes per block of the type an unpacker reads (for prefetching). */
+#define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
+#define BD_BB_unpack_q8_0 sizeof(block_q8_0)
+#define BD_BB_unpack_q4_0 sizeof(block_q4_0)
+#define BD_BB_unpack_q5_0 sizeof(block_q5_0)
+#define BD_BB_unpack_iq4_nl sizeof(block_iq4_nl)
+#define BD_BB_unpack_q4_1 sizeof(block_q4_1)
+#define BD_BB_unpack_q5_1 sizeof(block_q5_1)
+
+/* Q4_1 / Q5_1 x Q8_1 (unsigned codes): per block and row, the int32 lanes
+ * of dot4_u8s8 added to an 8-lane f32 accumulator by fma with dw * dx,
+ * the mins (mw * sx) to a separate f32 sum; the result hsum8(acc) + that
+ * sum: dot_ref.c's q32_accum order. NXM: rows per call at most. */
+#define BD_Q81_KERNEL(NAME, UNPACK, NXM)                                                          \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) { \
+        __m256 acc[NXM];                                                                          \
+        float accm[NXM];                                                                          \
+        UNROLL for (int r = 0; r < NX; r++) {                                                     \
+            acc[r] = _mm256_setzero_ps();                                                         \
+            accm[r] = 0;                                                                          \
+        }                                                                                         \
+        for (int64_t i = 0; i < n / QK8_1; i++) {                                                 \
+            float dw, mw;                                                                         \
+            _mm_prefetch((const char *)w + (size_t)i * BD_BLOCK_BYTES(UNPACK) + 1024, _MM_HINT_T0); \
+            const __m256i W = UNPACK(w, i, &dw, &mw);                                             \
+            UNROLL for (int r = 0; r < NX; r++) {                                                 \
+                const block_q8_1 *y = (const block_q8_1 *)row_at(x, xs, r) + i;                   \
+                const __m256i s = dot4_u8s8(W, _mm256_loadu_si256((const __m256i *)y->qs));       \
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dw * f16f(y->d)), acc[r]); \
+                accm[r] += mw * f16f(y->s);                                                       \
+            }                                                                                     \
+        }                                                                                         \
+        UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]) + accm[r];                     \
+    }
+
+/* ------------------------------------------------------------------------
+ * K-quant scales
+ * ---------------------------------------------------------------------- */
+
+/* The 12 scale bytes of a Q4_K / Q5_K block: byte s of *sc8 / *m8 is the
+ * 6-bit scale / min of sub-block s (dot_ref.c's kq_scale_min, eight at a
+ * time). */
+BD_INLINE void kq_unpack_scales(const uint8_t *b, uint64_t *sc8, uint64_t *m8) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, b, 4);
+    memcpy(&u1, b + 4, 4);
+    memcpy(&u2, b + 8, 4);
+    const uint32_t sc_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u);
+    *sc8 = sc_lo | ((uint64_t)sc_hi << 32);
+    *m8 = m_lo | ((uint64_t)m_hi << 32);
+}
+
+/* ------------------------------------------------------------------------
+ * Q4_K one-row dot (decode), the tile order's f32 steps: the including file
+ * defines q4k_block_z(w, y), a block's integers as 8 int32 lanes (0-3 add
+ * up to sumi, 4-7 to summ), then instantiates BD_Q4K_ONE_ROW. Two blocks
+ * share one horizontal-add tree.
+ * ---------------------------------------------------------------------- */
+
+/* (dx * d, dx * dmin) of a Q4_K block: its two f16 scales converted together */
+BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
+    int32_t h;
+    memcpy(&h, w, 4);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)), _mm_set1_ps(dx));
+}
+
+#define BD_Q4K_ONE_ROW(NAME, AHEAD)                                                                              \
+    static float NAME(int64_t n, const block_q4_K *w, const block_q8_K *y) {                                     \
+        const int64_t nb = n / QK_K;                                                                             \
+        float acc = 0.0f;                                                                                        \
+        int64_t i = 0;                                                                                           \
+        for (; i + 1 < nb; i += 2) {                                                                             \
+            UNROLL for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(w + i) + (AHEAD) + 64 * l, _MM_HINT_T0); \
+            __m256i h = _mm256_hadd_epi32(q4k_block_z(w + i, y + i), q4k_block_z(w + i + 1, y + i + 1));          \
+            h = _mm256_hadd_epi32(h, h); /* lane 0 sumi of block i, 1 of i + 1; lanes 4, 5 their summ */         \
+            const __m256 f = _mm256_cvtepi32_ps(h);                                                              \
+            const __m128 si = _mm256_castps256_ps128(f), sm = _mm256_extractf128_ps(f, 1);                       \
+            const __m128 d0 = q4k_dd(w + i, y[i].d), d1 = q4k_dd(w + i + 1, y[i + 1].d);                         \
+            acc = fmaf(_mm_cvtss_f32(d0), _mm_cvtss_f32(si), acc);                                               \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), _mm_cvtss_f32(sm), acc);                             \
+            acc = fmaf(_mm_cvtss_f32(d1), _mm_cvtss_f32(_mm_movehdup_ps(si)), acc);                              \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d1)), _mm_cvtss_f32(_mm_movehdup_ps(sm)), acc);            \
+        }                                                                                                        \
+        if (i < nb) {                                                                                            \
+            __m256i h = q4k_block_z(w + i, y + i);                                                               \
+            h = _mm256_hadd_epi32(h, h);                                                                         \
+            h = _mm256_hadd_epi32(h, h);                                                                         \
+            const __m128 d0 = q4k_dd(w + i, y[i].d);                                                             \
+            acc = fmaf(_mm_cvtss_f32(d0), (float)_mm256_cvtsi256_si32(h), acc);                                  \
+            acc = fmaf(-_mm_cvtss_f32(_mm_movehdup_ps(d0)), (float)_mm_cvtsi128_si32(_mm256_extracti128_si256(h, 1)), \
+                       acc);                                                                                     \
+        }                                                                                                        \
+        return acc;                                                                                              \
+    }
+
+/* ------------------------------------------------------------------------
+ * F32 / F16 / BF16 dots in ggml's summation order (llama.cpp's build for
+ * the same ISA): four W-lane accumulators over steps of 4 W elements,
+ * reduced by REDUCE4 (the width's own order, see the files), then the
+ * n % 4W leftovers added one by one, in float for F32 and in double for
+ * the 16-bit types, as ggml does. Matching the order keeps logits within
+ * rounding of llama.cpp even where an int8 activation rounding would
+ * amplify a last-bit difference. The multi-row kernel keeps this order per
+ * row.
+ *   VEC, W, ZERO, FMADD: the vector type, its lanes, its zero and fma;
+ *   LOAD(p, j): W elements from element j of row p as f32;
+ *   SC(p, j): element j as f32; ESZ: element bytes; ACC: float or double;
+ *   NXM: rows per call at most (the accumulator arrays' size).
+ * ---------------------------------------------------------------------- */
+
+BD_INLINE float sc_f32(const void *p, int64_t j) { return ((const float *)p)[j]; }
+BD_INLINE float sc_f16(const void *p, int64_t j) { return bd_f16_to_f32(((const bd_f16 *)p)[j]); }
+BD_INLINE float sc_bf16(const void *p, int64_t j) { return bd_bf16_to_f32(((const bd_bf16 *)p)[j]); }
+
+#define BD_FLOAT_KERNEL(NAME, VEC, W, ZERO, FMADD, REDUCE4, LOAD, SC, ESZ, ACC, NXM)                \
+    BD_INLINE void NAME(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) { \
+        VEC acc[NXM][4];                                                                            \
+        UNROLL for (int r = 0; r < NX; r++) UNROLL for (int k = 0; k < 4; k++) acc[r][k] = ZERO();  \
+        const int64_t np = n / (4 * W) * (4 * W);                                                   \
+        for (int64_t j = 0; j < np; j += 4 * W) {                                                   \
+            _mm_prefetch((const char *)w + j * ESZ + 2048, _MM_HINT_T0);                            \
+            UNROLL for (int k = 0; k < 4; k++) {                                                    \
+                const VEC wv = LOAD(w, j + W * k);                                                  \
+                UNROLL for (int r = 0; r < NX; r++)                                                 \
+                    acc[r][k] = FMADD(wv, LOAD(row_at(x, xs, r), j + W * k), acc[r][k]);            \
+            }                                                                                       \
+        }                                                                                           \
+        UNROLL for (int r = 0; r < NX; r++) {                                                       \
+            ACC sum = (ACC)REDUCE4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);                     \
+            const void *xr = row_at(x, xs, r);                                                      \
+            for (int64_t t = np; t < n; t++) sum += (ACC)(SC(w, t) * SC(xr, t));                    \
+            out[r] = (float)sum;                                                                    \
+        }                                                                                           \
+    }
+
+/* ------------------------------------------------------------------------
+ * Row groups' activations (kernels_avx2.c, kernels_avx512.c)
+ *
+ * A row group takes block i of every activation row of its batch in turn.
+ * For prompts, whose Q8_K rows lie a whole row apart (up to 11 KiB), that
+ * is dozens of interleaved streams the hardware prefetcher does not
+ * follow; so batches of more than 16 rows are first copied block-major per
+ * group of 16 rows ([block i][row t], 16 blocks in a row). Verify batches
+ * (at most 16 rows) are read in place. Q8_0 activation blocks are always
+ * packed, each with -128 times the sum of its bytes: the row groups feed
+ * vpdpbusd the weights plus 128 (it wants unsigned bytes) and start the
+ * dot at that correction, so sum (w + 128) y - 128 sum(y) = sum w y.
+ * ---------------------------------------------------------------------- */
+
+/* One Q8_0 activation block, packed [group of 16 rows][block i][row t]. */
+typedef struct {
+    int8_t qs[QK8_0];
+    float d;
+    int32_t corr; /* -128 * sum(qs) */
+} rg_x8;
+
+static inline size_t rg8_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK8_0) * sizeof(rg_x8);
+}
+
+static inline void rg8_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK8_0;
+    rg_x8 *dst = (rg_x8 *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            rg_x8 *o = &dst[i * 16 + t];
+            memcpy(o->qs, src[i].qs, QK8_0);
+            o->d = bd_f16_to_f32(src[i].d);
+            int sum = 0;
+            for (int e = 0; e < QK8_0; e++) sum += src[i].qs[e];
+            o->corr = -128 * sum;
+        }
+    }
+}
+
+/* K-quants (Q8_K activations): packed beyond 16 rows; Q8_0: always (the
+ * blocks carry their correction). */
+static inline size_t rg_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+    if (type == BD_TYPE_Q8_0) return rg8_pack_bytes(ncols, n_tok);
+    if (n_tok <= 16) return 0;
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK_K) * sizeof(block_q8_K);
+}
+
+static inline void rg_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g,
+                           void *pack) {
+    if (type == BD_TYPE_Q8_0) {
+        rg8_pack(ncols, xq, xs, n_tok, g, pack);
+        return;
+    }
+    const int64_t nb = ncols / QK_K;
+    block_q8_K *dst = (block_q8_K *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_K *src = (const block_q8_K *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) memcpy(&dst[i * 16 + t], &src[i], sizeof *src);
+    }
+}
+
+/* Block i of activation row t: packed (pack != NULL) or in place. */
+static inline const block_q8_K *rg_xblock(const void *xq, size_t xs, const void *pack, int64_t nb, int64_t t, int64_t i) {
+    if (pack) return (const block_q8_K *)pack + ((t / 16) * nb + i) * 16 + t % 16;
+    return (const block_q8_K *)((const uint8_t *)xq + (size_t)t * xs) + i;
+}
+
+/* ------------------------------------------------------------------------
+ * Activation quantizers
+ * ---------------------------------------------------------------------- */
+
+/* Q8_K: the value of largest magnitude of the 256 in x, given the largest
+ * (hi) and smallest (lo) of them; a tie of +a and -a goes to the first in
+ * order, as in quant_ref.c's signed_absmax. */
+BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
+    if (hi > -lo) return hi;
+    if (-lo > hi) return lo;
+    for (int j = 0; j < QK_K; j++)
+        if (x[j] == hi || x[j] == lo) return x[j];
+    return 0.0f;
+}
+
+#endif

@@ -1,0 +1,186 @@
+/*
+ * kbench.c - kernel microbenchmark: one weight matrix times nx activation
+ * rows through each kernel level's vec_dot_n, levels alternating within
+ * one process (so a busy machine slows all of them alike), the fastest of
+ * the repetitions reported. Built by `make kbench`; not part of the tests.
+ *
+ *   kbench [-t TYPE] [-r ROWS] [-c COLS] [-n NX] [-j THREADS] [-k REPS]
+ *          [-m MiB] [-l LEVELS]
+ *
+ * -m: bytes of weights streamed per repetition (copies of the matrix, so
+ *     that from a few hundred MiB on they come from memory as in decode;
+ *     -m 0 reuses one copy, which then sits in cache: the kernel's compute
+ *     rate). -l: comma-separated levels (default: every level that runs).
+ * Prints per level: best and median ms per repetition, weight GB/s (best),
+ * and integer GOPS (2 x weights x nx / time); a level with row-group
+ * kernels for the type (the table's tile entry) is measured a second time
+ * through them ("LEVEL/rows").
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "tensor/kernels.h"
+#include "tensor/tensor.h"
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rng(void) {
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+
+typedef struct {
+    const bd_kernels *k;
+    uint32_t type;
+    const uint8_t *w; /* [rows][row_bytes] */
+    size_t row_bytes;
+    int64_t rows, cols;
+    const uint8_t *x; /* [nx][xs] */
+    size_t xs;
+    int nx;
+    float *y; /* [nx][rows] */
+    bool tiles;         /* through k->tile->rows, 64 rows per call */
+    const void *pack;
+    atomic_llong next;
+} job;
+
+#define CHUNK 64
+
+static void run(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    job *j = arg;
+    float out[16];
+    long long c;
+    while ((c = atomic_fetch_add(&j->next, 1)) * CHUNK < j->rows) {
+        const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < j->rows ? r0 + CHUNK : j->rows;
+        if (j->tiles) {
+            j->k->tile->rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
+                             j->xs, j->pack, j->nx, j->y + r0, j->rows);
+            continue;
+        }
+        for (int t0 = 0; t0 < j->nx; t0 += 16) {
+            const int n = j->nx - t0 < 16 ? j->nx - t0 : 16;
+            for (int64_t r = r0; r < r1; r++) {
+                j->k->vec_dot_n[j->type](j->cols, j->w + (size_t)r * j->row_bytes, j->x + (size_t)t0 * j->xs, j->xs, n,
+                                         out);
+                for (int t = 0; t < n; t++) j->y[(t0 + t) * j->rows + r] = out[t];
+            }
+        }
+    }
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv) {
+    const char *tname = "q4_K", *levels = NULL;
+    int64_t rows = 9728, cols = 2560;
+    int nx = 1, threads = 1, reps = 20;
+    double mib = 512;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *a = argv[i], *v = argv[i + 1];
+        if (!strcmp(a, "-t")) tname = v;
+        else if (!strcmp(a, "-r")) rows = atoll(v);
+        else if (!strcmp(a, "-c")) cols = atoll(v);
+        else if (!strcmp(a, "-n")) nx = atoi(v);
+        else if (!strcmp(a, "-j")) threads = atoi(v);
+        else if (!strcmp(a, "-k")) reps = atoi(v);
+        else if (!strcmp(a, "-m")) mib = atof(v);
+        else if (!strcmp(a, "-l")) levels = v;
+        else {
+            fprintf(stderr, "kbench: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    uint32_t type = BD_TYPE_COUNT;
+    for (uint32_t t = 0; t < BD_TYPE_COUNT; t++)
+        if (bd_type_get(t) && !strcmp(bd_type_name(t), tname)) type = t;
+    const bd_type_traits *tr = bd_type_get(type);
+    if (!tr || !tr->supported || nx < 1 || nx > 512) {
+        fprintf(stderr, "kbench: bad type %s or nx %d\n", tname, nx);
+        return 2;
+    }
+    uint64_t rb = 0, xb = 0;
+    if (!bd_row_size(type, cols, &rb) || !bd_row_size(tr->vec_dot_type, cols, &xb)) return 2;
+    const size_t mat = (size_t)rb * (size_t)rows;
+    const int copies = mib > 0 ? (int)((mib * 1048576.0 + (double)mat - 1) / (double)mat) : 1;
+    uint8_t *w = bd_alloc(mat * (size_t)copies);
+    const size_t xs = ((size_t)xb + 63) & ~(size_t)63;
+    uint8_t *x = bd_alloc(xs * 512);
+    float *y = bd_alloc(sizeof(float) * 512 * (size_t)rows), *f = bd_alloc(sizeof(float) * (size_t)cols);
+    if (!w || !x || !y || !f) return 1;
+    /* weights: quantized gaussian rows (real scales and codes), copied */
+    float *row = bd_alloc(sizeof(float) * (size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) row[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
+        bd_quantize_row(type, row, w + (size_t)r * rb, cols);
+    }
+    for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mat, w, mat);
+    for (int t = 0; t < nx; t++) {
+        for (int64_t c = 0; c < cols; c++) f[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
+        bd_quantize_row(tr->vec_dot_type, f, x + (size_t)t * xs, cols);
+    }
+    const bd_kernels *ks[2 * BD_ISA_COUNT];
+    bool kt[2 * BD_ISA_COUNT];
+    char kname[2 * BD_ISA_COUNT][24];
+    int nk = 0;
+    for (int i = 0; i < BD_ISA_COUNT; i++) {
+        const bd_kernels *k = bd_kernels_for((bd_isa)i);
+        if (!k) continue;
+        if (levels) {
+            char buf[128];
+            snprintf(buf, sizeof buf, ",%s,", levels);
+            char pat[32];
+            snprintf(pat, sizeof pat, ",%s,", k->name);
+            if (!strstr(buf, pat)) continue;
+        }
+        ks[nk] = k;
+        kt[nk] = false;
+        snprintf(kname[nk++], sizeof kname[0], "%s", k->name);
+        if (k->tile && k->tile->supports(type, cols)) {
+            ks[nk] = k;
+            kt[nk] = true;
+            snprintf(kname[nk++], sizeof kname[0], "%s/rows", k->name);
+        }
+    }
+    /* packed activations for the row groups that want them */
+    void *pack[2 * BD_ISA_COUNT] = {0};
+    for (int i = 0; i < nk; i++)
+        if (kt[i] && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
+            pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
+            for (int64_t g = 0; g < (nx + 15) / 16; g++) ks[i]->tile->pack(type, cols, x, xs, nx, g, pack[i]);
+        }
+    bd_pool *pool = threads > 1 ? bd_pool_create(threads) : NULL;
+    double *ms = calloc((size_t)nk * (size_t)reps, sizeof(double));
+    printf("kbench: %s %lld x %lld, nx %d, %d thread(s), %d copies (%.0f MiB streamed per rep), %d reps; cpu: %s\n",
+           tname, (long long)rows, (long long)cols, nx, threads, copies, (double)mat * copies / 1048576.0, reps,
+           bd_cpu_describe());
+    for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
+        for (int i = 0; i < nk; i++) {
+            const double t0 = bd_time_ms();
+            for (int c = 0; c < copies; c++) {
+                job j = {.k = ks[i], .type = type, .w = w + (size_t)c * mat, .row_bytes = rb, .rows = rows,
+                         .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y, .tiles = kt[i], .pack = pack[i]};
+                atomic_init(&j.next, 0);
+                if (pool) bd_pool_run(pool, run, &j);
+                else run(&j, 0, 1);
+            }
+            if (rep >= 0) ms[i * reps + rep] = bd_time_ms() - t0;
+        }
+    for (int i = 0; i < nk; i++) {
+        double *m = ms + i * reps;
+        qsort(m, (size_t)reps, sizeof *m, cmp_d);
+        const double bytes = (double)mat * copies, ops = 2.0 * (double)rows * (double)cols * nx * copies;
+        printf("  %-14s best %8.3f ms  median %8.3f ms  %6.2f GB/s  %7.1f GOPS\n", kname[i], m[0], m[reps / 2],
+               bytes / m[0] / 1e6, ops / m[0] / 1e6);
+    }
+    if (pool) bd_pool_free(pool);
+    return 0;
+}
