@@ -27,7 +27,9 @@
 #include <time.h>
 
 /* ChatML fallback template for models without tokenizer.chat_template.
- * Typed text parts are concatenated; a generation prompt opens the assistant turn. */
+ * Typed text parts are joined with "\n" after non-empty text, as
+ * llama.cpp joins them for its ChatML fallback; a generation prompt opens
+ * the assistant turn. */
 extern const char *chat_template_chatml;
 
 /* Render a chat prompt in one call (parses the template each time; use
