@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "server_int.h"
+#include "../chat/toolcall.h"
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;
@@ -107,6 +108,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     m->tmpl_fallback = src == NULL;
     if (!src) src = chat_template_chatml;
     m->reasoning = strstr(src, "<think>") != NULL;
+    m->tool_format = chat_tool_format_detect(src);
     m->bos_str = token_text(m->m, bd_token_bos(m->m));
     m->eos_str = token_text(m->m, bd_token_eos(m->m));
     char terr[512];
@@ -150,7 +152,7 @@ static bool model_ensure_loaded(server *s, srv_model *m, char *err, size_t errle
     return ok;
 }
 
-bool srv_model_add_cli(server *s, char *err, size_t errlen) {
+bool srv_model_register_cli(server *s, char *err, size_t errlen) {
     char name[GALLERY_NAME_MAX];
     if (s->p.alias) {
         snprintf(name, sizeof name, "%s", s->p.alias);
@@ -171,6 +173,15 @@ bool srv_model_add_cli(server *s, char *err, size_t errlen) {
     s->models = m;
     pthread_mutex_unlock(&s->models_mu);
     snprintf(s->default_model, sizeof s->default_model, "%s", name);
+    return true;
+}
+
+bool srv_model_load_cli(server *s, char *err, size_t errlen) {
+    pthread_mutex_lock(&s->models_mu);
+    srv_model *m = s->models;
+    while (m && !m->from_cli) m = m->next;
+    pthread_mutex_unlock(&s->models_mu);
+    if (!m) return bd_err(err, errlen, "no -m model registered");
     return model_ensure_loaded(s, m, err, errlen);
 }
 

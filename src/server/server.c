@@ -60,12 +60,21 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
             return NULL;
         }
     }
+    const char *th = getenv("BLOCKDRAFT_TEST_HOOKS");
+    s->test_hooks = th && !strcmp(th, "1");
+    /* the -m model is the default before any request can arrive: one sent
+     * while it loads waits for the load instead of being told that
+     * 'model' is required */
+    if (p->model_path && !srv_model_register_cli(s, err, errlen)) {
+        server_free(s);
+        return NULL;
+    }
     if (!srv_auth_init(s, err, errlen) || !srv_http_start(s, err, errlen)) {
         server_free(s);
         return NULL;
     }
     /* the socket is open (so /health and /ready answer) while the model loads */
-    if (p->model_path && !srv_model_add_cli(s, err, errlen)) {
+    if (p->model_path && !srv_model_load_cli(s, err, errlen)) {
         server_free(s);
         return NULL;
     }
