@@ -87,8 +87,15 @@ static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system, bool
     json_array_foreach(msgs, i, m0) {
         json_t *m = json_deep_copy(m0);
         if (!m) goto fail;
-        /* typed text parts -> one string joined with "\n" */
+        /* no content (an assistant turn with only tool calls) -> "": llama.cpp
+         * rebuilds every message with a string content, so templates that
+         * test `'</think>' in content` (Qwen3) work on OpenAI's null */
         json_t *content = json_object_get(m, "content");
+        if (!content || json_is_null(content)) {
+            json_object_set_new(m, "content", json_string(""));
+            content = json_object_get(m, "content");
+        }
+        /* typed text parts -> one string joined with "\n" */
         if (json_is_array(content) && !typed_content) {
             bool all_text = true;
             size_t k;

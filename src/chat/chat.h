@@ -72,7 +72,9 @@ typedef struct chat_params {
     const jinja_limits *limits;  /* NULL = jinja_limits_default() */
     /* Apply llama.cpp's input edits first (parity with llama-server --jinja):
      * string tool-call arguments parsed to objects, an empty tools list
-     * treated as none, typed text parts joined with "\n", and for templates
+     * treated as none, a null or missing content as "" (OpenAI's assistant
+     * message with tool_calls only), typed text parts joined with "\n"
+     * (after non-empty text), and for templates
      * without system-role support the system text prepended to the first
      * user message (joined with "\n"). */
     bool llamacpp_compat;
