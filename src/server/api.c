@@ -245,6 +245,7 @@ static int run_request(srv_req *r, api_out *o, const gen_req *g) {
     if (!submit_all(r, o, &rc)) goto done;
     if (g->stream) return api_out_stream(r, o);
     if (!wait_all(r, o, &rc)) goto done;
+    api_out_sum_stats(o);
     keep_best(o, g);
     rc = srv_send_json(r, 200, api_out_body(o, g));
 done:

@@ -97,6 +97,8 @@ typedef struct api_out {
     int n_choices;
     api_choice ch[API_MAX_JOBS];
     char *pre;               /* owned: see api_choice.pre */
+    bool have_stats;         /* stats set before best_of dropped candidates (they count in usage) */
+    bd_gen_stats stats;
     char *piece;             /* [piece_cap] token text scratch */
     int piece_cap;
 } api_out;
@@ -104,6 +106,9 @@ typedef struct api_out {
 /* api_resp.c */
 void api_out_init(api_out *o, const gen_req *g, bool chat);
 void api_out_free(api_out *o);         /* drops the jobs' references */
+/* Sum the finished jobs' statistics into o->stats (usage counts every
+ * candidate, also those best_of drops). */
+void api_out_sum_stats(api_out *o);
 /* The complete (non-streamed) body of finished jobs. */
 json_t *api_out_body(api_out *o, const gen_req *g);
 /* Stream the choices; takes ownership of o (malloc'd). */

@@ -221,6 +221,11 @@ static bd_gen_stats stats_sum(const api_out *o) {
     return s;
 }
 
+void api_out_sum_stats(api_out *o) {
+    o->stats = stats_sum(o);
+    o->have_stats = true;
+}
+
 static json_t *usage_json(const bd_gen_stats *st) {
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", (json_int_t)st->n_prompt, "completion_tokens",
                      (json_int_t)st->n_gen, "total_tokens", (json_int_t)(st->n_prompt + st->n_gen),
@@ -356,7 +361,7 @@ json_t *api_out_body(api_out *o, const gen_req *g) {
         json_array_append_new(arr, ch);
     }
     json_object_set_new(body, "choices", arr);
-    bd_gen_stats st = stats_sum(o);
+    bd_gen_stats st = o->have_stats ? o->stats : stats_sum(o);
     add_stats(body, &st, o->ch[0].j);
     if (g->return_prompt_ids) {
         /* the tokens of the first choice: the prompt the model was given

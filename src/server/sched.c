@@ -415,7 +415,7 @@ static bool better_slot_idle(const srv_slot *sl, const srv_job *j) {
     int64_t mine = 0;
     for (int i = 0; i < m->n_slots; i++) {
         const srv_slot *o = &m->slots[i];
-        if (o == sl || o->busy || !o->started) continue;
+        if (o == sl || o->busy) continue; /* (an idle slot whose worker is still starting counts too) */
         if (!have) {
             mine = slot_score(sl, j);
             have = true;

@@ -13,10 +13,18 @@
  *   GET  /models/jobs/{id}      pull progress, result or error
  * Every completion carries `usage`, `timings` and `speculative`; with the
  * request field "return_prompt_ids": true (a blockdraft extension) a
- * non-streamed response also carries "prompt_ids", the tokens the model
- * was given. Chat prompts are tokenized so that the messages' text never
- * becomes a control token (chat_params.user_spans, bd_tokenize_guarded);
- * a /v1/completions prompt is the caller's own and keeps them.
+ * non-streamed response also carries "prompt_ids" and "generated_ids", the
+ * tokens the model was given and those it generated (first choice). Chat
+ * prompts are tokenized so that the messages' text never becomes a control
+ * token (chat_params.user_spans, bd_tokenize_guarded); a /v1/completions
+ * prompt is the caller's own and keeps them. Request fields: api_req.c
+ * (each implemented or refused by name).
+ *
+ * Test hook: with BLOCKDRAFT_TEST_HOOKS=1 in the environment at start, the
+ * request field "test_output" (a string) replaces the generation: its
+ * tokens are emitted as if generated (no forward pass) and take the normal
+ * output path. For tests whose models are random (tool calls); without the
+ * variable the field is refused like any unknown field.
  *
  * Models: the -m/-md pair given on the command line is loaded at start
  * (named --alias, else after the file); models installed in the models

@@ -127,6 +127,7 @@ bad = [
     (C, {"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object"}}}},
      "response_format"),
     (C, {"response_format": "json"}, "response_format"),
+    (C, {"response_format": {"type": "json_schema", "json_schema": {"schema": {"$ref": "#"}}}}, "response_format"),
     (C, {"grammar": "root ::= \"x\""}, "grammar"),
     (X, {"json_schema": {"type": "object"}}, "json_schema"),
     # OpenAI fields this server refuses
@@ -177,6 +178,18 @@ for path, extra, name in bad:
 check(n_ok == len(bad), "%d/%d bad inputs answered 4xx with a message naming the field" % (n_ok, len(bad)))
 st, h, b = request(P, "POST", C, CHAT)
 check(st == 200, "still serving after the bad inputs")
+
+# tool schemas the template has to walk: huge, self-referencing, deeply nested
+huge = {"type": "object", "properties": {"p%d" % i: {"type": "string", "description": "x" * 20} for i in range(3000)}}
+deep = {"type": "object"}
+for _ in range(400):
+    deep = {"type": "object", "properties": {"a": deep}}
+for what, params, ok_codes in [("huge (3000 properties)", huge, (200,)), ("recursive $ref", {"$ref": "#"}, (200,)),
+                               ("nested 400 deep", deep, (200, 400))]:
+    st, h, b = request(P, "POST", C, dict(CHAT, tools=[dict(TOOL, function={"name": "f", "parameters": params})]))
+    check(st in ok_codes and (st == 200 or is_error_object(b)), "tool schema %s: %d" % (what, st))
+st, h, b = request(P, "POST", C, CHAT)
+check(st == 200, "still serving after the tool schemas")
 
 # accepted as no-ops: identifiers, defaults, disabled llama.cpp samplers
 st, h, b = request(P, "POST", C, dict(CHAT, user="u1", metadata={"k": "v"}, store=False, service_tier="auto",
@@ -260,6 +273,7 @@ st, h, b = request(P, "POST", X, dict(samp, best_of=4))
 jb = jbody(b)
 check(st == 200 and len(jb["choices"]) == 1 and jb["choices"][0]["text"] == best and jb["choices"][0]["logprobs"] is None,
       "best_of=4: the candidate with the best mean log-probability (%r; means %s)" % (best, [round(x, 3) for x in means]))
+check(jb and jb["usage"]["completion_tokens"] == 48, "best_of=4: usage counts the 4 candidates' tokens")
 st, h, b = request(P, "POST", C, dict(CHAT, n=2, stream=True, temperature=0.9, seed=5))
 ev = sse_events(b) if st == 200 else []
 fins = {e["choices"][0]["index"]: e["choices"][0]["finish_reason"] for e in ev[:-1]
