@@ -90,10 +90,16 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libbdcore.a include/blockdraft.h
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 
 # Helper programs of the end-to-end tests (not tests themselves).
-TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit
+TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit $(BUILD)/tests/bd-grammar-check $(BUILD)/tests/bd-open-gate.so
+$(BUILD)/tests/bd-open-gate.so: tests/tools/open_gate.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -Wall -Wextra -fPIC -shared -o $@ $< -ldl
 $(BUILD)/tests/bd-gguf-edit: tests/tools/gguf_edit.c $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+$(BUILD)/tests/bd-grammar-check: tests/tools/grammar_check.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(APPLIBS) $(LDLIBS)
 
 tests: all $(UNIT_BIN) $(TOOL_BIN)
 

@@ -85,6 +85,21 @@ uint64_t bd_model_weight_bytes(const bd_model *m); /* bytes of all tensors */
  * has none. */
 const char *bd_model_chat_template(const bd_model *m);
 
+/* Model files are memory-mapped: a file truncated or rewritten in place
+ * while a model uses it (a `cp` over it) makes reads of the lost pages
+ * raise SIGBUS, which kills the process. bd_mmap_guard_install (once, at
+ * start; process-wide: it installs a SIGBUS handler) makes such a fault
+ * recoverable for every file blockdraft maps: the lost pages then read as
+ * zeros, the model stops being intact, and every bd_session_forward (and
+ * DFlash draft) with it fails with "model file ... changed on disk while
+ * in use": reopen the model. Faults anywhere else go to the SIGBUS
+ * disposition that was there before. A file rewritten in place without
+ * being shortened is not noticed here (its pages may change under the
+ * model): compare its size and mtime before use, as `serve` does. */
+bool bd_mmap_guard_install(char *err, size_t errlen);
+/* false once the model's file has been found truncated (see above). */
+bool bd_model_intact(const bd_model *m);
+
 /* ------------------------------------------------------------------------
  * Tokens
  * ---------------------------------------------------------------------- */
@@ -169,6 +184,11 @@ bd_session_params bd_session_default_params(void);
 
 /* p may be NULL (defaults). Borrows m (and p->threadpool). */
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen);
+/* Bytes of the K and V caches a session of n_ctx tokens (0: the default)
+ * of m allocates -- the bulk of a session's memory, and zero-filled at
+ * creation, so all of it resident. 0 for a dflash drafter. For checking
+ * a configuration against the machine before creating sessions. */
+uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx);
 /* Before its model and thread pool. NULL is a no-op. */
 void bd_session_free(bd_session *s);
 
@@ -290,12 +310,17 @@ typedef bool (*bd_token_cb)(int32_t token, void *user);
  * same row plain decoding would have produced. Borrowed for the call. For
  * log-probabilities (log-softmax of this row). */
 typedef void (*bd_logits_cb)(int32_t token, const float *logits, int32_t n_vocab, void *user);
+/* Grammar-constrained generation (GBNF; src/decode/grammar.h). */
+typedef struct bd_grammar bd_grammar;
 
 typedef struct bd_gen_params {
     int32_t n_predict;          /* max new tokens; < 0: until EOG or context end */
     bd_sampler_params sampling;
     bool ignore_eog;            /* do not stop at end-of-generation tokens */
     bd_logits_cb on_logits;     /* NULL: off */
+    bd_grammar *grammar;        /* optional: every sampled token obeys it, generation ends when it is
+                                   complete and allows nothing else; NULL = unconstrained. Borrowed;
+                                   one generation at a time per grammar. */
 } bd_gen_params;
 
 /* Prefill prompt and generate; tokens are reported through cb.

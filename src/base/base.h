@@ -54,12 +54,34 @@ static inline bool bd_add_ok(uint64_t a, uint64_t b, uint64_t *out) {
 typedef struct bd_fmap {
     const uint8_t *data; /* [size] bytes, read-only, private mapping */
     uint64_t size;
+    int guard;           /* its slot in the SIGBUS guard's table, -1 none */
 } bd_fmap;
 
 /* Map a whole file read-only. An empty file maps to data=NULL, size=0.
- * Returns false with a message naming the path on failure. */
+ * Returns false with a message naming the path on failure. A FIFO or
+ * device is refused without blocking. */
 bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen);
 void bd_fmap_close(bd_fmap *m);
+
+/* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
+ *
+ * A mapped file that is truncated while mapped (a `cp` over a served
+ * model) turns reads of the lost pages into SIGBUS, on whichever thread
+ * touches them -- usually a thread-pool worker inside a matmul. Unwinding
+ * such a thread (siglongjmp) would leave the pool's barrier and the
+ * session half-updated, so the guard does not unwind: its handler, for a
+ * fault inside a mapping bd_fmap_open made, maps anonymous zero pages over
+ * the rest of that mapping (one mmap(MAP_FIXED) system call, which is
+ * async-signal-safe in practice on Linux), marks the mapping faulted and
+ * returns; the faulting load is retried and reads 0. The computation
+ * finishes with wrong numbers, and its caller, which checks
+ * bd_fmap_intact after the work (bd_session_forward does), reports the
+ * change instead of returning them. A fault anywhere else goes to the
+ * disposition that was there before (by default: the process dies, as it
+ * would without the guard). */
+bool bd_fmap_guard_install(char *err, size_t errlen);
+/* false once a read of m found its file truncated (see above). */
+bool bd_fmap_intact(const bd_fmap *m);
 
 /* ------------------------------------------------------------------------
  * Thread pool
@@ -123,6 +145,10 @@ void bd_deadline_after_ms(struct timespec *ts, long ms);
 /* Aligned allocation (64 bytes), zero-filled. NULL on failure or size 0.
  * Free with bd_free. */
 void *bd_alloc(size_t size);
+/* The same without zeroing, for large buffers every reader reads only
+ * after a writer wrote (KV caches, logits): their pages are then touched
+ * (faulted in) only as far as they are used, not all at creation. */
+void *bd_alloc_raw(size_t size);
 void bd_free(void *p);
 
 /* ------------------------------------------------------------------------
@@ -175,6 +201,14 @@ uint32_t bd_utf8_decode(const uint8_t *s, size_t n, int *used);
 
 /* Encode cp (<= 0x10FFFF) as UTF-8 into out[4]; returns the length. */
 int bd_utf8_encode(uint32_t cp, uint8_t out[4]);
+
+/* src[0..len) made safe for a terminal, into out[n] (NUL-terminated,
+ * truncated at a whole character): C0 controls and DEL become \xNN (\n
+ * and \t stay when keep_nl), C1 controls (U+0080..U+009F: CSI and the
+ * like) \u00NN, bytes that are not UTF-8 \xNN; everything else is kept.
+ * For strings from files and the network (GGUF metadata, gallery
+ * indexes) on their way to a terminal or log. Returns the length. */
+size_t bd_escape_ctrl(char *out, size_t n, const char *src, size_t len, bool keep_nl);
 
 /* Length of the UTF-8 sequence a lead byte announces (1 for ASCII and for
  * bytes that cannot lead a sequence), as llama.cpp's unicode_len_utf8. */

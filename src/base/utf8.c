@@ -5,6 +5,9 @@
  */
 #include "base.h"
 
+#include <stdio.h>
+#include <string.h>
+
 size_t bd_utf8_seq(const void *src, size_t n, uint32_t *cp_out) {
     const uint8_t *s = src;
     if (n == 0) return 0;
@@ -78,4 +81,34 @@ int bd_utf8_encode(uint32_t cp, uint8_t out[4]) {
     out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
     out[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
+}
+
+size_t bd_escape_ctrl(char *out, size_t n, const char *src, size_t len, bool keep_nl) {
+    if (n == 0) return 0;
+    const uint8_t *s = (const uint8_t *)src;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        char esc[8];
+        size_t el = 0, adv = 1;
+        uint32_t cp;
+        size_t k = bd_utf8_seq(s + i, len - i, &cp);
+        if (k == 0) {
+            el = (size_t)snprintf(esc, sizeof esc, "\\x%02x", s[i]); /* not UTF-8 */
+        } else if ((cp < 0x20 && !(keep_nl && (cp == '\n' || cp == '\t'))) || cp == 0x7f) {
+            el = (size_t)snprintf(esc, sizeof esc, "\\x%02x", (unsigned)cp);
+        } else if (cp >= 0x80 && cp <= 0x9f) {
+            el = (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp); /* C1 controls (CSI ...) */
+            adv = k;
+        } else {
+            adv = k;
+        }
+        const char *piece = el ? esc : (const char *)s + i;
+        size_t pl = el ? el : k;
+        if (o + pl >= n) break; /* truncated at a whole character */
+        memcpy(out + o, piece, pl);
+        o += pl;
+        i += adv;
+    }
+    out[o] = 0;
+    return o;
 }

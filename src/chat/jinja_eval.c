@@ -392,7 +392,9 @@ static jinja_value *do_slice(jx_ctx *cx, jinja_value *obj, jinja_value *vs[3], c
         jinja_value *r = jv_list_new(cx, (size_t)count);
         if (!r) return NULL;
         r->is_tuple = obj->is_tuple;
-        for (int64_t k = 0, i = start; k < count; k++, i += step) r->u.list->items[k] = obj->u.list->items[i];
+        /* i = start + k*step: only indices of the slice are ever formed
+         * (an i += step after the last one could overflow for a huge step) */
+        for (int64_t k = 0; k < count; k++) r->u.list->items[k] = obj->u.list->items[start + k * step];
         r->u.list->n = (size_t)count;
         return r;
     }
@@ -406,7 +408,8 @@ static jinja_value *do_slice(jx_ctx *cx, jinja_value *obj, jinja_value *vs[3], c
     }
     jx_buf b = {.limit = cx->lim.max_output};
     const uint8_t *t = obj->u.str.taint;
-    for (int64_t k = 0, i = start; k < count; k++, i += step) {
+    for (int64_t k = 0; k < count; k++) {
+        int64_t i = start + k * step; /* |k*step| <= |stop - start|: no overflow */
         size_t o = off ? off[i] : (size_t)i, l = off ? off[i + 1] - off[i] : 1;
         jx_buf_put_t(&b, s + o, l, t ? t + o : NULL);
     }

@@ -783,18 +783,38 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
             }
             i = j + 1;
         }
-        char spec[32] = "%";
-        size_t sl = 1;
-        while (i < n && strchr("-0+ ", s[i]) && sl < 8) spec[sl++] = s[i++];
-        while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 16) spec[sl++] = s[i++];
+        /* flags, width, precision: the numbers are parsed (saturating) and
+         * checked against the output budget before anything is formatted,
+         * so '%999999999d' costs an error, not a gigabyte (the template is
+         * untrusted input) */
+        char flags[8];
+        size_t nf = 0;
+        while (i < n && strchr("-0+ ", s[i]) && nf < sizeof flags - 1) flags[nf++] = s[i++];
+        flags[nf] = 0;
+        size_t width = 0, prec = 0;
+        bool has_prec = false;
+        while (i < n && s[i] >= '0' && s[i] <= '9') width = width > SIZE_MAX / 20 ? SIZE_MAX / 2 : width * 10 + (size_t)(s[i++] - '0');
         if (i < n && s[i] == '.') {
-            spec[sl++] = s[i++];
-            while (i < n && s[i] >= '0' && s[i] <= '9' && sl < 24) spec[sl++] = s[i++];
+            has_prec = true;
+            i++;
+            while (i < n && s[i] >= '0' && s[i] <= '9') prec = prec > SIZE_MAX / 20 ? SIZE_MAX / 2 : prec * 10 + (size_t)(s[i++] - '0');
         }
         if (i >= n) {
             jx_fail(cx, JINJA_ERR_VALUE, at, "incomplete format");
             goto out;
         }
+        size_t budget = b.limit ? b.limit : cx->lim.max_memory ? cx->lim.max_memory : SIZE_MAX / 2;
+        size_t room = budget > b.n ? budget - b.n : 0;
+        if (width > room || (has_prec && prec > room && s[i] != 's' && s[i] != 'r')) {
+            jx_fail(cx, JINJA_ERR_LIMIT, at, "format width or precision larger than the output limit of %zu bytes",
+                    budget);
+            goto out;
+        }
+        char spec[40] = "%", num[24] = "";
+        if (width) snprintf(num, sizeof num, "%zu", width);
+        if (has_prec) snprintf(spec, sizeof spec, "%%%s%s.%zu", flags, num, prec);
+        else snprintf(spec, sizeof spec, "%%%s%s", flags, num);
+        size_t sl = strlen(spec);
         char conv = s[i];
         if (!v) {
             if (ai >= na || dict) {
@@ -804,15 +824,26 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
             v = av[ai++];
         }
         if (conv == 's' || conv == 'r') {
+            /* Python's semantics: the precision cuts and the width pads in
+             * characters (code points), not bytes */
             jx_buf tmp = {.limit = cx->lim.max_output};
             if (conv == 's') jv_write_str(&tmp, v);
             else jv_write_repr(&tmp, v);
-            spec[sl++] = '.';
-            spec[sl++] = '*';
-            spec[sl++] = 's';
-            spec[sl] = 0;
+            const char *tp = tmp.p ? tmp.p : "";
+            size_t keep = tmp.n, chars = 0;
+            for (size_t k = 0; k < tmp.n; chars++) {
+                if (has_prec && chars == prec) {
+                    keep = k;
+                    break;
+                }
+                jx_utf8_next(tp, tmp.n, &k);
+            }
+            size_t pad = width > chars ? width - chars : 0;
+            bool left = strchr(flags, '-') != NULL;
             size_t from = b.n;
-            jx_buf_printf(&b, spec, (int)tmp.n, tmp.p ? tmp.p : "");
+            for (size_t k = 0; !left && k < pad; k++) jx_buf_putc(&b, ' ');
+            jx_buf_put(&b, tp, keep);
+            for (size_t k = 0; left && k < pad; k++) jx_buf_putc(&b, ' ');
             if (tmp.t) jx_buf_taint_from(&b, from); /* padded: the whole field */
             jx_buf_free(&tmp);
         } else if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X') {
@@ -886,8 +917,12 @@ static jinja_value *g_range(jx_ctx *cx, jinja_value *self, jx_args *a, const jx_
     jinja_value *out = jv_list_new(cx, (size_t)count);
     if (!out) return NULL;
     int64_t v = start;
-    for (uint64_t k = 0; k < count; k++, v += step)
+    for (uint64_t k = 0; k < count; k++) {
         if (!(out->u.list->items[k] = jv_int(cx, v))) return NULL;
+        /* step to the next element only when there is one: it lies in the
+         * range, so this never overflows (range(1, 2, 2**63-1) would) */
+        if (k + 1 < count) v += step;
+    }
     out->u.list->n = (size_t)count;
     return out;
 }

@@ -93,3 +93,20 @@ char *arg_read_file(const char *path, size_t *len) {
     if (len) *len = b.n;
     return bd_buf_take(&b);
 }
+
+void cli_put_esc(FILE *f, const char *s, bool keep_nl) {
+    size_t len = strlen(s);
+    char *out = malloc(len * 6 + 1);
+    if (!out) return;
+    bd_escape_ctrl(out, len * 6 + 1, s, len, keep_nl);
+    fputs(out, f);
+    free(out);
+}
+
+const char *cli_esc(const char *s) {
+    static char bufs[4][1024];
+    static int next;
+    char *b = bufs[next++ & 3];
+    bd_escape_ctrl(b, sizeof bufs[0], s, strlen(s), false);
+    return b;
+}

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* If argv[*i] equals one of the names (NULL-terminated list), consume it
  * and its value; *val gets the value. Exits with a usage message (status
@@ -25,5 +26,12 @@ int arg_ids(const char *s, int32_t *ids, int max);
 
 /* Read a whole file into a malloc'd NUL-terminated buffer (NULL on error). */
 char *arg_read_file(const char *path, size_t *len);
+
+/* Text from files and the network (index entries, GGUF strings) for the
+ * terminal, control bytes escaped (bd_escape_ctrl). cli_put_esc writes s
+ * whole; cli_esc returns an escaped copy of at most 1023 bytes in one of
+ * four rotating static buffers (several may be used in one printf). */
+void cli_put_esc(FILE *f, const char *s, bool keep_nl);
+const char *cli_esc(const char *s);
 
 #endif

@@ -141,9 +141,10 @@ typedef struct bench_info {
     uint64_t stream_bytes;    /* read per decoded token: every weight except the
                                  token-embedding table, of which one row is read
                                  (when tied, the table is read whole as the head) */
-    double matmul_params;     /* multiply-adds per row in the matmuls, head included */
-    uint64_t kv_pos_bytes;    /* KV cache bytes per position, all layers, K and V */
-    int32_t n_layer, n_head, hd;
+    double matmul_params;     /* multiply-adds per row in the matmuls, head included
+                                 (mixture of experts: the experts one token uses) */
+    uint64_t kv_pos_bytes;    /* KV cache bytes per position, attention layers, K and V */
+    int32_t n_layer, n_attn_layers, n_head, hd;
 } bench_info;
 
 static double mat_params(const bd_mat *w) { return w->data ? (double)w->nrows * (double)w->ncols : 0; }
@@ -157,16 +158,28 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
     in.weight_bytes = m->weight_bytes;
     in.stream_bytes = m->weight_bytes;
     if (!m->tied && m->tok_embd.data) in.stream_bytes -= mat_bytes(&m->tok_embd) - m->tok_embd.row_bytes;
+    /* a token reads n_used of the n_expert experts of each layer */
+    const double used = m->hp.n_expert ? (double)m->hp.n_expert_used / m->hp.n_expert : 1.0;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
         const bd_layer *ly = &m->layers[l];
         in.matmul_params += mat_params(&ly->wq) + mat_params(&ly->wk) + mat_params(&ly->wv) +
                             mat_params(&ly->wo) + mat_params(&ly->w_gate) + mat_params(&ly->w_up) +
-                            mat_params(&ly->w_down);
+                            mat_params(&ly->w_down) + mat_params(&ly->w_qkv) + mat_params(&ly->w_z) +
+                            mat_params(&ly->w_beta) + mat_params(&ly->w_alpha) + mat_params(&ly->ssm_out) +
+                            mat_params(&ly->router) + mat_params(&ly->shexp_gate_inp) +
+                            mat_params(&ly->gate_shexp) + mat_params(&ly->up_shexp) + mat_params(&ly->down_shexp);
+        const bd_mat *ex[4] = {&ly->gate_exps, &ly->up_exps, &ly->gate_up_exps, &ly->down_exps};
+        for (int k = 0; k < 4; k++) {
+            in.matmul_params += used * mat_params(ex[k]);
+            in.stream_bytes -= (uint64_t)((1.0 - used) * (double)mat_bytes(ex[k]));
+        }
     }
     in.matmul_params += mat_params(&m->output);
-    /* The session's cache is f32: [n_layer][n_ctx][n_kv*hd] for K and for V. */
-    in.kv_pos_bytes = (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
+    /* The session's cache is f32: [n_attn_layers][n_ctx][n_kv*hd] for K and for V. */
+    in.kv_pos_bytes =
+        (uint64_t)m->hp.n_attn_layers * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
     in.n_layer = m->hp.n_layer;
+    in.n_attn_layers = m->hp.n_attn_layers;
     in.n_head = m->hp.n_head;
     in.hd = m->hp.hd;
     return in;
@@ -175,7 +188,7 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
 /* Operations of one forward of n rows on top of `depth` cached positions. */
 static double forward_ops(const bench_info *in, int32_t depth, int32_t n) {
     double keys = (double)n * depth + (double)n * (n + 1) / 2; /* causal: row i sees depth+i+1 keys */
-    return 2.0 * in->matmul_params * n + 4.0 * in->n_layer * in->n_head * (double)in->hd * keys;
+    return 2.0 * in->matmul_params * n + 4.0 * in->n_attn_layers * in->n_head * (double)in->hd * keys;
 }
 
 /* 1-minute load average (/proc/loadavg), or -1 where there is none: other
@@ -281,6 +294,7 @@ typedef struct bench_result {
     int32_t spec_n_max, spec_n_gen, spec_n_prompt;
     bool identical;
     uint64_t rss_bytes, rss_budget, kv_bytes, draft_file_bytes;
+    uint64_t recurrent_bytes; /* hybrid targets: state buffers and rollback inputs of the largest session */
     double load_before, load_after;
 } bench_result;
 
@@ -427,6 +441,7 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
         goto done;
     }
     s = bd_spec_session(sp);
+    if (bd_session_recurrent_bytes(s) > res->recurrent_bytes) res->recurrent_bytes = bd_session_recurrent_bytes(s);
     if (warn[0]) fprintf(stderr, "blockdraft bench: warning: %s\n", warn);
     res->spec_n_max = bd_spec_n_max(sp);
     bd_gen_params gp = {.n_predict = o->n_gen, .sampling = bd_sampler_default_params(), .ignore_eog = true};
@@ -543,9 +558,10 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
     }
     printf("load average (1 min): %.2f before, %.2f after%s\n", r->load_before, r->load_after,
            r->load_before > 0.5 || r->load_after > 0.5 ? " -- the machine was busy; figures are skewed" : "");
-    printf("memory: peak RSS %.3f GB; budget %.3f GB = (files %.3f GB + KV %.3f GB) x 1.1: %s\n", r->rss_bytes / 1e9,
-           r->rss_budget / 1e9, (in->file_bytes + r->draft_file_bytes) / 1e9, r->kv_bytes / 1e9,
-           r->rss_bytes <= r->rss_budget ? "within" : "OVER");
+    printf("memory: peak RSS %.3f GB; budget %.3f GB = (files %.3f GB + KV %.3f GB + recurrent state %.3f GB) x 1.1: "
+           "%s\n",
+           r->rss_bytes / 1e9, r->rss_budget / 1e9, (in->file_bytes + r->draft_file_bytes) / 1e9, r->kv_bytes / 1e9,
+           r->recurrent_bytes / 1e9, r->rss_bytes <= r->rss_budget ? "within" : "OVER");
 }
 
 static void print_json(const bench_opts *o, const bd_model *m, const bench_info *in, const bench_result *r) {
@@ -553,6 +569,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "engine", json_string("blockdraft"));
     json_object_set_new(j, "model", json_string(o->model));
     json_object_set_new(j, "arch", json_string(bd_model_arch(m)));
+    json_object_set_new(j, "isa", json_string(bd_kernels_get()->name));
     json_object_set_new(j, "file_bytes", json_integer((json_int_t)in->file_bytes));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)in->weight_bytes));
     json_object_set_new(j, "stream_bytes", json_integer((json_int_t)in->stream_bytes));
@@ -600,6 +617,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "rss_bytes", json_integer((json_int_t)r->rss_bytes));
     json_object_set_new(j, "rss_budget_bytes", json_integer((json_int_t)r->rss_budget));
     json_object_set_new(j, "kv_bytes", json_integer((json_int_t)r->kv_bytes));
+    json_object_set_new(j, "recurrent_bytes", json_integer((json_int_t)r->recurrent_bytes));
     json_object_set_new(j, "load_before", json_real(r->load_before));
     json_object_set_new(j, "load_after", json_real(r->load_after));
     char *dump = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(6));
@@ -693,6 +711,7 @@ static bool bench_target(bd_model *m, const bench_opts *o, const bench_info *in,
         return false;
     }
     res->kv_bytes = (uint64_t)n_ctx * in->kv_pos_bytes;
+    res->recurrent_bytes = bd_session_recurrent_bytes(s);
     if (!o->json) fprintf(stderr, "blockdraft bench: running (threads %d, reps %d)...\n", o->threads, o->reps);
     bool ok = o->n_prompt <= 0 || run_pp(s, o, n_vocab, rng, &res->pp);
     if (ok && o->n_gen > 0) {
@@ -763,7 +782,8 @@ int cmd_bench(int argc, char **argv) {
     res.load_after = load_avg();
     struct rusage ru;
     if (!getrusage(RUSAGE_SELF, &ru)) res.rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
-    res.rss_budget = (uint64_t)((double)(in.file_bytes + res.draft_file_bytes + res.kv_bytes) * 1.1);
+    res.rss_budget =
+        (uint64_t)((double)(in.file_bytes + res.draft_file_bytes + res.kv_bytes + res.recurrent_bytes) * 1.1);
     if (o.json) print_json(&o, m, &in, &res);
     else print_text(&o, m, &in, &res);
     rc = 0;

@@ -60,16 +60,20 @@ int cmd_gallery(int argc, char **argv) {
             for (int t = 0; t < e->n_tags && used < sizeof tags - 2; t++)
                 used += (size_t)snprintf(tags + used, sizeof tags - used, "%s%s", t ? "," : "",
                                          e->tags[t]);
-            printf("%-32s %-10s %s\n", e->name, inst ? "yes" : "-", tags);
-            if (e->problem[0]) printf("    cannot be installed: %s\n", e->problem);
+            /* everything here comes from an index: control bytes escaped */
+            printf("%-32s %-10s %s\n", cli_esc(e->name), inst ? "yes" : "-", cli_esc(tags));
+            if (e->problem[0]) printf("    cannot be installed: %s\n", cli_esc(e->problem));
             if (verbose) {
-                printf("    from %s\n", ix->source);
-                if (e->description[0]) printf("    %s", e->description);
+                printf("    from %s\n", cli_esc(ix->source));
+                if (e->description[0]) {
+                    fputs("    ", stdout);
+                    cli_put_esc(stdout, e->description, true);
+                }
                 if (e->description[0] && e->description[strlen(e->description) - 1] != '\n')
                     printf("\n");
                 for (int f = 0; f < e->n_files; f++)
-                    printf("    file %s\n         sha256 %s\n", e->files[f].filename,
-                           e->files[f].sha256[0] ? e->files[f].sha256 : "(none)");
+                    printf("    file %s\n         sha256 %s\n", cli_esc(e->files[f].filename),
+                           e->files[f].sha256[0] ? cli_esc(e->files[f].sha256) : "(none)");
             }
             shown++;
         }

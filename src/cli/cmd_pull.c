@@ -148,8 +148,7 @@ static void usage(FILE *f) {
 int cmd_pull(int argc, char **argv) {
     const char *indexes[16];
     int n_idx = 0;
-    const char *names[64];
-    int n_names = 0;
+    int n_names = 0; /* the names stay in argv: any number of them */
     bool insecure = false, quiet = false;
     const char *v;
     for (int i = 1; i < argc; i++) {
@@ -170,8 +169,8 @@ int cmd_pull(int argc, char **argv) {
             fprintf(stderr, "blockdraft pull: unknown option '%s'\n", argv[i]);
             usage(stderr);
             return 2;
-        } else if (n_names < 64) {
-            names[n_names++] = argv[i];
+        } else {
+            n_names++;
         }
     }
     if (n_names == 0) {
@@ -184,10 +183,15 @@ int cmd_pull(int argc, char **argv) {
     o.n_indexes = n_idx;
     o.insecure = insecure;
     int rc = 0;
-    for (int k = 0; k < n_names; k++) {
+    for (int k = 1; k < argc; k++) {
+        if (!strcmp(argv[k], "--index")) {
+            k++; /* its value */
+            continue;
+        }
+        if (argv[k][0] == '-') continue;
         gallery_pull_result r;
         char err[2048];
-        if (!gallery_pull(names[k], &o, &r, err, sizeof err)) {
+        if (!gallery_pull(argv[k], &o, &r, err, sizeof err)) {
             close_bar(&g_progress);
             fprintf(stderr, "blockdraft pull: %s\n", err);
             rc = 1;

@@ -7,6 +7,7 @@
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
  *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive]
+ *                  [--grammar GBNF | --grammar-file FILE | -j JSON | -jf FILE]
  *
  * Text streams to stdout as it is generated (the prompt first, as
  * llama.cpp's CLI does); a stats line goes to stderr. --json prints one
@@ -20,6 +21,8 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../chat/json_schema.h"
+#include "../decode/grammar.h"
 #include "../base/base.h"
 #include "../gallery/gallery.h"
 #include "../server/stats_json.h"
@@ -107,7 +110,14 @@ static void usage(void) {
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-short-block  DFlash: draft with [anchor, MASK x n] as llama.cpp does, instead\n"
-            "                         of the trained block length (default)\n");
+            "                         of the trained block length (default)\n"
+            "constrained output (llama.cpp's flag names; one of them):\n"
+            "  --grammar GBNF         every token obeys this GBNF grammar (root rule `root`); generation\n"
+            "                         ends when the grammar is complete and allows nothing else\n"
+            "  --grammar-file FILE    the same, read from FILE\n"
+            "  -j, --json-schema JSON   output a JSON value valid for this JSON Schema (common subset;\n"
+            "                         unsupported keywords are refused by name)\n"
+            "  -jf, --json-schema-file FILE  the same, read from FILE\n");
 }
 
 /* Everything the command line (and a gallery model's config) asks for. */
@@ -118,6 +128,8 @@ typedef struct run_opts {
     bd_session_params sp;
     bd_spec_params spp;
     bool json, echo, spec_type_set, spec_trace;
+    const char *gram_src, *gram_opt; /* --grammar / --grammar-file / -j / -jf and its value */
+    bool gram_file, gram_schema;
 } run_opts;
 
 static void run_opts_init(run_opts *o) {
@@ -184,7 +196,17 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             o->spp.p_min = arg_f32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-ngram-size-n", NULL}, &v))
             o->spp.ngram_n = arg_i32(a, v, 1, 64);
-        else if (arg_is(a, "--spec-adaptive", NULL)) o->spp.adaptive = true;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--grammar", "--grammar-file", "-j", "--json-schema", "-jf",
+                                                           "--json-schema-file", NULL}, &v)) {
+            if (o->gram_opt && strcmp(o->gram_opt, a)) {
+                fprintf(stderr, "blockdraft run: %s and %s cannot be combined (one grammar)\n", o->gram_opt, a);
+                return 2;
+            }
+            o->gram_opt = a;
+            o->gram_src = v;
+            o->gram_file = strstr(a, "-file") || !strcmp(a, "-jf");
+            o->gram_schema = strstr(a, "json") || !strcmp(a, "-j") || !strcmp(a, "-jf");
+        } else if (arg_is(a, "--spec-adaptive", NULL)) o->spp.adaptive = true;
         else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spp.dflash_short_block = true;
         else if (arg_is(a, "--spec-trace", NULL)) o->spec_trace = true;
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
@@ -336,6 +358,37 @@ static void run_print_text_stats(const bd_gen_stats *st, bool spec) {
             ss->other_ms);
 }
 
+/* Constrained output: the vocabulary trie and the grammar (GBNF, or
+ * converted from a JSON Schema), into o->gp.grammar. */
+static bool run_grammar(run_opts *o, const bd_model *m, bd_grammar_vocab **gvocab, bd_grammar **grammar) {
+    if (!o->gram_opt) return true;
+    char err[1024];
+    size_t glen = strlen(o->gram_src);
+    char *gtext = o->gram_file ? arg_read_file(o->gram_src, &glen) : NULL;
+    if (o->gram_file && !gtext) {
+        fprintf(stderr, "blockdraft run: cannot read %s\n", o->gram_src);
+        return false;
+    }
+    const char *gt = o->gram_file ? gtext : o->gram_src;
+    *gvocab = bd_grammar_vocab_create(m, err, sizeof err);
+    if (*gvocab && o->gram_schema) {
+        json_error_t je;
+        json_t *schema = json_loadb(gt, glen, JSON_DECODE_ANY, &je);
+        if (!schema) snprintf(err, sizeof err, "%s: invalid JSON at line %d: %s", o->gram_opt, je.line, je.text);
+        else *grammar = json_schema_grammar(schema, *gvocab, err, sizeof err);
+        json_decref(schema);
+    } else if (*gvocab) {
+        *grammar = bd_grammar_create(gt, glen, *gvocab, err, sizeof err);
+    }
+    free(gtext);
+    if (!*grammar) {
+        fprintf(stderr, "blockdraft run: %s\n", err);
+        return false;
+    }
+    o->gp.grammar = *grammar;
+    return true;
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts opt;
     run_opts_init(&opt);
@@ -358,15 +411,19 @@ int cmd_run(int argc, char **argv) {
         }
     }
 
-    char err[512];
+    char err[1024];
     int rc = 1, np = 0;
+    bd_grammar_vocab *gvocab = NULL;
+    bd_grammar *grammar = NULL;
+    /* a model file truncated under us is an error message, not SIGBUS */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft run: warning: %s\n", err);
     bd_model *m = NULL, *dm = NULL;
     bd_session *s = NULL;
     bd_spec *spec = NULL;
     run_out o = {.json = opt.json};
     int32_t *pids = NULL;
     if (!run_open_models(&opt, &m, &dm) || !(pids = run_tokenize(m, prompt, prompt_len, &np)) ||
-        !run_setup(&opt, m, dm, &o, &s, &spec))
+        !run_grammar(&opt, m, &gvocab, &grammar) || !run_setup(&opt, m, dm, &o, &s, &spec))
         goto done;
     o.cap = opt.gp.n_predict >= 0 ? opt.gp.n_predict : bd_session_n_ctx(s);
     o.ids = malloc(((size_t)o.cap + 1) * sizeof *o.ids);
@@ -400,6 +457,8 @@ done:
     free(pids);
     if (spec) bd_spec_free(spec); /* and its session */
     else bd_session_free(s);
+    bd_grammar_free(grammar);
+    bd_grammar_vocab_free(gvocab);
     bd_model_free(dm);
     bd_model_free(m);
     free(prompt_buf);

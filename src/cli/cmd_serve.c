@@ -1,7 +1,16 @@
 /*
- * cmd_serve.c - `blockdraft serve`: the OpenAI-compatible server
- * (src/server/server.h). Runs until SIGTERM or SIGINT, then shuts down
- * gracefully: running requests get --shutdown-grace seconds to finish.
+ * cmd_serve.c - `blockdraft serve`: the OpenAI-, llama-server- and
+ * LocalAI-compatible server (src/server/server.h). Runs until SIGTERM or
+ * SIGINT, then shuts down gracefully: running requests get
+ * --shutdown-grace seconds to finish.
+ *
+ * The command line takes llama-server's flags (its tools/server/README.md,
+ * llama.cpp v0.5.0), so a llama-server command line runs unchanged: each
+ * flag a user is likely to pass is accepted with llama-server's meaning,
+ * accepted with a one-line note when it has nothing to act on here (GPU
+ * offload, CPU affinity, batch sizes: blockdraft runs on the CPU and picks
+ * its own batches), or refused with a message naming what to use instead.
+ * Never silently ignored.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -15,40 +24,93 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: blockdraft serve [-m MODEL.gguf [-md DRAFT.gguf] [--alias NAME]] [options]\n"
+            "usage: blockdraft serve [-m MODEL.gguf [-md DRAFT.gguf] [-a NAME]] [options]\n"
             "Serves the -m model (loaded at start) and every model installed in the models folder\n"
-            "(loaded on its first request), by name, with the OpenAI API.\n"
-            "  -m, --model FILE          target model; -md, --model-draft FILE  its drafter\n"
-            "  --alias NAME              name of the -m model (default: file name without .gguf)\n"
-            "  --chat-template-file F    Jinja chat template for the -m model instead of its own\n"
-            "  --models-dir DIR          models folder (default $BLOCKDRAFT_MODELS or ~/.local/share/blockdraft/models)\n"
-            "  --host ADDR               bind address (default 127.0.0.1)\n"
-            "  --port N                  port (default 8080; 0 = any free port)\n"
-            "  --api-key KEY             require this key (repeatable, or comma-separated);\n"
-            "                            also read from BLOCKDRAFT_API_KEY (comma-separated)\n"
-            "  --cors ORIGIN             send Access-Control-Allow-Origin: ORIGIN (default: no CORS)\n"
-            "  --parallel N              slots per model (default 1 with a drafter, else 2)\n"
-            "  -c, --ctx-size N          context per slot (default min(4096, trained context))\n"
-            "  -t, --threads N           threads of the pool all slots share (default: all cores)\n"
-            "  --spec-type T             none | draft-dflash | draft-simple | ngram-simple (-m model)\n"
-            "  --spec-draft-n-max N      max drafted tokens per step\n"
-            "  --queue N                 requests that may wait for a slot before 503 (default 16)\n"
-            "  --max-body BYTES          request body limit (default 8388608)\n"
-            "  --max-tokens N            largest max_tokens a request may ask for (default: context)\n"
-            "  --timeout SEC             wall time per request (default 600)\n"
-            "  --conn-limit N            simultaneous connections (default 64)\n"
-            "  --shutdown-grace SEC      on SIGTERM, time for running requests to finish (default 10)\n"
-            "  -v, --verbose             log every request\n");
+            "(loaded on its first request), by name: OpenAI API (/v1/chat/completions, /v1/completions,\n"
+            "/v1/responses, /v1/models), llama-server's own endpoints (/completion, /tokenize,\n"
+            "/detokenize, /apply-template, /props, /slots, /health, /metrics) and LocalAI's gallery API\n"
+            "(/models/apply, /models/jobs, /models/delete, /models/available, /models/galleries).\n"
+            "Flags are llama-server's (grouped as its --help); those with nothing to act on here are\n"
+            "accepted with a note, those blockdraft cannot honour are refused naming the alternative.\n"
+            "\n"
+            "----- common params -----\n"
+            "  -h, --help, --usage        print usage and exit\n"
+            "  --version                  print the version and exit\n"
+            "  -t, --threads N            threads of the pool all slots share (default -1: all cores)\n"
+            "  -c, --ctx-size N           context per slot (default min(4096, trained); 0 = trained)\n"
+            "  -n, --predict, --n-predict N  default max tokens of a request (-1 = until EOG / context end)\n"
+            "  -fa, --flash-attn [on|off|auto]  accepted: attention is always fused here\n"
+            "  -m, --model FNAME          target model, loaded at start\n"
+            "  -md, --model-draft, --spec-draft-model FNAME  its drafter (DFlash or a small draft model)\n"
+            "  -ngl, --gpu-layers, --n-gpu-layers N  accepted and ignored (CPU only), with a note\n"
+            "  -v, --verbose              log every request\n"
+            "\n"
+            "----- sampling params -----  (defaults of requests that leave the field out)\n"
+            "  -s, --seed SEED            RNG seed (default -1: random per request)\n"
+            "  --temp, --temperature N    temperature (default 0.8; <= 0: greedy)\n"
+            "  --top-k N                  top-k (default 40, 0 = off)\n"
+            "  --top-p N                  top-p (default 0.95, 1.0 = off)\n"
+            "  --min-p N                  min-p (default 0.05, 0.0 = off)\n"
+            "  --repeat-penalty N         repetition penalty (default 1.0 = off)\n"
+            "  --repeat-last-n N          tokens it looks back (default 64, 0 = off, -1 = context)\n"
+            "\n"
+            "----- server-specific params -----\n"
+            "  --host HOST                bind address (default 127.0.0.1)\n"
+            "  --port PORT                port (default 8080; 0 = any free port)\n"
+            "  -a, --alias NAME[,NAME...] names of the -m model (repeatable); the first is its id\n"
+            "  -np, --parallel N          slots per model (default -1: 1 with a drafter, else 2)\n"
+            "  --api-key KEY[,KEY...]     require a key (repeatable); also BLOCKDRAFT_API_KEY\n"
+            "  --api-key-file FNAME       keys, one per line ('#' starts a comment)\n"
+            "  -to, --timeout N           wall time per request in seconds (default 600)\n"
+            "  --jinja                    accepted: chat templates are always rendered with Jinja\n"
+            "  --chat-template JINJA|chatml  chat template for the -m model instead of its own\n"
+            "  --chat-template-file FNAME Jinja chat template file for the -m model\n"
+            "  --reasoning-format FORMAT  deepseek|auto (default): thoughts in reasoning_content;\n"
+            "                             none: thoughts stay in the content\n"
+            "  --metrics                  accepted: GET /metrics is always on\n"
+            "  --slots, --no-slots        GET /slots (default: on, as llama-server)\n"
+            "  --spec-type TYPE           none | draft-dflash | draft-simple | ngram-simple (-m model)\n"
+            "  --spec-draft-n-max N       max drafted tokens per step\n"
+            "  --spec-draft-n-min N       drop drafts shorter than this\n"
+            "  --spec-draft-p-min P       draft-simple: stop drafting below this probability\n"
+            "  --models-dir DIR           models folder (default $BLOCKDRAFT_MODELS or\n"
+            "                             ~/.local/share/blockdraft/models)\n"
+            "  --cors-origins ORIGIN[,ORIGIN]  web origins allowed to call the server (CORS; * = any);\n"
+            "                             requests from other origins are refused (default: none)\n"
+            "\n"
+            "----- blockdraft-specific params -----\n"
+            "  --any-model-name           a request for an unknown model name goes to the -m model\n"
+            "                             (as llama-server, which ignores the name; default: 404)\n"
+            "  --cors ORIGIN[,ORIGIN]     same as --cors-origins\n"
+            "  --queue N                  requests that may wait for a slot before 503 (default 16)\n"
+            "  --max-body BYTES           request body limit (default 8388608)\n"
+            "  --max-tokens N             largest max_tokens a request may ask for (default: context)\n"
+            "  --conn-limit N             simultaneous connections (default 64)\n"
+            "  --shutdown-grace SEC       on SIGTERM, time for running requests to finish (default 10)\n"
+            "\n"
+            "Accepted with a one-line note (nothing to act on here): -ngl/-ngld, -dev, -sm, -ts, -mg,\n"
+            "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --no-mmap, --mlock, -cb/-nocb,\n"
+            "--cache-reuse, --no-cache-prompt, -kvu, --threads-http, --no-webui, --log-*, --perf, --warmup,\n"
+            "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
+            "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj, --grammar/-j\n"
+            "(not in serve yet), --samplers and the samplers blockdraft lacks (typical, penalties,\n"
+            "DRY, XTC, mirostat, dynatemp, logit bias), -ctk/-ctv, --rope-*/--yarn-*, --embedding,\n"
+            "--reranking, --props, --slot-save-path, --ssl-*, --path, --api-prefix, --no-jinja,\n"
+            "--draft/--draft-max/--draft-min (removed in llama-server too), --spec-default, --tools.\n");
 }
+
+#define OWNED_MAX 64
 
 /* Split a comma-separated key list into p->api_keys; list is kept in
  * owned[] (freed at exit) whether or not this succeeds. */
-static int add_keys(server_params *p, char *list, char **owned, int *n_owned) {
+static int add_keys(server_params *p, char *list, const char *sep, char **owned, int *n_owned) {
     owned[(*n_owned)++] = list;
     int before = p->n_api_keys;
-    for (char *save = NULL, *k = strtok_r(list, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
-        while (*k == ' ') k++;
-        if (!*k) continue;
+    for (char *save = NULL, *k = strtok_r(list, sep, &save); k; k = strtok_r(NULL, sep, &save)) {
+        while (*k == ' ' || *k == '\t' || *k == '\r') k++;
+        size_t n = strlen(k);
+        while (n && (k[n - 1] == ' ' || k[n - 1] == '\t' || k[n - 1] == '\r')) k[--n] = '\0';
+        if (!*k || *k == '#') continue;
         if (p->n_api_keys >= SERVER_MAX_KEYS) {
             fprintf(stderr, "blockdraft serve: at most %d API keys\n", SERVER_MAX_KEYS);
             return -1;
@@ -63,65 +125,347 @@ static int add_keys(server_params *p, char *list, char **owned, int *n_owned) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * llama-server flags that are noted or refused
+ * ---------------------------------------------------------------------- */
+
+enum { ARG_NONE = 0, ARG_VALUE = 1, ARG_OPTIONAL = 2 };
+enum { ACT_NOTE = 0, ACT_REFUSE = 1 };
+
+typedef struct compat_flag {
+    const char *names[7];
+    int arg;
+    int act;
+    const char *why; /* note: why it has no effect; refuse: what to use instead */
+} compat_flag;
+
+static const compat_flag COMPAT_FLAGS[] = {
+    /* accepted with a note: nothing to act on */
+    {{"-ngl", "--gpu-layers", "--n-gpu-layers", NULL}, ARG_VALUE, ACT_NOTE, "blockdraft runs on the CPU"},
+    {{"-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft", NULL}, ARG_VALUE, ACT_NOTE,
+     "blockdraft runs on the CPU"},
+    {{"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device", NULL}, ARG_VALUE, ACT_NOTE,
+     "blockdraft runs on the CPU"},
+    {{"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", NULL}, ARG_VALUE, ACT_NOTE,
+     "blockdraft runs on the CPU"},
+    {{"-fit", "--fit", NULL}, ARG_OPTIONAL, ACT_NOTE, "there is no device memory to fit"},
+    {{"-fitt", "--fit-target", "-fitc", "--fit-ctx", NULL}, ARG_VALUE, ACT_NOTE, "there is no device memory to fit"},
+    {{"-b", "--batch-size", "-ub", "--ubatch-size", NULL}, ARG_VALUE, ACT_NOTE,
+     "the engine picks its own batch sizes (results do not depend on them)"},
+    {{"-tb", "--threads-batch", "-td", "--threads-draft", "--spec-draft-threads", NULL}, ARG_VALUE, ACT_NOTE,
+     "prompt processing and the drafter use the -t pool"},
+    {{"-tbd", "--threads-batch-draft", "--spec-draft-threads-batch", NULL}, ARG_VALUE, ACT_NOTE,
+     "the drafter uses the -t pool"},
+    {{"-C", "--cpu-mask", "-Cr", "--cpu-range", "-Cb", "--cpu-mask-batch", "-Crb"}, ARG_VALUE, ACT_NOTE,
+     "CPU affinity is left to the system"},
+    {{"--cpu-range-batch", "--cpu-strict", "--cpu-strict-batch", "--prio", "--prio-batch", "--poll", "--poll-batch"},
+     ARG_VALUE, ACT_NOTE, "thread placement and priority are left to the system"},
+    {{"--numa", NULL}, ARG_VALUE, ACT_NOTE, "NUMA placement is left to the system"},
+    {{"--no-mmap", "--mlock", "--no-repack", "--repack", "-nr", NULL}, ARG_NONE, ACT_NOTE,
+     "models are always memory-mapped as they are"},
+    {{"-lm", "--load-mode", NULL}, ARG_VALUE, ACT_NOTE, "models are always memory-mapped"},
+    {{"-cb", "--cont-batching", "-nocb", "--no-cont-batching", NULL}, ARG_NONE, ACT_NOTE,
+     "each slot runs its own request; slots share the thread pool"},
+    {{"--cache-prompt", "--no-cache-prompt", NULL}, ARG_NONE, ACT_NOTE,
+     "a slot always reuses its cached prefix (it cannot change the output here)"},
+    {{"--cache-reuse", "-cram", "--cache-ram", "-ctxcp", "--ctx-checkpoints", "--swa-checkpoints", NULL}, ARG_VALUE,
+     ACT_NOTE, "a slot reuses its cached prefix; no other cache is kept"},
+    {{"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--swa-full", NULL}, ARG_NONE, ACT_NOTE,
+     "each slot has its own cache"},
+    {{"-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--no-host", "--op-offload", "--no-op-offload"}, ARG_NONE,
+     ACT_NOTE, "blockdraft runs on the CPU"},
+    {{"--threads-http", NULL}, ARG_VALUE, ACT_NOTE, "one thread per connection, up to --conn-limit"},
+    {{"--no-webui", "--no-ui", "--webui", "--ui", NULL}, ARG_NONE, ACT_NOTE, "blockdraft serves no web UI"},
+    {{"--log-disable", "--log-jsonl", "--no-log-jsonl", "--log-prefix", "--no-log-prefix", "--log-timestamps",
+      "--no-log-timestamps"},
+     ARG_NONE, ACT_NOTE, "logging is fixed (-v logs every request)"},
+    {{"--log-colors", NULL}, ARG_OPTIONAL, ACT_NOTE, "logging is fixed"},
+    {{"-lv", "--verbosity", "--log-verbosity", NULL}, ARG_VALUE, ACT_NOTE, "logging is fixed (-v logs every request)"},
+    {{"--perf", "--no-perf", "--warmup", "--no-warmup", "--check-tensors", "--offline", "--no-context-shift"},
+     ARG_NONE, ACT_NOTE, "nothing to change here"},
+    {{"--no-mmproj", "--no-mmproj-auto", "--mmproj-auto", "-cl", "--cache-list", NULL}, ARG_NONE, ACT_NOTE,
+     "nothing to change here"},
+    {{"--tags", "--keep", "-sps", "--slot-prompt-similarity", "--sse-ping-interval", NULL}, ARG_VALUE, ACT_NOTE,
+     "nothing to act on here"},
+    /* refused: what to use instead */
+    {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd"}, ARG_VALUE, ACT_REFUSE,
+     "install with `blockdraft pull NAME` (or POST /models/apply) and request the model by name"},
+    {{"--hf-repo-draft", "--spec-draft-hf", "-mu", "--model-url", "-dr", "--docker-repo", "-hft"}, ARG_VALUE,
+     ACT_REFUSE, "install with `blockdraft pull NAME` (or POST /models/apply) and request the model by name"},
+    {{"--hf-token", NULL}, ARG_VALUE, ACT_REFUSE, "set HF_TOKEN in the environment"},
+    {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", NULL}, ARG_VALUE, ACT_REFUSE,
+     "LoRA adapters and control vectors are not supported"},
+    {{"-mm", "--mmproj", "-mmu", "--mmproj-url", NULL}, ARG_VALUE, ACT_REFUSE, "blockdraft has no multimodal support"},
+    {{"--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file", NULL}, ARG_VALUE, ACT_REFUSE,
+     "constrained generation is not available in `serve` yet"},
+    {{"--samplers", "--sampler-seq", "--sampling-seq", NULL}, ARG_VALUE, ACT_REFUSE,
+     "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature); /completion takes \"samplers\" "
+     "to switch some off"},
+    {{"--typical", "--typical-p", "--presence-penalty", "--frequency-penalty", "--dry-multiplier", "--dry-base",
+      "--dry-allowed-length"},
+     ARG_VALUE, ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
+    {{"--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-probability", "--xtc-threshold", "--mirostat",
+      "--mirostat-lr", "--mirostat-ent"},
+     ARG_VALUE, ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
+    {{"--dynatemp-range", "--dynatemp-exp", "--top-nsigma", "--top-n-sigma", "-l", "--logit-bias", NULL}, ARG_VALUE,
+     ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
+    {{"--ignore-eos", NULL}, ARG_NONE, ACT_REFUSE, "send \"ignore_eos\": true in a /completion request"},
+    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-ctkd", "--cache-type-k-draft", "-ctvd"}, ARG_VALUE,
+     ACT_REFUSE, "the KV cache type is fixed"},
+    {{"--cache-type-v-draft", "--spec-draft-type-k", "--spec-draft-type-v", NULL}, ARG_VALUE, ACT_REFUSE,
+     "the KV cache type is fixed"},
+    {{"--rope-scaling", "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx",
+      "--yarn-ext-factor", "--yarn-attn-factor"},
+     ARG_VALUE, ACT_REFUSE, "RoPE settings come from the model file"},
+    {{"--yarn-beta-slow", "--yarn-beta-fast", "--override-kv", "-ot", "--override-tensor", NULL}, ARG_VALUE,
+     ACT_REFUSE, "model settings come from the model file"},
+    {{"--embedding", "--embeddings", "--reranking", "--rerank", NULL}, ARG_NONE, ACT_REFUSE,
+     "blockdraft serves text generation only"},
+    {{"--pooling", NULL}, ARG_VALUE, ACT_REFUSE, "blockdraft serves text generation only"},
+    {{"--props", NULL}, ARG_NONE, ACT_REFUSE, "GET /props works; changing properties with POST /props is not supported"},
+    {{"--slot-save-path", NULL}, ARG_VALUE, ACT_REFUSE, "saving and restoring slots is not supported"},
+    {{"--ssl-key-file", "--ssl-cert-file", NULL}, ARG_VALUE, ACT_REFUSE,
+     "put a TLS-terminating reverse proxy in front of the server"},
+    {{"--path", "--api-prefix", "--media-path", NULL}, ARG_VALUE, ACT_REFUSE,
+     "blockdraft serves its API at the root and no static files"},
+    {{"--no-jinja", NULL}, ARG_NONE, ACT_REFUSE,
+     "chat templates are always rendered with Jinja; give another with --chat-template-file"},
+    {{"--chat-template-kwargs", NULL}, ARG_VALUE, ACT_REFUSE, "send \"chat_template_kwargs\" with each chat request"},
+    {{"--draft", "--draft-n", "--draft-max", NULL}, ARG_VALUE, ACT_REFUSE,
+     "removed in llama-server too: use --spec-draft-n-max"},
+    {{"--draft-min", "--draft-n-min", NULL}, ARG_VALUE, ACT_REFUSE, "removed in llama-server too: use --spec-draft-n-min"},
+    {{"--spec-default", NULL}, ARG_NONE, ACT_REFUSE,
+     "give the drafter with -md (or install a gallery bundle and request it by name)"},
+    {{"--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json", NULL}, ARG_VALUE, ACT_REFUSE,
+     "server-side tools are not supported"},
+    {{"-ag", "--agent", "--context-shift", "-sp", "--special", "--spm-infill", "--reuse-port"}, ARG_NONE, ACT_REFUSE,
+     "not supported by blockdraft serve"},
+    {{"-r", "--reverse-prompt", NULL}, ARG_VALUE, ACT_REFUSE, "send \"stop\" with each request"},
+    {{"--models-preset", "--models-max", "--sleep-idle-seconds", "--reasoning-budget-message", NULL}, ARG_VALUE,
+     ACT_REFUSE, "not supported by blockdraft serve"},
+    {{"--models-autoload", "--no-models-autoload", NULL}, ARG_NONE, ACT_REFUSE,
+     "installed models always load on their first request"},
+};
+
+static bool optional_value(const char *v) {
+    static const char *vals[] = {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"};
+    for (size_t i = 0; v && i < sizeof vals / sizeof vals[0]; i++)
+        if (!strcmp(v, vals[i])) return true;
+    return false;
+}
+
+/* 1: handled (noted), 0: not a table flag, -1: refused. */
+static int compat_flag_take(int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    for (size_t f = 0; f < sizeof COMPAT_FLAGS / sizeof COMPAT_FLAGS[0]; f++) {
+        const compat_flag *cf = &COMPAT_FLAGS[f];
+        bool hit = false;
+        for (int k = 0; k < 7 && cf->names[k] && !hit; k++) hit = !strcmp(a, cf->names[k]);
+        if (!hit) continue;
+        const char *v = NULL;
+        if (cf->arg == ARG_VALUE) {
+            if (*i + 1 >= argc) {
+                fprintf(stderr, "blockdraft serve: option %s needs a value\n", a);
+                return -1;
+            }
+            v = argv[++*i];
+        } else if (cf->arg == ARG_OPTIONAL && *i + 1 < argc && optional_value(argv[*i + 1])) {
+            v = argv[++*i];
+        }
+        if (cf->act == ACT_REFUSE) {
+            fprintf(stderr, "blockdraft serve: llama-server's %s is not supported: %s\n", a, cf->why);
+            return -1;
+        }
+        fprintf(stderr, "blockdraft serve: note: %s%s%s ignored: %s\n", a, v ? " " : "", v ? v : "", cf->why);
+        return 1;
+    }
+    return 0;
+}
+
+static bool parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected an integer in [%lld, %lld])\n", opt, v, lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
 int cmd_serve(int argc, char **argv) {
     server_params p;
     server_params_init(&p);
     double grace = 10;
     const char *v;
-    char *owned[SERVER_MAX_KEYS + 2];
+    char *owned[OWNED_MAX]; /* strings the params point into, freed at exit */
     int n_owned = 0, rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        long long ll;
         if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) p.model_path = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", "--spec-draft-model", NULL}, &v))
             p.draft_path = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--alias", "-a", NULL}, &v)) p.alias = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--models-dir", NULL}, &v)) p.models_dir = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-file", NULL}, &v))
-            p.chat_template_file = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--host", NULL}, &v)) p.host = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--port", NULL}, &v)) p.port = arg_i32(a, v, 0, 65535);
-        else if (arg_take(argc, argv, &i, (const char *[]){"--api-key", NULL}, &v)) {
-            char *c = n_owned < SERVER_MAX_KEYS ? strdup(v) : NULL;
-            if (!c || add_keys(&p, c, owned, &n_owned) < 0) {
-                if (!c) fprintf(stderr, "blockdraft serve: too many --api-key options\n");
+        else if (arg_take(argc, argv, &i, (const char *[]){"--alias", "-a", NULL}, &v)) {
+            /* comma-separated, repeatable; the first name is the model's id */
+            char *c = n_owned < OWNED_MAX ? strdup(v) : NULL;
+            if (!c) {
+                fprintf(stderr, "blockdraft serve: too many options\n");
                 goto out;
             }
-        } else if (arg_take(argc, argv, &i, (const char *[]){"--cors", NULL}, &v)) p.cors_origin = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"--parallel", "-np", NULL}, &v))
-            p.parallel = arg_i32(a, v, 1, 64);
-        else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v))
-            p.n_ctx = arg_i32(a, v, 16, 1 << 22);
-        else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))
-            p.n_threads = arg_i32(a, v, 1, 256);
-        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-type", NULL}, &v)) {
+            owned[n_owned++] = c;
+            for (char *save = NULL, *t = strtok_r(c, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                while (*t == ' ') t++;
+                if (!*t) continue;
+                if (!p.alias) p.alias = t;
+                else if (p.n_aliases < SERVER_MAX_ALIASES) p.aliases[p.n_aliases++] = t;
+                else {
+                    fprintf(stderr, "blockdraft serve: at most %d aliases\n", SERVER_MAX_ALIASES + 1);
+                    goto out;
+                }
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--models-dir", NULL}, &v)) p.models_dir = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-file", NULL}, &v))
+            p.chat_template_file = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template", NULL}, &v)) {
+            /* a Jinja source, or one built-in name (ours: chatml) */
+            if (strcmp(v, "chatml") && !strstr(v, "{%") && !strstr(v, "{{")) {
+                fprintf(stderr,
+                        "blockdraft serve: --chat-template '%s': of llama-server's built-in template names only "
+                        "'chatml' is known here; give the Jinja text, or a file with --chat-template-file\n",
+                        v);
+                goto out;
+            }
+            p.chat_template = v;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--host", NULL}, &v)) p.host = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--port", NULL}, &v)) p.port = arg_i32(a, v, 0, 65535);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--api-key", NULL}, &v)) {
+            char *c = n_owned < OWNED_MAX ? strdup(v) : NULL;
+            if (!c || add_keys(&p, c, ",", owned, &n_owned) < 0) {
+                if (!c) fprintf(stderr, "blockdraft serve: too many options\n");
+                goto out;
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--api-key-file", NULL}, &v)) {
+            size_t len = 0;
+            char *c = n_owned < OWNED_MAX ? arg_read_file(v, &len) : NULL;
+            if (!c) {
+                fprintf(stderr, "blockdraft serve: cannot read --api-key-file %s\n", v);
+                goto out;
+            }
+            if (strlen(c) != len) {
+                free(c);
+                fprintf(stderr, "blockdraft serve: --api-key-file %s holds a NUL byte\n", v);
+                goto out;
+            }
+            if (add_keys(&p, c, "\n", owned, &n_owned) < 0) goto out;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--cors", "--cors-origins", NULL}, &v)) {
+            p.cors_origin = v; /* a comma-separated list of origins, or * */
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--parallel", "-np", NULL}, &v)) {
+            p.parallel = arg_i32(a, v, -1, 64);
+            if (p.parallel < 0) p.parallel = 0; /* -1: auto */
+        } else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
+            p.n_ctx = arg_i32(a, v, 0, 1 << 22);
+            if (p.n_ctx == 0) p.n_ctx = -1; /* llama-server: 0 = the model's trained context */
+            else if (p.n_ctx < 16) {
+                fprintf(stderr, "blockdraft: bad value for %s: '%s' (at least 16, or 0 for the trained context)\n",
+                        a, v);
+                goto out;
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v)) {
+            p.n_threads = arg_i32(a, v, -1, 256);
+            if (p.n_threads < 0) p.n_threads = 0; /* -1: all cores */
+        } else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--predict", "--n-predict", NULL}, &v))
+            p.n_predict = arg_i32(a, v, -1, 1 << 24);
+        else if (arg_take(argc, argv, &i, (const char *[]){"-s", "--seed", NULL}, &v)) {
+            if (!parse_ll(a, v, -1, (1LL << 62), &ll)) goto out;
+            p.has_seed = true;
+            p.seed = ll == 4294967295LL ? -1 : ll; /* llama-server's "random" value */
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--temp", "--temperature", NULL}, &v)) {
+            p.temp = arg_f32(a, v, -100, 100);
+            p.has_temp = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--top-k", NULL}, &v)) {
+            p.top_k = arg_i32(a, v, 0, 1 << 24);
+            p.has_top_k = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--top-p", NULL}, &v)) {
+            p.top_p = arg_f32(a, v, 0, 1);
+            p.has_top_p = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--min-p", NULL}, &v)) {
+            p.min_p = arg_f32(a, v, 0, 1);
+            p.has_min_p = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-penalty", NULL}, &v)) {
+            p.repeat_penalty = arg_f32(a, v, 0.0001f, 100);
+            p.has_repeat_penalty = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-last-n", NULL}, &v)) {
+            p.repeat_last_n = arg_i32(a, v, -1, 1 << 24);
+            p.has_repeat_last_n = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--spec-type", NULL}, &v)) {
             bd_spec_type t;
             if (!bd_spec_type_parse(v, &t)) {
-                fprintf(stderr, "blockdraft serve: unknown --spec-type '%s'\n", v);
+                fprintf(stderr, "blockdraft serve: unknown --spec-type '%s' (none, draft-dflash, draft-simple, "
+                                "ngram-simple)\n", v);
                 goto out;
             }
             p.spec_type = (int)t;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-max", NULL}, &v))
             p.spec_n_max = arg_i32(a, v, 1, 63);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-min", NULL}, &v))
+            p.spec_n_min = arg_i32(a, v, 0, 63);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-p-min", "--draft-p-min", NULL}, &v))
+            p.spec_p_min = arg_f32(a, v, 0, 1);
+        else if (arg_take(argc, argv, &i, (const char *[]){"--reasoning-format", NULL}, &v)) {
+            if (!strcmp(v, "none")) p.reasoning_format = SERVER_REASONING_NONE;
+            else if (!strcmp(v, "deepseek") || !strcmp(v, "auto")) p.reasoning_format = SERVER_REASONING_AUTO;
+            else {
+                fprintf(stderr, "blockdraft serve: --reasoning-format '%s' is not supported: use deepseek (or auto; "
+                                "thoughts in reasoning_content) or none (thoughts stay in the content)\n", v);
+                goto out;
+            }
+        } else if (arg_take(argc, argv, &i, (const char *[]){"--reasoning-budget", NULL}, &v)) {
+            if (strcmp(v, "-1")) {
+                fprintf(stderr, "blockdraft serve: --reasoning-budget %s is not supported (only -1, unrestricted); "
+                                "limit a request with max_tokens\n", v);
+                goto out;
+            }
+        } else if (arg_is(a, "-rea", "--reasoning")) {
+            const char *val = i + 1 < argc && optional_value(argv[i + 1]) ? argv[++i] : "auto";
+            if (strcmp(val, "auto")) {
+                fprintf(stderr, "blockdraft serve: %s %s is not supported: send chat_template_kwargs "
+                                "{\"enable_thinking\": %s} with a request\n", a, val,
+                        !strcmp(val, "off") || !strcmp(val, "false") || !strcmp(val, "0") ? "false" : "true");
+                goto out;
+            }
+        } else if (arg_is(a, "-fa", "--flash-attn")) {
+            if (i + 1 < argc && optional_value(argv[i + 1])) i++; /* attention is always fused here */
+        } else if (arg_is(a, "--jinja", NULL) || arg_is(a, "--metrics", NULL)) {
+            /* always so here */
+        } else if (arg_is(a, "--slots", NULL)) p.slots_endpoint = true;
+        else if (arg_is(a, "--no-slots", NULL)) p.slots_endpoint = false;
+        else if (arg_is(a, "--any-model-name", NULL)) p.any_model_name = true;
         else if (arg_take(argc, argv, &i, (const char *[]){"--queue", NULL}, &v)) p.queue_max = arg_i32(a, v, 0, 100000);
         else if (arg_take(argc, argv, &i, (const char *[]){"--max-body", NULL}, &v))
             p.max_body = (size_t)arg_i32(a, v, 1024, 1 << 30);
         else if (arg_take(argc, argv, &i, (const char *[]){"--max-tokens", NULL}, &v))
             p.max_tokens = arg_i32(a, v, 1, 1 << 22);
-        else if (arg_take(argc, argv, &i, (const char *[]){"--timeout", NULL}, &v))
+        else if (arg_take(argc, argv, &i, (const char *[]){"--timeout", "-to", NULL}, &v))
             p.timeout_s = arg_f32(a, v, 0.001f, 86400);
         else if (arg_take(argc, argv, &i, (const char *[]){"--conn-limit", NULL}, &v))
             p.conn_limit = arg_i32(a, v, 4, 100000);
         else if (arg_take(argc, argv, &i, (const char *[]){"--shutdown-grace", NULL}, &v))
             grace = arg_f32(a, v, 0, 3600);
-        else if (arg_is(a, "-v", "--verbose")) p.verbose = true;
-        else if (arg_is(a, "-h", "--help")) {
+        else if (arg_is(a, "-v", "--verbose") || arg_is(a, "--log-verbose", NULL)) p.verbose = true;
+        else if (arg_is(a, "--version", NULL)) {
+            printf("blockdraft %s\n", bd_version());
+            rc = 0;
+            goto out;
+        } else if (arg_is(a, "-h", "--help") || arg_is(a, "--usage", NULL)) {
             usage();
             rc = 0;
             goto out;
         } else {
-            fprintf(stderr, "blockdraft serve: unknown option '%s'\n", a);
-            usage();
+            int t = compat_flag_take(argc, argv, &i);
+            if (t < 0) goto out;
+            if (t > 0) continue;
+            fprintf(stderr, "blockdraft serve: unknown option '%s' (blockdraft serve --help lists the flags)\n", a);
             goto out;
         }
     }
@@ -129,10 +473,18 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "blockdraft serve: -md needs -m\n");
         goto out;
     }
+    if (p.chat_template && p.chat_template_file) {
+        fprintf(stderr, "blockdraft serve: give either --chat-template or --chat-template-file\n");
+        goto out;
+    }
+    if (p.any_model_name && !p.model_path) {
+        fprintf(stderr, "blockdraft serve: --any-model-name needs -m (the model unknown names go to)\n");
+        goto out;
+    }
     const char *env = getenv("BLOCKDRAFT_API_KEY");
     if (env && *env) {
-        char *c = strdup(env);
-        if (!c || add_keys(&p, c, owned, &n_owned) < 0) goto out;
+        char *c = n_owned < OWNED_MAX ? strdup(env) : NULL;
+        if (!c || add_keys(&p, c, ",", owned, &n_owned) < 0) goto out;
     }
     /* gallery_resolve_model reads the models folder from the environment */
     if (p.models_dir) setenv("BLOCKDRAFT_MODELS", p.models_dir, 1);
@@ -147,6 +499,9 @@ int cmd_serve(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
 
     char err[1024];
+    /* a model file truncated while served fails its requests instead of
+     * killing the server (models.c reloads it once it changes again) */
+    if (!bd_mmap_guard_install(err, sizeof err)) fprintf(stderr, "blockdraft serve: warning: %s\n", err);
     server *s = server_start(&p, err, sizeof err);
     if (!s) {
         fprintf(stderr, "blockdraft serve: %s\n", err);
@@ -155,6 +510,9 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "blockdraft serve: listening on http://%s:%d%s\n", p.host, server_port(s),
             p.n_api_keys ? " (API key required)" : "");
+    if (!p.n_api_keys && strcmp(p.host, "127.0.0.1") && strcmp(p.host, "::1") && strncmp(p.host, "127.", 4))
+        fprintf(stderr, "blockdraft serve: warning: listening on %s without an API key: anyone who can reach this "
+                        "address can use the server and install models (--api-key)\n", p.host);
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

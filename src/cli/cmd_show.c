@@ -54,8 +54,9 @@ int cmd_show(int argc, char **argv) {
     }
     printf("name:    %s\n", name);
     if (have_state) {
-        printf("status:  %s%s%s\n", st.status, st.reason[0] ? ": " : "", st.reason);
-        printf("from:    %s\n", st.gallery);
+        /* the record quotes the index and the GGUF files: escaped */
+        printf("status:  %s%s%s\n", cli_esc(st.status), st.reason[0] ? ": " : "", cli_esc(st.reason));
+        printf("from:    %s\n", cli_esc(st.gallery));
         printf("pulled:  %s\n", st.installed_at);
     } else {
         printf("status:  %s\n", absent ? "manual (no install record)" : serr);
@@ -66,7 +67,9 @@ int cmd_show(int argc, char **argv) {
         char cerr[1024];
         if (!gallery_config_parse(text, len, cfg_path, &cfg, cerr, sizeof cerr))
             printf("  INVALID: %s\n", cerr);
-        printf("---\n%s%s---\n", text, (len && text[len - 1] == '\n') ? "" : "\n");
+        fputs("---\n", stdout);
+        cli_put_esc(stdout, text, true);
+        printf("%s---\n", (len && text[len - 1] == '\n') ? "" : "\n");
     } else {
         printf("  (missing: %s)\n", err);
     }
@@ -83,13 +86,13 @@ int cmd_show(int argc, char **argv) {
             else if (stat(path, &sb) == 0)
                 where = ((uint64_t)sb.st_size == f->size) ? "present" : "present, size differs";
             cli_human_bytes((double)f->size, sz, sizeof sz);
-            printf("  %-8s %s\n           %s, sha256 %s, %s\n", f->role, f->filename, sz,
-                   f->sha256[0] ? f->sha256 : "(none: --insecure)", where);
+            printf("  %-8s %s\n           %s, sha256 %s, %s\n", cli_esc(f->role), cli_esc(f->filename), sz,
+                   f->sha256[0] ? cli_esc(f->sha256) : "(none: --insecure)", where);
         }
         printf("checks:\n");
         for (int i = 0; i < st.n_checks; i++)
-            printf("  %-12s %-16s %s\n", st.checks[i].verdict, st.checks[i].name,
-                   st.checks[i].detail);
+            printf("  %-12s %-16s %s\n", cli_esc(st.checks[i].verdict), cli_esc(st.checks[i].name),
+                   cli_esc(st.checks[i].detail));
     }
     return 0;
 }

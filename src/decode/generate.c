@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "grammar.h"
 #include "sampler.h"
 #include "../model/model.h"
 
@@ -50,6 +51,12 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
                       s->n_ctx);
     bd_sampler *smp = bd_sampler_create(&gp->sampling, s->m->hp.n_vocab);
     if (!smp) return bd_err(err, errlen, "generate: out of memory");
+    /* grammar hook (grammar.h): NULL without a grammar, then a no-op */
+    bd_grammar_run *gr = NULL;
+    if (gp->grammar && !(gr = bd_grammar_run_create(gp->grammar, s->m->hp.n_vocab, gp->ignore_eog, err, errlen))) {
+        bd_sampler_free(smp);
+        return false;
+    }
     int32_t keep = bd_decode_reuse_prefix(s, prompt, n_prompt, n_prompt);
 
     double t0 = bd_time_ms();
@@ -62,7 +69,16 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     while (ok) {
         /* the cache holds exactly the history: prompt + every emitted token */
         BD_ASSERT(bd_session_length(s) == n_prompt + n_gen);
-        int32_t tok = bd_sampler_sample(smp, bd_session_logits(s, 0), bd_session_tokens(s), bd_session_length(s));
+        const float *lg = bd_grammar_run_logits(gr, bd_session_logits(s, 0)); /* grammar hook */
+        if (!lg) {
+            ok = bd_grammar_run_end(gr, st, err, errlen);
+            break;
+        }
+        int32_t tok = bd_sampler_sample(smp, lg, bd_session_tokens(s), bd_session_length(s));
+        if (!bd_grammar_run_accept(gr, tok)) { /* grammar hook */
+            ok = bd_grammar_run_end(gr, st, err, errlen);
+            break;
+        }
         if (!gp->ignore_eog && bd_token_is_eog(s->m, tok)) {
             st->stopped_eog = true;
             break;
@@ -80,5 +96,6 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
     st->spec.target_forwards += 1; /* the prompt forward produced the first token */
     bd_decode_finish_stats(st);
     bd_sampler_free(smp);
+    bd_grammar_run_free(gr);
     return ok;
 }

@@ -239,6 +239,9 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         sum += e;
     }
     for (int32_t i = 0; i < n; i++) s->vals[i] = (float)(s->vals[i] / sum);
+    /* grammar hook: candidates of probability 0 (logit -inf, masked by a
+     * grammar) are dropped, so no fallback below can return one */
+    while (n > 1 && !(s->vals[n - 1] > 0.0f)) n--;
     /* a distribution over >= 1 candidates, most likely first */
     BD_ASSERT(n >= 1 && sum >= 1.0 && s->vals[0] >= s->vals[n - 1]);
     *ids = s->ids;

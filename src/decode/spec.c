@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "decode.h"
+#include "grammar.h"
 #include "sampler.h"
 #include "spec_internal.h"
 #include "../model/dflash.h"
@@ -538,6 +539,35 @@ static bool accept_row(bd_sampler *smp, const float *logits, const int32_t *hist
 }
 
 /* ------------------------------------------------------------------------
+ * Grammar hook (grammar.h). Row j of a verify batch is masked with the
+ * grammar state after the tokens emitted before it (the drafts accepted
+ * so far), so a draft the grammar forbids has probability 0 and is
+ * rejected, and every emitted token is drawn from the masked
+ * distribution plain decoding uses at that position. Each call emits one
+ * token (the accepted draft, or the replacement / bonus token), and the
+ * grammar advances over exactly that token, so no rollback is needed.
+ * *tok = -1 (and false) when the grammar ends the text here or fails
+ * (bd_grammar_run_end tells which).
+ * ---------------------------------------------------------------------- */
+
+static bool accept_row_grammar(bd_grammar_run *gr, bd_sampler *smp, const float *logits, const int32_t *hist,
+                               int32_t n_hist, int32_t d, int32_t *tok) {
+    if (!gr) return accept_row(smp, logits, hist, n_hist, d, tok);
+    const float *lg = bd_grammar_run_logits(gr, logits);
+    if (!lg) {
+        *tok = -1;
+        return false;
+    }
+    bool acc = accept_row(smp, lg, hist, n_hist, d, tok);
+    if (acc && bd_grammar_test_stale_rows) return true; /* deliberately wrong (test hook) */
+    if (!bd_grammar_run_accept(gr, acc ? d : *tok)) {
+        *tok = -1;
+        return false;
+    }
+    return acc;
+}
+
+/* ------------------------------------------------------------------------
  * The loop
  * ---------------------------------------------------------------------- */
 
@@ -555,6 +585,10 @@ typedef struct {
  * generation must stop (EOG, callback, n_predict). */
 static bool emit(emit_ctx *e, int32_t tok, int32_t row) {
     bd_spec *sp = e->sp;
+    if (tok < 0) { /* the grammar ended the text (or failed): accept_row_grammar */
+        e->done = true;
+        return false;
+    }
     if (!e->gp->ignore_eog && bd_token_is_eog(sp->t->m, tok)) {
         e->st->stopped_eog = true;
         e->done = true;
@@ -576,6 +610,7 @@ typedef struct {
     bd_spec *sp;
     bd_session *t;
     bd_sampler *smp;
+    bd_grammar_run *gr;     /* NULL without a grammar */
     const bd_gen_params *gp;
     bd_gen_stats *st;
     emit_ctx e;
@@ -702,13 +737,13 @@ static bool spec_verify(gen_run *r, int32_t nd, int32_t *a, int32_t *tok) {
     while (*a < nd) {
         if (*a < 32) ss->drafted_at[*a]++;
         int32_t nh = bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + *a;
-        if (!accept_row(r->smp, bd_session_logits(r->t, *a), sp->hist, nh, sp->drafts[*a], tok)) break;
+        if (!accept_row_grammar(r->gr, r->smp, bd_session_logits(r->t, *a), sp->hist, nh, sp->drafts[*a], tok)) break;
         if (*a < 32) ss->accepted_at[*a]++;
         (*a)++;
     }
     if (*a == nd)
-        accept_row(r->smp, bd_session_logits(r->t, nd), sp->hist,
-                   bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + nd, -1, tok);
+        accept_row_grammar(r->gr, r->smp, bd_session_logits(r->t, nd), sp->hist,
+                           bd_spec_test_wrong_history ? sp->n_hist : sp->n_hist + nd, -1, tok);
     for (int32_t i = *a + 1; i < nd && i < 32; i++) ss->drafted_at[i]++;
     ss->n_accepted += *a;
     return true;
@@ -760,6 +795,10 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
                  .e = {.sp = sp, .gp = gp, .cb = cb, .user = user, .st = st}};
     r.smp = bd_sampler_create(&gp->sampling, t->m->hp.n_vocab);
     if (!r.smp) return bd_err(err, errlen, "generate: out of memory");
+    if (gp->grammar && !(r.gr = bd_grammar_run_create(gp->grammar, t->m->hp.n_vocab, gp->ignore_eog, err, errlen))) {
+        bd_sampler_free(r.smp);
+        return false;
+    }
 
     int32_t keep = spec_reset(sp, prompt, n_prompt);
     double t0 = bd_time_ms();
@@ -771,7 +810,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     st->spec.target_forwards = 1;
     if (ok) { /* the prompt's last row gives the first token */
         int32_t tok;
-        accept_row(r.smp, bd_session_logits(t, 0), sp->hist, sp->n_hist, -1, &tok);
+        accept_row_grammar(r.gr, r.smp, bd_session_logits(t, 0), sp->hist, sp->n_hist, -1, &tok);
         emit(&r.e, tok, 0);
     }
     while (ok && !r.e.done) {
@@ -788,6 +827,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     st->spec.other_ms = st->gen_ms - st->spec.draft_ms - st->spec.verify_ms;
     if (st->spec.other_ms < 0) st->spec.other_ms = 0;
     bd_decode_finish_stats(st);
+    if (ok && bd_grammar_run_stopped(r.gr)) ok = bd_grammar_run_end(r.gr, st, err, errlen); /* grammar hook */
     bd_sampler_free(r.smp);
+    bd_grammar_run_free(r.gr);
     return ok;
 }

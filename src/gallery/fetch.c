@@ -3,6 +3,7 @@
  */
 #include "fetch.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,7 +47,17 @@ void fetch_opts_init(fetch_opts *o) {
     o->connect_timeout_s = env_int("BLOCKDRAFT_CONNECT_TIMEOUT", 20, 1, 600);
     o->max_attempts = env_int("BLOCKDRAFT_RETRIES", 4, 1, 20);
     o->retry_delay_ms = env_int("BLOCKDRAFT_RETRY_DELAY_MS", 1000, 0, 60000);
+    o->max_file_size = FETCH_DEFAULT_MAX_FILE_SIZE;
+    const char *mx = getenv("BLOCKDRAFT_MAX_FILE_SIZE");
+    if (mx && *mx) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(mx, &end, 10);
+        if (!errno && !*end && v > 0 && mx[0] != '-') o->max_file_size = v;
+    }
 }
+
+static bool cancelled(const fetch_opts *o) { return o->cancel && atomic_load(o->cancel); }
 
 bool fetch_sha256_valid(const char *s) {
     if (!s || strlen(s) != 64) return false;
@@ -61,21 +73,45 @@ bool fetch_sha256_valid(const char *s) {
  * URIs
  * ---------------------------------------------------------------------- */
 
-/* Host part of a URL (lowercase not needed: compared case-insensitively). */
-static void url_host(const char *url, char *host, size_t n) {
-    host[0] = 0;
+/* The origin of a URL: scheme and host (lower-cased) and port (the
+ * scheme's default when absent). false when it has none. */
+typedef struct url_origin {
+    char scheme[16];
+    char host[256];
+    long port;
+} url_origin;
+
+static bool url_origin_of(const char *url, url_origin *o) {
+    memset(o, 0, sizeof *o);
     const char *p = strstr(url, "://");
-    if (!p) return;
+    if (!p || p == url || (size_t)(p - url) >= sizeof o->scheme) return false;
+    for (size_t i = 0; url + i < p; i++) o->scheme[i] = (char)tolower((unsigned char)url[i]);
     p += 3;
     const char *end = p + strcspn(p, "/?#");
-    const char *at = memchr(p, '@', (size_t)(end - p));
+    const char *at = NULL;
+    for (const char *q = p; q < end; q++)
+        if (*q == '@') at = q;
     if (at) p = at + 1;
-    const char *colon = memchr(p, ':', (size_t)(end - p));
-    if (colon) end = colon;
-    size_t len = (size_t)(end - p);
-    if (len >= n) len = n - 1;
-    memcpy(host, p, len);
-    host[len] = 0;
+    const char *hend = end;
+    if (*p == '[') { /* [v6]:port */
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (!rb) return false;
+        hend = rb + 1;
+    } else {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (colon) hend = colon;
+    }
+    size_t len = (size_t)(hend - p);
+    if (len == 0 || len >= sizeof o->host) return false;
+    for (size_t i = 0; i < len; i++) o->host[i] = (char)tolower((unsigned char)p[i]);
+    o->port = !strcmp(o->scheme, "https") ? 443 : !strcmp(o->scheme, "http") ? 80 : 0;
+    if (hend < end && *hend == ':') {
+        char *e;
+        long v = strtol(hend + 1, &e, 10);
+        if (e != end || v <= 0 || v > 65535) return false;
+        o->port = v;
+    }
+    return true;
 }
 
 static bool starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
@@ -136,17 +172,21 @@ bool fetch_uri_resolve(const char *uri, const fetch_opts *o, char *url, size_t n
  * Common curl setup
  * ---------------------------------------------------------------------- */
 
+/* HF_TOKEN goes to the Hugging Face endpoint's exact origin only: the same
+ * scheme, host and port (https://huggingface.co by default, else the
+ * configured mirror), never to another port or scheme of that host. */
 static struct curl_slist *auth_headers(const char *url, const fetch_opts *o) {
     if (!o->hf_token[0]) return NULL;
-    char h1[256], h2[256];
-    url_host(url, h1, sizeof h1);
-    url_host(o->hf_endpoint, h2, sizeof h2);
-    if (!h1[0] || strcasecmp(h1, h2) != 0) return NULL;
+    url_origin a, b;
+    if (!url_origin_of(url, &a) || !url_origin_of(o->hf_endpoint, &b)) return NULL;
+    if (strcmp(a.scheme, b.scheme) || strcmp(a.host, b.host) || a.port != b.port) return NULL;
+    if (strcmp(a.scheme, "https") && strcmp(a.scheme, "http")) return NULL;
     char hdr[600];
     snprintf(hdr, sizeof hdr, "Authorization: Bearer %s", o->hf_token);
-    /* libcurl does not forward a custom Authorization header to another
-     * host on redirect (CURLOPT_UNRESTRICTED_AUTH stays off), so the HF
-     * token never reaches the CDN or a third party. */
+    /* On a redirect libcurl (>= 7.83) drops a custom Authorization header
+     * unless the new URL has the same host, port and scheme
+     * (CURLOPT_UNRESTRICTED_AUTH stays off): the token never reaches the
+     * CDN, a third party or another port (gallery_hostile.sh checks it). */
     return curl_slist_append(NULL, hdr);
 }
 
@@ -315,6 +355,10 @@ static bool hash_fd(int fd, EVP_MD_CTX *md, uint64_t *bytes, const fetch_opts *o
             return bd_err(err, errlen, "%s: read: %s", label, strerror(errno));
         }
         if (r == 0) break;
+        if (o && cancelled(o)) {
+            free(buf);
+            return bd_err(err, errlen, "%s: cancelled", label);
+        }
         EVP_DigestUpdate(md, buf, (size_t)r);
         done += (uint64_t)r;
         if (o && o->progress && bd_time_ms() - last > 200) {
@@ -341,8 +385,13 @@ static void md_hex(EVP_MD_CTX *md, char out[65]) {
 
 bool fetch_sha256_file(const char *path, char out[65], uint64_t *size, const fetch_opts *o,
                        const char *label, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bd_err(err, errlen, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return bd_err(err, errlen, "%s: not a regular file", path);
+    }
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     uint64_t n = 0;
     bool ok = md && hash_fd(fd, md, &n, o, label ? label : path, err, errlen);
@@ -368,8 +417,12 @@ typedef struct xfer {
     bool decided;        /* the first body bytes have been checked */
     bool restarted;      /* the server ignored the range: started over */
     char content_range[160];
-    char why[256];       /* set when the write callback aborts */
+    char why[400];       /* set when the write callback aborts */
     bool why_retry;      /* ...and the abort is worth a fresh retry */
+    bool why_remove;     /* ...and the partial's bytes cannot be trusted: remove it */
+    uint64_t expected;   /* size the index lists (0: none) */
+    bool is_file;        /* a file:// URL (libcurl honours ranges without a 206) */
+    bool cancelled;      /* aborted because fetch_opts.cancel was set */
     CURL *c;
     const fetch_opts *o;
     const char *label;
@@ -403,6 +456,41 @@ static bool write_all(int fd, const char *p, size_t n) {
     return true;
 }
 
+/* The size the response announces for the whole file (Content-Range's
+ * total, else base + Content-Length): it must agree with the index's size,
+ * and fit the cap and the free space of the disk. At the first body bytes. */
+static bool check_announced(xfer *x) {
+    unsigned long long a, b, total = 0;
+    curl_off_t cl = -1;
+    if (x->content_range[0] && sscanf(x->content_range, " bytes %llu-%llu/%llu", &a, &b, &total) == 3) {
+    } else if (curl_easy_getinfo(x->c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) == CURLE_OK && cl >= 0) {
+        total = x->base + (unsigned long long)cl;
+    } else {
+        return true; /* unknown: on_body's limits apply */
+    }
+    x->why_remove = true;
+    if (x->expected && total != x->expected) {
+        snprintf(x->why, sizeof x->why, "the server announces %llu bytes; the index lists %llu", total,
+                 (unsigned long long)x->expected);
+        return false;
+    }
+    if (total > x->o->max_file_size) {
+        snprintf(x->why, sizeof x->why, "the server announces %llu bytes, more than the limit of %llu "
+                 "(BLOCKDRAFT_MAX_FILE_SIZE)", total, (unsigned long long)x->o->max_file_size);
+        return false;
+    }
+    struct statvfs vs;
+    if (total > x->base && fstatvfs(x->fd, &vs) == 0 &&
+        (unsigned long long)vs.f_bavail * vs.f_frsize < total - x->base) {
+        snprintf(x->why, sizeof x->why, "%llu more bytes do not fit: %llu bytes free on the disk",
+                 total - x->base, (unsigned long long)vs.f_bavail * vs.f_frsize);
+        x->why_remove = false; /* the bytes so far are fine; resume once there is room */
+        return false;
+    }
+    x->why_remove = false;
+    return true;
+}
+
 static size_t on_body(char *data, size_t sz, size_t nm, void *ctx) {
     xfer *x = ctx;
     size_t len = sz * nm;
@@ -410,7 +498,10 @@ static size_t on_body(char *data, size_t sz, size_t nm, void *ctx) {
         x->decided = true;
         long status = 0;
         curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &status);
-        if (x->range && status == 206) {
+        if (x->range && x->is_file) {
+            /* libcurl's file:// reads the requested range itself: the body
+             * continues the partial (there is no status or Content-Range) */
+        } else if (x->range && status == 206) {
             unsigned long long start = 0;
             if (sscanf(x->content_range, " bytes %llu-", &start) != 1 || start != x->base) {
                 snprintf(x->why, sizeof x->why,
@@ -431,9 +522,27 @@ static size_t on_body(char *data, size_t sz, size_t nm, void *ctx) {
             x->base = 0;
             x->restarted = true;
         }
+        if (!check_announced(x)) return 0;
+    }
+    /* Never more than the index's size or the cap, whatever the server
+     * sends (a body without a length can be endless). */
+    uint64_t limit = x->expected ? x->expected : x->o->max_file_size;
+    if (x->base + x->got + len > limit) {
+        if (x->expected)
+            snprintf(x->why, sizeof x->why, "the server sent more than the %llu bytes the index lists",
+                     (unsigned long long)x->expected);
+        else
+            snprintf(x->why, sizeof x->why,
+                     "the server sent more than the limit of %llu bytes (BLOCKDRAFT_MAX_FILE_SIZE)",
+                     (unsigned long long)limit);
+        x->why_remove = true;
+        return 0;
     }
     if (!write_all(x->fd, data, len)) {
+        /* the disk is full or the file cannot grow: the bytes written so
+         * far cannot be verified, and keeping them would keep the disk full */
         snprintf(x->why, sizeof x->why, "cannot write %s: %s", x->label, strerror(errno));
+        x->why_remove = true;
         return 0;
     }
     EVP_DigestUpdate(x->md, data, len);
@@ -449,6 +558,10 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
     (void)dlnow;
     xfer *x = ctx;
     double now = bd_time_ms();
+    if (cancelled(x->o)) {
+        x->cancelled = true;
+        return 1;
+    }
     /* Stall watchdog: libcurl's low-speed limit averages over a window of
      * several seconds, so a burst followed by silence is noticed late;
      * this checks the time since the last byte directly (libcurl calls
@@ -485,6 +598,8 @@ typedef struct fetch_state {
     const char *url, *partial_path, *label;
     const fetch_opts *o;
     fetch_result *res;
+    uint64_t expected;   /* the index's size, 0 when none */
+    bool remove;         /* the partial is to be removed when the call fails */
     bool check;          /* an expected SHA-256 was given */
     char want[65];       /* it, lower-case */
     int fd;
@@ -524,8 +639,26 @@ static bool open_partial(fetch_state *f, const char *expected_sha256, bool *comp
         }
         f->want[64] = 0;
     }
-    f->fd = open(f->partial_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* Written through only when it is a plain file of its own: a symlink
+     * or a hard link planted at the partial's name could point anywhere
+     * (O_NOFOLLOW refuses the first, the link count the second;
+     * O_NONBLOCK keeps a FIFO from blocking the open). */
+    f->fd = open(f->partial_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (f->fd < 0 && errno == ELOOP)
+        return bd_err(f->err, f->errlen, "%s is not a regular file (a symlink); remove it and pull again",
+                      f->partial_path);
     if (f->fd < 0) return bd_err(f->err, f->errlen, "cannot open %s: %s", f->partial_path, strerror(errno));
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return bd_err(f->err, f->errlen, "%s is not a regular file; remove it and pull again", f->partial_path);
+    if (st.st_nlink != 1)
+        return bd_err(f->err, f->errlen, "%s has other links (hard links to it); remove it and pull again",
+                      f->partial_path);
+    if (f->expected && (uint64_t)st.st_size > f->expected) {
+        /* more bytes than the file can have: nothing to resume */
+        if (ftruncate(f->fd, 0) != 0) return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
+    }
     f->md = EVP_MD_CTX_new();
     if (!f->md) return bd_err(f->err, f->errlen, "out of memory");
     if (!hash_fd(f->fd, f->md, &f->hashed, f->o, f->label, f->err, f->errlen)) return false;
@@ -557,7 +690,8 @@ static bool transfer(fetch_state *f, int attempt, xfer *x, CURLcode *rc, long *s
     if (lseek(f->fd, (off_t)f->hashed, SEEK_SET) < 0)
         return bd_err(f->err, f->errlen, "%s: %s", f->partial_path, strerror(errno));
     *x = (xfer){.fd = f->fd, .md = f->md, .base = f->hashed, .range = f->hashed > 0, .o = f->o,
-                .label = f->label, .attempt = attempt};
+                .label = f->label, .attempt = attempt, .expected = f->expected,
+                .is_file = !strncasecmp(f->url, "file://", 7)};
     CURL *c = curl_easy_init();
     if (!c) return bd_err(f->err, f->errlen, "cannot initialise libcurl");
     x->c = c;
@@ -598,6 +732,12 @@ static int judge_complete(fetch_state *f, int attempt, const xfer *x) {
     if (fsync(f->fd) != 0) return bd_err(f->err, f->errlen, "%s: fsync: %s", f->partial_path, strerror(errno)), FETCH_FAIL;
     char have[65];
     md_hex(f->md, have);
+    if (f->expected && f->hashed != f->expected) {
+        f->remove = true;
+        bd_err(f->err, f->errlen, "%s: got %llu bytes; the index lists %llu (%s); the partial download was removed",
+               f->label, (unsigned long long)f->hashed, (unsigned long long)f->expected, f->url);
+        return FETCH_FAIL;
+    }
     if (!f->check || !strcmp(have, f->want)) {
         f->res->bytes = f->hashed;
         snprintf(f->res->sha256, sizeof f->res->sha256, "%s", have);
@@ -625,7 +765,17 @@ static int judge_complete(fetch_state *f, int attempt, const xfer *x) {
 /* A transfer that failed: FETCH_RETRY (f->last says why) or FETCH_FAIL. */
 static int judge_failure(fetch_state *f, const xfer *x, CURLcode rc, long status, curl_off_t expect,
                          const char *cerr) {
+    if (x->cancelled) {
+        bd_err(f->err, f->errlen, "%s: cancelled%s%s%s", f->label, f->hashed ? "; the bytes so far are kept in " : "",
+               f->hashed ? f->partial_path : "", f->hashed ? " for a later resume" : "");
+        return FETCH_FAIL;
+    }
     if (x->why[0]) {
+        if (x->why_remove) {
+            f->remove = true;
+            bd_err(f->err, f->errlen, "%s: %s (%s); the partial download was removed", f->label, x->why, f->url);
+            return FETCH_FAIL;
+        }
         if (!x->why_retry) return bd_err(f->err, f->errlen, "%s: %s", f->label, x->why), FETCH_FAIL;
         /* Inconsistent resume: drop the partial and start over. */
         if (!restart_partial(f)) return FETCH_FAIL;
@@ -644,13 +794,14 @@ static int judge_failure(fetch_state *f, const xfer *x, CURLcode rc, long status
     return FETCH_RETRY;
 }
 
-bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256,
+bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256, uint64_t expected_size,
                 const char *label, const fetch_opts *o, fetch_result *res, char *err,
                 size_t errlen) {
     pthread_once(&curl_once, curl_init_once);
     memset(res, 0, sizeof *res);
     fetch_state f = {.url = url, .partial_path = partial_path, .label = label, .o = o, .res = res,
-                     .check = expected_sha256 && *expected_sha256, .fd = -1, .err = err, .errlen = errlen};
+                     .check = expected_sha256 && *expected_sha256, .fd = -1, .err = err, .errlen = errlen,
+                     .expected = expected_size};
     bool ok = false, complete;
     if (!open_partial(&f, expected_sha256, &complete)) goto out;
     if (complete) {
@@ -686,14 +837,19 @@ bool fetch_file(const char *url, const char *partial_path, const char *expected_
         snprintf(msg, sizeof msg, "%s; retrying in %.1f s (attempt %d of %d)", f.last, delay / 1000.0, attempt + 1,
                  o->max_attempts);
         emit(o, FETCH_PHASE_RETRY, label, f.hashed, 0, attempt, msg);
-        sleep_ms(delay);
+        for (int waited = 0; waited < delay && !cancelled(o); waited += 100) sleep_ms(delay - waited < 100 ? delay - waited : 100);
+        if (cancelled(o)) {
+            bd_err(err, errlen, "%s: cancelled%s%s", label, f.hashed ? "; the bytes so far are kept in " : "",
+                   f.hashed ? partial_path : "");
+            goto out;
+        }
     }
 out:
     EVP_MD_CTX_free(f.md);
     if (f.fd >= 0) {
         /* An empty partial carries nothing worth resuming. */
         struct stat fin;
-        if (!ok && fstat(f.fd, &fin) == 0 && fin.st_size == 0) unlink(partial_path);
+        if (!ok && (f.remove || (fstat(f.fd, &fin) == 0 && fin.st_size == 0))) unlink(partial_path);
         close(f.fd);
     }
     return ok;

@@ -16,12 +16,19 @@
  *                      stale); a fresh download is not retried, so a wrong
  *                      gallery SHA costs one download, not three.
  *   permanent HTTP err partial kept as it was (404 etc. do not retry)
+ *   too many bytes     more than the index's `size` (or the announced
+ *                      length disagrees with it), or more than
+ *                      max_file_size: stopped at once, partial removed
+ *   write error        (disk full, file size limit) partial removed: its
+ *                      bytes are unverified and would keep the disk full
+ *   cancelled          fetch_opts.cancel set: partial kept for a resume
  *   transient err      retried; after the last attempt the partial keeps
  *                      the bytes received so far, for a later resume
  *
  * Environment (read by fetch_opts_init): BLOCKDRAFT_HF_ENDPOINT (or
  * HF_ENDPOINT) mirror for huggingface.co; HF_TOKEN sent as a bearer token
- * to the Hugging Face endpoint host only; BLOCKDRAFT_STALL_TIMEOUT seconds
+ * to the Hugging Face endpoint's exact origin only (scheme, host and port);
+ * BLOCKDRAFT_MAX_FILE_SIZE bytes per file; BLOCKDRAFT_STALL_TIMEOUT seconds
  * without data before a stall aborts (default 30); BLOCKDRAFT_RETRIES
  * attempts per file (default 4); BLOCKDRAFT_RETRY_DELAY_MS first backoff
  * (default 1000, doubling, capped at 30 s).
@@ -29,9 +36,14 @@
 #ifndef BD_GALLERY_FETCH_H
 #define BD_GALLERY_FETCH_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* The largest file fetch_file writes when the index gives no size (1 TiB;
+ * BLOCKDRAFT_MAX_FILE_SIZE overrides it). */
+#define FETCH_DEFAULT_MAX_FILE_SIZE (1ull << 40)
 
 enum fetch_phase {
     FETCH_PHASE_START = 0,   /* about to request (attempt n) */
@@ -60,6 +72,11 @@ typedef struct fetch_opts {
     int connect_timeout_s;
     int max_attempts;
     int retry_delay_ms;
+    uint64_t max_file_size; /* bytes; see FETCH_DEFAULT_MAX_FILE_SIZE */
+    /* When set (e.g. by a server shutting down), transfers, re-hashing,
+     * retry waits and lock waits stop soon with a "cancelled" error; the
+     * partial keeps its bytes for a later resume. NULL: never. */
+    const atomic_bool *cancel;
     fetch_progress_fn progress;
     void *progress_ctx;
 } fetch_opts;
@@ -90,9 +107,11 @@ typedef struct fetch_result {
 } fetch_result;
 
 /* Download url into partial_path, verifying expected_sha256 (64 hex chars;
- * NULL or "" = no check, only for --insecure). label names the file in
- * progress events and messages. */
-bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256,
+ * NULL or "" = no check, only for --insecure) and, when expected_size is
+ * not 0, the size. label names the file in progress events and messages.
+ * partial_path is only ever written when it is a regular file with one
+ * link (a planted symlink or hard link is refused). */
+bool fetch_file(const char *url, const char *partial_path, const char *expected_sha256, uint64_t expected_size,
                 const char *label, const fetch_opts *o, fetch_result *res, char *err,
                 size_t errlen);
 

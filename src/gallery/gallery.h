@@ -89,6 +89,12 @@ typedef struct gallery_model {
  * and spec_type not "none"). */
 bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pull,
                            gallery_model *out, char *err, size_t errlen);
+/* Only an installed model's name, in models_dir: a name that looks like a
+ * path or a file (x.gguf) is still just a name, never a file opened
+ * relative to the working directory (what a server must do with names a
+ * client sends). Never pulls. */
+bool gallery_resolve_installed(const char *models_dir, const char *name, gallery_model *out, char *err,
+                               size_t errlen);
 
 /* ------------------------------------------------------------------------
  * Listing and removal
@@ -107,6 +113,15 @@ typedef struct gallery_installed {
  * missing models folder is an empty list. */
 bool gallery_list_installed(const char *models_dir, gallery_installed **out, int *n, char *err,
                             size_t errlen);
+
+/* The installed model other than `self` whose config or install record
+ * names the file rel (relative to the models folder): its name in owner,
+ * and, when its install record lists the file (*recorded), the SHA-256 it
+ * was installed with ("" for an --insecure install). false when no other
+ * model refers to rel. A pull may reuse such a file only with the same
+ * bytes (gallery_pull). */
+bool gallery_file_owner(const char *models_dir, const char *rel, const char *self, char *owner, size_t owner_n,
+                        char sha[65], bool *recorded);
 
 #define GALLERY_RM_MAX 16
 typedef struct gallery_rm_result {

@@ -118,7 +118,14 @@ static void parse_entry(gallery_index *ix, yaml_node_t *node, gallery_entry *e) 
                         continue;
                     }
                     if (!s) s = "";
-                    if (!strcmp(fk[m].key, "filename")) r->filename = s;
+                    if (!strcmp(fk[m].key, "size")) {
+                        long long sz;
+                        /* a download never grows past it (fetch_file) */
+                        if (!ydoc_parse_int(s, 1, INT64_MAX, &sz))
+                            entry_problem(e, d, fk[m].value, "files.size must be a positive number of bytes (got '%s')",
+                                          s);
+                        else r->size = (uint64_t)sz;
+                    } else if (!strcmp(fk[m].key, "filename")) r->filename = s;
                     else if (!strcmp(fk[m].key, "sha256")) r->sha256 = s;
                     else if (!strcmp(fk[m].key, "uri")) r->uri = s;
                     else entry_problem(e, d, fk[m].knode, "unknown key 'files.%s'", fk[m].key);

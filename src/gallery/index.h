@@ -6,7 +6,8 @@
  *     url: github:mudler/LocalAI/gallery/virtual.yaml@master   (empty base only)
  *     description, license, icon, urls: [..], tags: [..]
  *     overrides: { parameters: {model: ...}, draft_model: ..., options: [...], ... }
- *     files: [{filename: ..., sha256: ..., uri: ...}]
+ *     files: [{filename: ..., sha256: ..., uri: ..., size: BYTES}]   (size optional,
+ *                                                       a blockdraft extension)
  * LocalAI keys blockdraft has no use for (icon, size, variants,
  * last_checked, ...) are read past; an entry that needs something
  * blockdraft cannot do (a non-empty base config `url`/`config_file`) is
@@ -22,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fetch.h"
 #include "ydoc.h"
@@ -30,6 +32,7 @@ typedef struct gallery_file_ref {
     const char *filename; /* relative to the models folder */
     const char *sha256;   /* "" when the entry gives none */
     const char *uri;
+    uint64_t size;        /* bytes, 0 when the entry gives none (blockdraft's optional `size`) */
     int line;
 } gallery_file_ref;
 

@@ -148,6 +148,39 @@ static int model_files(const char *models, const char *name, char files[][GALLER
     return n;
 }
 
+bool gallery_file_owner(const char *models, const char *rel, const char *self, char *owner, size_t owner_n,
+                        char sha[65], bool *recorded) {
+    owner[0] = 0;
+    sha[0] = 0;
+    *recorded = false;
+    char **names;
+    int nn;
+    char e1[640];
+    if (!config_names(models, &names, &nn, e1, sizeof e1)) return false;
+    bool found = false;
+    for (int m = 0; m < nn && !found; m++) {
+        if (!strcmp(names[m], self)) continue;
+        gallery_state st;
+        bool absent;
+        if (gallery_state_read(models, names[m], &st, &absent, e1, sizeof e1))
+            for (int i = 0; i < st.n_files && !found; i++)
+                if (!strcmp(st.files[i].filename, rel)) {
+                    found = *recorded = true;
+                    snprintf(sha, 65, "%s", st.files[i].sha256);
+                }
+        if (!found) {
+            char path[PATH_MAX + 200];
+            snprintf(path, sizeof path, "%s/%s.yaml", models, names[m]);
+            gallery_config cfg;
+            found = gallery_config_load(path, &cfg, e1, sizeof e1) &&
+                    (!strcmp(cfg.model, rel) || (cfg.draft_model[0] && !strcmp(cfg.draft_model, rel)));
+        }
+        if (found) snprintf(owner, owner_n, "%s", names[m]);
+    }
+    free_names(names, nn);
+    return found;
+}
+
 /* rmdir the parents of rel that became empty, up to (not including) the
  * models folder. */
 static void prune_dirs(const char *models, const char *rel) {
@@ -176,7 +209,7 @@ bool gallery_remove(const char *models, const char *name, gallery_rm_result *res
         return bd_err(err, errlen, "model '%s' is not installed in %s", name, models);
     char lockkey[GALLERY_NAME_MAX + 8];
     snprintf(lockkey, sizeof lockkey, "model-%s", name);
-    int lk = gallery_lock(models, lockkey, NULL, NULL, err, errlen);
+    int lk = gallery_lock(models, lockkey, NULL, NULL, NULL, err, errlen);
     if (lk < 0) return false;
 
     char mine[GALLERY_RM_MAX][GALLERY_PATH_MAX];
@@ -207,7 +240,7 @@ bool gallery_remove(const char *models, const char *name, gallery_rm_result *res
         if (!gallery_path_inside(models, mine[i], path, sizeof path - 10, e1, sizeof e1)) continue;
         char fkey[1100] = "file-";
         gallery_strcpy(fkey + 5, sizeof fkey - 5, mine[i]);
-        int fl = gallery_lock(models, fkey, NULL, NULL, e1, sizeof e1);
+        int fl = gallery_lock(models, fkey, NULL, NULL, NULL, e1, sizeof e1);
         bool gone = unlink(path) == 0;
         strcat(path, ".partial");
         unlink(path);

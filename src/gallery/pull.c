@@ -95,7 +95,7 @@ static bool check_entry(const gallery_entry *e, const gallery_pull_opts *o, gall
         memset(f, 0, sizeof *f);
         f->ref = r;
         f->lock_fd = -1;
-        if (!gallery_relpath_check(r->filename, why, sizeof why))
+        if (!gallery_install_name_check(r->filename, why, sizeof why))
             return bd_err(err, errlen, "%s:%d: entry '%s': filename %s", e->index->source, r->line,
                           e->name, why);
         for (int j = 0; j < i; j++)
@@ -203,12 +203,10 @@ static const gallery_entry *find_entry(gallery_catalog *cat, const char *name, c
     return e;
 }
 
-/* Step 3, one file: its paths (inside the models folder, checked again
+/* Step 3a, one file: its paths, inside the models folder (checked again
  * once its directories exist: a symlinked directory could point
- * elsewhere), its lock, then either the installed copy when its SHA-256
- * matches or a download into partial_path (f->fresh). */
-static bool fetch_one(const char *models, pull_file *f, const gallery_pull_opts *o, gallery_pull_result *res,
-                      char *err, size_t errlen) {
+ * elsewhere). */
+static bool place_one(const char *models, pull_file *f, char *err, size_t errlen) {
     const gallery_file_ref *r = f->ref;
     if (!gallery_path_inside(models, r->filename, f->final_path, sizeof f->final_path, err, errlen)) return false;
     if (!gallery_mkdirs_parent(f->final_path, err, errlen)) return false;
@@ -217,10 +215,63 @@ static bool fetch_one(const char *models, pull_file *f, const gallery_pull_opts 
     size_t fl = strnlen(f->final_path, sizeof f->final_path - 1);
     memcpy(f->partial_path, f->final_path, fl);
     memcpy(f->partial_path + fl, ".partial", 9);
-    char fkey[1100];
-    snprintf(fkey, sizeof fkey, "file-%s", r->filename);
-    f->lock_fd = gallery_lock(models, fkey, on_wait, (void *)o, err, errlen);
-    if (f->lock_fd < 0) return false;
+    return true;
+}
+
+static int cmp_file_name(const void *a, const void *b) {
+    const pull_file *const *x = a, *const *y = b;
+    return strcmp((*x)->ref->filename, (*y)->ref->filename);
+}
+
+/* Step 3b: the per-file locks, all of them, in one order every pull uses
+ * (by file name): two pulls whose entries share files in opposite orders
+ * would otherwise each hold one and wait for the other forever. */
+static bool lock_files(const char *models, pull_file *files, int n, const gallery_pull_opts *o, char *err,
+                       size_t errlen) {
+    pull_file *order[PULL_MAX_FILES];
+    for (int i = 0; i < n; i++) order[i] = &files[i];
+    qsort(order, (size_t)n, sizeof *order, cmp_file_name);
+    for (int i = 0; i < n; i++) {
+        char fkey[1100];
+        snprintf(fkey, sizeof fkey, "file-%s", order[i]->ref->filename);
+        order[i]->lock_fd = gallery_lock(models, fkey, on_wait, (void *)o, o->fetch.cancel, err, errlen);
+        if (order[i]->lock_fd < 0) return false;
+    }
+    return true;
+}
+
+/* Step 3c: a file another installed model uses is only shared, never
+ * replaced: the entry must list the bytes that model was installed with
+ * (its record's SHA-256, else the bytes on disk). Checked for every file
+ * before anything is downloaded. */
+static bool check_owner(const char *models, const char *self, const pull_file *f, const gallery_pull_opts *o,
+                        char *err, size_t errlen) {
+    char owner[GALLERY_NAME_MAX], rsha[65];
+    bool recorded;
+    if (!gallery_file_owner(models, f->ref->filename, self, owner, sizeof owner, rsha, &recorded)) return true;
+    const char *want = f->ref->sha256;
+    if (recorded && rsha[0] && want[0] && !strcasecmp(rsha, want)) return true;
+    struct stat st;
+    bool present = stat(f->final_path, &st) == 0;
+    if (!(recorded && rsha[0]) && present) {
+        if (!want[0]) return true; /* --insecure: kept as it is, never written */
+        char have[65];
+        uint64_t sz;
+        if (!fetch_sha256_file(f->final_path, have, &sz, &o->fetch, f->ref->filename, err, errlen)) return false;
+        if (!strcasecmp(have, want)) return true;
+    }
+    return bd_err(err, errlen,
+                  "file '%s' belongs to the installed model %s%s%s; this entry lists other bytes (%s%s), so it is "
+                  "not installed (a model's file is shared only when the SHA-256 is the same)",
+                  f->ref->filename, owner, recorded && rsha[0] ? ", SHA-256 " : "", recorded ? rsha : "",
+                  want[0] ? "SHA-256 " : "no SHA-256", want);
+}
+
+/* Step 3d, one file (its lock held): either the installed copy when its
+ * SHA-256 matches or a download into partial_path (f->fresh). */
+static bool fetch_one(pull_file *f, const gallery_pull_opts *o, gallery_pull_result *res, char *err,
+                      size_t errlen) {
+    const gallery_file_ref *r = f->ref;
     struct stat st;
     if (stat(f->final_path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) return bd_err(err, errlen, "%s exists and is not a regular file", f->final_path);
@@ -241,7 +292,8 @@ static bool fetch_one(const char *models, pull_file *f, const gallery_pull_opts 
         note(o, "%s: present but its SHA-256 differs (%s); downloading the listed version", r->filename, have);
     }
     fetch_result fr;
-    if (!fetch_file(f->url, f->partial_path, r->sha256, r->filename, &o->fetch, &fr, err, errlen)) return false;
+    if (!fetch_file(f->url, f->partial_path, r->sha256, r->size, r->filename, &o->fetch, &fr, err, errlen))
+        return false;
     f->fresh = true;
     f->size = fr.bytes;
     snprintf(f->sha256, sizeof f->sha256, "%s", fr.sha256);
@@ -335,11 +387,16 @@ bool gallery_pull(const char *name, const gallery_pull_opts *o, gallery_pull_res
     if (!gallery_mkdirs(models, err, errlen)) goto out;
     char lockkey[GALLERY_NAME_MAX + 8];
     snprintf(lockkey, sizeof lockkey, "model-%s", e->name);
-    model_lock = gallery_lock(models, lockkey, on_wait, (void *)o, err, errlen);
+    model_lock = gallery_lock(models, lockkey, on_wait, (void *)o, o->fetch.cancel, err, errlen);
     if (model_lock < 0) goto out;
 
     for (int i = 0; i < n_files; i++)
-        if (!fetch_one(models, &files[i], o, res, err, errlen)) goto out;
+        if (!place_one(models, &files[i], err, errlen)) goto out;
+    if (!lock_files(models, files, n_files, o, err, errlen)) goto out;
+    for (int i = 0; i < n_files; i++)
+        if (!check_owner(models, e->name, &files[i], o, err, errlen)) goto out;
+    for (int i = 0; i < n_files; i++)
+        if (!fetch_one(&files[i], o, res, err, errlen)) goto out;
     /* Step 4: the headers of the files as they will be installed */
     char verr[1024];
     if (!validate_files(files, n_files, res, verr, sizeof verr)) {
@@ -372,22 +429,45 @@ static bool regular_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Something other than a regular file (a FIFO, a directory) at path. */
+static bool exists_irregular(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+static bool resolve_name(const char *models, const char *name_or_path, const gallery_pull_opts *pull,
+                         gallery_model *out, char *err, size_t errlen);
+
 bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pull,
                            gallery_model *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (looks_like_path(name_or_path)) {
+        if (exists_irregular(name_or_path)) return bd_err(err, errlen, "%s: not a regular file", name_or_path);
         if (!regular_file(name_or_path))
             return bd_err(err, errlen, "%s: no such model file", name_or_path);
         snprintf(out->target_path, sizeof out->target_path, "%s", name_or_path);
         return true;
     }
-    char why[640];
-    if (!gallery_name_check(name_or_path, why, sizeof why)) return bd_err(err, errlen, "%s", why);
     char models[PATH_MAX];
     if (pull && pull->models_dir) snprintf(models, sizeof models, "%s", pull->models_dir);
     else if (!gallery_models_dir(models, sizeof models, err, errlen)) return false;
+    return resolve_name(models, name_or_path, pull, out, err, errlen);
+}
+
+bool gallery_resolve_installed(const char *models_dir, const char *name, gallery_model *out, char *err,
+                               size_t errlen) {
+    memset(out, 0, sizeof *out);
+    return resolve_name(models_dir, name, NULL, out, err, errlen);
+}
+
+/* NAME: `<models>/NAME.yaml`, its files inside the models folder. */
+static bool resolve_name(const char *models, const char *name_or_path, const gallery_pull_opts *pull,
+                         gallery_model *out, char *err, size_t errlen) {
+    char why[640];
+    if (!gallery_name_check(name_or_path, why, sizeof why)) return bd_err(err, errlen, "%s", why);
     char cfg_path[PATH_MAX + 200];
     snprintf(cfg_path, sizeof cfg_path, "%s/%s.yaml", models, name_or_path);
+    if (exists_irregular(cfg_path)) return bd_err(err, errlen, "%s: not a regular file", cfg_path);
     if (!regular_file(cfg_path)) {
         if (!pull)
             return bd_err(err, errlen,
@@ -418,6 +498,8 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
     if (!gallery_path_inside(models, out->cfg.model, out->target_path, sizeof out->target_path,
                              why, sizeof why))
         return bd_err(err, errlen, "%s: parameters.model: %s", cfg_path, why);
+    if (exists_irregular(out->target_path))
+        return bd_err(err, errlen, "%s: parameters.model %s is not a regular file", cfg_path, out->target_path);
     if (!regular_file(out->target_path))
         return bd_err(err, errlen, "%s: parameters.model %s is missing (run `blockdraft pull %s`)",
                       cfg_path, out->target_path, out->name);
@@ -425,6 +507,8 @@ bool gallery_resolve_model(const char *name_or_path, const gallery_pull_opts *pu
         if (!gallery_path_inside(models, out->cfg.draft_model, out->draft_path,
                                  sizeof out->draft_path, why, sizeof why))
             return bd_err(err, errlen, "%s: draft_model: %s", cfg_path, why);
+        if (exists_irregular(out->draft_path))
+            return bd_err(err, errlen, "%s: draft_model %s is not a regular file", cfg_path, out->draft_path);
         if (!regular_file(out->draft_path))
             return bd_err(err, errlen, "%s: draft_model %s is missing (run `blockdraft pull %s`)",
                           cfg_path, out->draft_path, out->name);

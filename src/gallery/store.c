@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../base/base.h"
@@ -59,6 +60,25 @@ bool gallery_relpath_check(const char *rel, char *why, size_t whylen) {
         p = slash + 1;
         if (!*p) return bd_err(why, whylen, "'%s' ends with '/'", rel);
     }
+    return true;
+}
+
+bool gallery_install_name_check(const char *rel, char *why, size_t whylen) {
+    if (!gallery_relpath_check(rel, why, whylen)) return false;
+    size_t n = strlen(rel);
+    if (!strncmp(rel, ".blockdraft", 11) && (rel[11] == 0 || rel[11] == '/'))
+        return bd_err(why, whylen, "'%s' is inside blockdraft's state folder", rel);
+    bool top = strchr(rel, '/') == NULL;
+    if (top && ((n > 5 && !strcmp(rel + n - 5, ".yaml")) || (n > 4 && !strcmp(rel + n - 4, ".yml"))))
+        return bd_err(why, whylen, "'%s' is a model config name (<models>/NAME.yaml belongs to model NAME)", rel);
+    const char *base = strrchr(rel, '/');
+    base = base ? base + 1 : rel;
+    size_t bl = strlen(base);
+    if (bl > 8 && !strcmp(base + bl - 8, ".partial"))
+        return bd_err(why, whylen, "'%s' ends in .partial, the name of an unfinished download", rel);
+    const char *t = strstr(base, ".tmp.");
+    if (t && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5))
+        return bd_err(why, whylen, "'%s' is the name of a temporary file blockdraft writes", rel);
     return true;
 }
 
@@ -175,7 +195,8 @@ bool gallery_read_file(const char *path, size_t max, char **buf, size_t *len, ch
                        size_t errlen) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO must not block the open; it is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return bd_err(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -224,7 +245,11 @@ bool gallery_write_atomic(const char *path, const void *data, size_t len, char *
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return bd_err(err, errlen, "path too long");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A fresh file: whatever is at the temporary name (a stale file, or a
+     * symlink or hard link someone planted) is removed, never written
+     * through. */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return bd_err(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
     const char *p = data;
     size_t left = len;
@@ -259,7 +284,7 @@ bool gallery_write_atomic(const char *path, const void *data, size_t len, char *
  * ---------------------------------------------------------------------- */
 
 int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waiting, void *ctx,
-                 char *err, size_t errlen) {
+                 const atomic_bool *cancel, char *err, size_t errlen) {
     char dir[PATH_MAX], path[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/.blockdraft/locks", models_dir);
     if (!gallery_mkdirs(dir, err, errlen)) return -1;
@@ -273,7 +298,7 @@ int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waitin
         bd_err(err, errlen, "lock path too long");
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0) {
         bd_err(err, errlen, "cannot open lock %s: %s", path, strerror(errno));
         return -1;
@@ -285,11 +310,20 @@ int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waitin
         return -1;
     }
     if (waiting) waiting(ctx, key);
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        bd_err(err, errlen, "cannot lock %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
+    /* polled, so that a cancel (a server shutting down) ends the wait */
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            bd_err(err, errlen, "cannot lock %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (cancel && atomic_load(cancel)) {
+            bd_err(err, errlen, "cancelled while waiting for %s", key);
+            close(fd);
+            return -1;
+        }
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
     }
     return fd;
 }

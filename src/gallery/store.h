@@ -13,6 +13,7 @@
 #ifndef BD_GALLERY_STORE_H
 #define BD_GALLERY_STORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,13 @@ bool gallery_name_check(const char *name, char *why, size_t whylen);
  * not absolute, no '..' or '.' or empty components, no backslash or
  * control characters, at most 1000 bytes. */
 bool gallery_relpath_check(const char *rel, char *why, size_t whylen);
+
+/* A file name a gallery entry may install: gallery_relpath_check, and not
+ * one of the names blockdraft itself owns -- a top-level NAME.yaml (model
+ * NAME's config), anything under .blockdraft/ (install records, locks), a
+ * `*.partial` or `*.tmp.<digits>` name (unfinished downloads, atomic
+ * writes). */
+bool gallery_install_name_check(const char *rel, char *why, size_t whylen);
 
 /* The models folder (not created). */
 bool gallery_models_dir(char *out, size_t n, char *err, size_t errlen);
@@ -57,10 +65,11 @@ void gallery_sync_parent(const char *path);
 
 /* Exclusive flock on <models>/.blockdraft/locks/<key>.lock. If another
  * process holds it and `waiting` is not NULL, waiting(ctx) is called once
- * before blocking. Returns the fd (>= 0) or -1 with a message. */
+ * before waiting; the wait ends with a "cancelled" error when *cancel
+ * (may be NULL) becomes true. Returns the fd (>= 0) or -1 with a message. */
 typedef void (*gallery_wait_fn)(void *ctx, const char *what);
 int gallery_lock(const char *models_dir, const char *key, gallery_wait_fn waiting, void *ctx,
-                 char *err, size_t errlen);
+                 const atomic_bool *cancel, char *err, size_t errlen);
 void gallery_unlock(int fd);
 
 /* ------------------------------------------------------------------------

@@ -12,6 +12,10 @@
 #include "../base/base.h"
 
 #define YDOC_MAX_MERGE_DEPTH 8
+/* Key comparisons and merged pairs, summed over every mapping read from
+ * one document: a bound on the whole document's cost, whatever its shape
+ * (gallery/index.yaml takes 810 to parse; test_gallery prints it). */
+#define YDOC_MAX_WORK (64ull << 20)
 #define YDOC_MAX_EMIT_DEPTH 32
 #define YDOC_MAX_EMIT_NODES 100000
 
@@ -78,12 +82,38 @@ typedef struct entry_vec {
     ydoc_entry *v;
     int n;
     size_t cap;
+    /* merge sources already merged into this mapping ([n_nodes] bits,
+     * allocated at the first merge): merging one source twice adds
+     * nothing, so each is read once -- `<<: [*a, *a, ...]` nested k deep
+     * costs k reads, not n^k */
+    unsigned char *seen;
 } entry_vec;
+
+static bool work(ydoc *d, uint64_t n, const yaml_node_t *at, char *err, size_t errlen) {
+    d->work += n;
+    if (d->work <= YDOC_MAX_WORK) return true;
+    return bd_err(err, errlen, "%s:%d: the document's mappings are too large or merge too much (more than %llu "
+                  "key comparisons)", d->what, ydoc_line(at), (unsigned long long)YDOC_MAX_WORK);
+}
 
 static int vec_find(const entry_vec *ev, const char *key) {
     for (int i = 0; i < ev->n; i++)
         if (!strcmp(ev->v[i].key, key)) return i;
     return -1;
+}
+
+/* true when src was merged already; marks it otherwise. */
+static bool vec_seen(ydoc *d, entry_vec *ev, const yaml_node_t *src, bool *oom) {
+    size_t n = (size_t)(d->doc.nodes.top - d->doc.nodes.start);
+    size_t i = (size_t)(src - d->doc.nodes.start);
+    if (i >= n) return false;
+    if (!ev->seen && !(ev->seen = calloc((n + 7) / 8, 1))) {
+        *oom = true;
+        return false;
+    }
+    bool was = ev->seen[i / 8] & (1u << (i % 8));
+    ev->seen[i / 8] |= (unsigned char)(1u << (i % 8));
+    return was;
 }
 
 static bool vec_push(entry_vec *ev, const char *key, yaml_node_t *k, yaml_node_t *v) {
@@ -97,18 +127,25 @@ static bool collect(ydoc *d, const yaml_node_t *map, entry_vec *ev, bool explici
 
 /* Add the entries of a merge source (a map or a sequence of maps) that are
  * not yet present. */
+static bool merge_one(ydoc *d, yaml_node_t *src, entry_vec *ev, int depth, char *err, size_t errlen) {
+    bool oom = false;
+    if (vec_seen(d, ev, src, &oom)) return true;
+    if (oom) return bd_err(err, errlen, "out of memory");
+    return collect(d, src, ev, false, depth + 1, err, errlen);
+}
+
 static bool merge_from(ydoc *d, yaml_node_t *src, entry_vec *ev, int depth, char *err,
                        size_t errlen) {
     if (depth > YDOC_MAX_MERGE_DEPTH)
         return bd_err(err, errlen, "%s:%d: merge keys nested too deeply", d->what, ydoc_line(src));
-    if (ydoc_is_map(src)) return collect(d, src, ev, false, depth + 1, err, errlen);
+    if (ydoc_is_map(src)) return merge_one(d, src, ev, depth, err, errlen);
     if (ydoc_is_seq(src)) {
         for (int i = 0; i < ydoc_seq_len(d, src); i++) {
             yaml_node_t *it = ydoc_seq_at(d, src, i);
             if (!ydoc_is_map(it))
                 return bd_err(err, errlen, "%s:%d: merge key value must be a mapping", d->what,
                               ydoc_line(it));
-            if (!collect(d, it, ev, false, depth + 1, err, errlen)) return false;
+            if (!work(d, 1, it, err, errlen) || !merge_one(d, it, ev, depth, err, errlen)) return false;
         }
         return true;
     }
@@ -128,6 +165,7 @@ static bool collect(ydoc *d, const yaml_node_t *map, entry_vec *ev, bool explici
         if (!ks) return bd_err(err, errlen, "%s:%d: mapping key must be a plain string", d->what,
                                ydoc_line(k));
         if (!strcmp(ks, "<<") && k->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) continue;
+        if (!work(d, (uint64_t)ev->n + 1, k, err, errlen)) return false;
         int at = vec_find(ev, ks);
         if (at >= first)
             return bd_err(err, errlen, "%s:%d: duplicate key '%s' (first on line %d)", d->what,
@@ -153,7 +191,9 @@ bool ydoc_map_entries(ydoc *d, const yaml_node_t *map, ydoc_entry **out, int *n,
     if (!ydoc_is_map(map))
         return bd_err(err, errlen, "%s:%d: expected a mapping", d->what, ydoc_line(map));
     entry_vec ev = {0};
-    if (!collect(d, map, &ev, true, 0, err, errlen)) {
+    bool ok = collect(d, map, &ev, true, 0, err, errlen);
+    free(ev.seen);
+    if (!ok) {
         free(ev.v);
         return false;
     }

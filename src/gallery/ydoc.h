@@ -6,7 +6,10 @@
  * ydoc_map_entries(), which resolves YAML merge keys (`<<: *anchor`, used
  * by LocalAI's gallery for quant variants; explicit keys win over merged
  * ones) and rejects duplicate keys. Aliases are shared nodes, never copied,
- * so an alias bomb cannot blow up memory; merge nesting is bounded.
+ * so an alias bomb cannot blow up memory; merge nesting is bounded, each
+ * merge source is read once per mapping (a merge-key bomb costs linear
+ * time), and the total work of all mappings read from one document is
+ * capped (an error past it, never a hang).
  */
 #ifndef BD_GALLERY_YDOC_H
 #define BD_GALLERY_YDOC_H
@@ -19,6 +22,7 @@ typedef struct ydoc {
     yaml_document_t doc;
     bool loaded;
     char what[256]; /* file name or URL, for messages */
+    unsigned long long work; /* mapping work so far (ydoc_map_entries), bounded */
 } ydoc;
 
 typedef struct ydoc_entry {

@@ -113,8 +113,9 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     const int64_t E = dh->n_embd, Q = (int64_t)dh->n_head * dh->hd, KV = (int64_t)dh->n_kv * dh->hd,
                   R = d->max_rows, B = d->B, FF = dh->n_ff, V = th->n_vocab;
     size_t kv = (size_t)dh->n_layer * (size_t)(n_ctx + B) * (size_t)KV * sizeof(float);
-    d->k_cache = bd_alloc(kv);
-    d->v_cache = bd_alloc(kv);
+    /* the drafter's attention reads context and block rows, all written first */
+    d->k_cache = bd_alloc_raw(kv);
+    d->v_cache = bd_alloc_raw(kv);
     d->c = bd_alloc((size_t)(R * E) * sizeof(float));
     d->x = bd_alloc((size_t)(R * E) * sizeof(float));
     d->h = bd_alloc((size_t)(R * E) * sizeof(float));
@@ -242,5 +243,8 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         const float *lg = d->logits + (int64_t)i * V;
         out[i] = bd_argmax(lg, V);
     }
+    if (!bd_model_intact(d->dm))
+        return bd_err(err, errlen, "drafter file %s changed on disk while in use (truncated or rewritten): "
+                      "reopen the model", d->dm->path);
     return true;
 }

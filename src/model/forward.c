@@ -240,5 +240,10 @@ bool bd_session_forward(bd_session *s, const int32_t *tokens, int32_t n, enum bd
         bool last = off + nb == n;
         s->m->arch_info->forward(s, tokens + off, nb, last ? mode : BD_LOGITS_NONE);
     }
+    /* the weights read may have been zeros standing in for a truncated
+     * file (bd_mmap_guard_install): then these logits mean nothing */
+    if (!bd_model_intact(s->m))
+        return bd_err(err, errlen, "model file %s changed on disk while in use (truncated or rewritten): "
+                      "reopen the model", s->m->path);
     return true;
 }

@@ -334,6 +334,8 @@ int32_t bd_model_n_layer(const bd_model *m) { return m->hp.n_layer; }
 int32_t bd_model_n_ctx_train(const bd_model *m) { return m->hp.n_ctx_train; }
 uint64_t bd_model_weight_bytes(const bd_model *m) { return m->weight_bytes; }
 const char *bd_model_chat_template(const bd_model *m) { return m->chat_template; }
+bool bd_model_intact(const bd_model *m) { return bd_gguf_intact(m->gguf); }
+bool bd_mmap_guard_install(char *err, size_t errlen) { return bd_fmap_guard_install(err, errlen); }
 
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                 int32_t *out, int max_out) {

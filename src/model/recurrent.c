@@ -86,14 +86,17 @@ bool bd_recurrent_create(bd_recurrent *rs, const bd_model *m, int32_t n_save, in
     rs->ssm_floats = ssm_f;
     rs->n_save = n_save;
     const size_t cd = (size_t)rs->conv_dim, nv = (size_t)rs->n_v;
+    /* Not zeroed here: reset zeroes the buffer a forward reads first, a
+     * forward writes its other buffer whole before reading it, and save
+     * rows are read only below n_saved. */
     for (int b = 0; b < 2; b++) {
-        rs->conv[b] = bd_alloc((size_t)(n_rec * conv_f) * sizeof(float));
-        rs->ssm[b] = bd_alloc((size_t)(n_rec * ssm_f) * sizeof(float));
+        rs->conv[b] = bd_alloc_raw((size_t)(n_rec * conv_f) * sizeof(float));
+        rs->ssm[b] = bd_alloc_raw((size_t)(n_rec * ssm_f) * sizeof(float));
     }
-    rs->raw = bd_alloc((size_t)n_rec * (size_t)n_save * cd * sizeof(float));
-    rs->xc = bd_alloc((size_t)n_rec * (size_t)n_save * cd * sizeof(float));
-    rs->g = bd_alloc((size_t)n_rec * (size_t)n_save * nv * sizeof(float));
-    rs->beta = bd_alloc((size_t)n_rec * (size_t)n_save * nv * sizeof(float));
+    rs->raw = bd_alloc_raw((size_t)n_rec * (size_t)n_save * cd * sizeof(float));
+    rs->xc = bd_alloc_raw((size_t)n_rec * (size_t)n_save * cd * sizeof(float));
+    rs->g = bd_alloc_raw((size_t)n_rec * (size_t)n_save * nv * sizeof(float));
+    rs->beta = bd_alloc_raw((size_t)n_rec * (size_t)n_save * nv * sizeof(float));
     bool ok = rs->conv[0] && rs->conv[1] && rs->ssm[0] && rs->ssm[1] && rs->raw && rs->xc && rs->g && rs->beta;
     if (n_batch > n_save) {
         rs->raw_big = bd_alloc((size_t)n_batch * cd * sizeof(float));

@@ -55,6 +55,17 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
+/* One of the K and V caches: [n_attn_layers][n_ctx][n_kv * hd] floats. */
+static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx) {
+    const bd_hparams *hp = &m->hp;
+    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) * sizeof(float);
+}
+
+uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx) {
+    if (m->arch == BD_ARCH_DFLASH) return 0;
+    return 2 * (uint64_t)kv_cache_bytes(m, n_ctx > 0 ? n_ctx : 4096);
+}
+
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
     return bd_session_create_on_pool(m, p, p && p->threadpool ? p->threadpool->pool : NULL, err, errlen);
 }
@@ -107,12 +118,12 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         bd_err(err, errlen, "cannot create thread pool");
         goto fail;
     }
-    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd,
-                  KV = (int64_t)hp->n_kv * hp->hd, FF = hp->n_ff;
-    size_t kv_bytes = (size_t)hp->n_attn_layers * (size_t)s->n_ctx * (size_t)KV * sizeof(float);
+    const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd, FF = hp->n_ff;
+    size_t kv_bytes = kv_cache_bytes(m, s->n_ctx); /* each of K and V */
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
-    s->k_cache = bd_alloc(kv_bytes);
-    s->v_cache = bd_alloc(kv_bytes);
+    /* attention reads cache rows below n_past + n only, all written first */
+    s->k_cache = bd_alloc_raw(kv_bytes);
+    s->v_cache = bd_alloc_raw(kv_bytes);
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
@@ -130,8 +141,8 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         s->o = bd_alloc((size_t)(B * VD) * sizeof(float));
         if (!s->qg || !s->agate || !s->z || !s->o) goto oom;
         const int32_t n_save = p->n_rollback > 0 ? p->n_rollback : s->n_out_max;
-        if (n_save > s->n_batch && n_save > s->n_out_max) {
-            bd_err(err, errlen, "n_rollback %d exceeds the batch size %d", n_save, s->n_batch);
+        if (n_save > s->n_ctx) {
+            bd_err(err, errlen, "n_rollback %d exceeds the context (%d)", n_save, s->n_ctx);
             goto fail;
         }
         if (!bd_recurrent_create(&s->rs, m, n_save, s->n_batch, err, errlen)) goto fail;
@@ -152,7 +163,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
             goto oom;
     }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
-    s->logits = bd_alloc((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float));
+    s->logits = bd_alloc_raw((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float)); /* rows < n_logits */
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
     if (s->n_tap > 0) s->taps = bd_alloc((size_t)(B * s->n_tap * E) * sizeof(float));

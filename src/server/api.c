@@ -1,6 +1,6 @@
 /*
- * api.c - the OpenAI surface: POST /v1/chat/completions,
- * POST /v1/completions and GET /v1/models.
+ * api.c - the OpenAI surface: POST /v1/chat/completions and
+ * POST /v1/completions (GET /v1/models is in compat.c).
  *
  * A request is checked completely before any work is queued: every field
  * of the body (api_req.c), the model name, the chat template rendering
@@ -56,6 +56,19 @@ static int tokenize(const bd_model *m, const char *text, size_t len, bool add_sp
     }
     *out = ids;
     return n;
+}
+
+/* A prompt of more bytes than n_ctx tokens of the vocabulary's longest
+ * piece can hold is refused before the tokenizer spends time on it (a
+ * body may carry megabytes). false with a 400 queued (*rc). */
+static bool prompt_fits(srv_req *r, const srv_model *m, size_t len, int *rc) {
+    int piece = bd_token_piece_max(m->m, true);
+    size_t most = (size_t)m->n_ctx * (size_t)(piece > 0 ? piece : 1);
+    if (len <= most) return true;
+    *rc = srv_send_error(r, 400, ERR_INVALID, "context_length_exceeded",
+                         "the prompt has %zu bytes, more than the %d tokens of model '%s''s context can hold "
+                         "(a token is at most %d bytes)", len, m->n_ctx, m->name, piece);
+    return false;
 }
 
 static bool check_prompt_len(srv_req *r, const srv_model *m, int n, int *rc) {
@@ -258,64 +271,6 @@ done:
  * POST /v1/chat/completions
  * ---------------------------------------------------------------------- */
 
-/* Check the messages array; returns NULL or a message for the 400. */
-static const char *check_messages(json_t *msgs, char *buf, size_t n) {
-    if (!json_is_array(msgs)) return "'messages' must be an array of message objects";
-    if (json_array_size(msgs) == 0) return "'messages' must not be empty";
-    static const char *roles[] = {"system", "user", "assistant", "tool", "developer"};
-    for (size_t i = 0; i < json_array_size(msgs); i++) {
-        json_t *msg = json_array_get(msgs, i);
-        if (!json_is_object(msg)) return snprintf(buf, n, "messages[%zu] must be an object", i), buf;
-        json_t *role = json_object_get(msg, "role");
-        if (!json_is_string(role)) return snprintf(buf, n, "messages[%zu].role must be a string", i), buf;
-        bool known = false;
-        for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) known |= !strcmp(json_string_value(role), roles[k]);
-        if (!known)
-            return snprintf(buf, n, "messages[%zu].role must be one of system, user, assistant, tool, developer", i),
-                   buf;
-        json_t *c = json_object_get(msg, "content");
-        json_t *tc = json_object_get(msg, "tool_calls");
-        json_t *tid = json_object_get(msg, "tool_call_id");
-        if (tc && !json_is_null(tc)) {
-            if (!json_is_array(tc) || strcmp(json_string_value(role), "assistant"))
-                return snprintf(buf, n, "messages[%zu].tool_calls must be an array (on an assistant message)", i), buf;
-            for (size_t k = 0; k < json_array_size(tc); k++) {
-                json_t *call = json_array_get(tc, k), *fn = json_object_get(call, "function");
-                json_t *args = json_object_get(fn, "arguments"), *id = json_object_get(call, "id");
-                if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")) ||
-                    !(json_is_string(args) || json_is_object(args)) || (id && !json_is_null(id) && !json_is_string(id)))
-                    return snprintf(buf, n,
-                                    "messages[%zu].tool_calls[%zu] must be {\"id\": \"...\", \"type\": \"function\", "
-                                    "\"function\": {\"name\": \"...\", \"arguments\": \"{...}\"}}",
-                                    i, k),
-                           buf;
-            }
-        }
-        if (tid && !json_is_null(tid) && !json_is_string(tid))
-            return snprintf(buf, n, "messages[%zu].tool_call_id must be a string", i), buf;
-        if (!c || json_is_null(c)) {
-            if (!(tc && json_is_array(tc)))
-                return snprintf(buf, n, "messages[%zu] needs 'content' (or 'tool_calls' for an assistant)", i), buf;
-            continue;
-        }
-        if (json_is_string(c)) continue;
-        if (!json_is_array(c))
-            return snprintf(buf, n, "messages[%zu].content must be a string or an array of text parts", i), buf;
-        for (size_t k = 0; k < json_array_size(c); k++) {
-            json_t *part = json_array_get(c, k);
-            json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
-            if (!json_is_string(type) || strcmp(json_string_value(type), "text") ||
-                !json_is_string(json_object_get(part, "text")))
-                return snprintf(buf, n,
-                                "messages[%zu].content[%zu] must be {\"type\": \"text\", \"text\": \"...\"} "
-                                "(other content types are not supported)",
-                                i, k),
-                       buf;
-        }
-    }
-    return NULL;
-}
-
 /* Render the chat prompt (with the forced start of a call when asked) and
  * tokenize it. Returns the token count, or -1 with a response queued. */
 static int chat_prompt(srv_req *r, json_t *root, gen_req *g, api_out *o, int32_t **ids, bool *starts_in_think,
@@ -341,6 +296,11 @@ static int chat_prompt(srv_req *r, json_t *root, gen_req *g, api_out *o, int32_t
         *rc = srv_send_error(r, user_err ? 400 : 500, user_err ? ERR_INVALID : "server_error", "template_error",
                              "chat template error%s: %s",
                              user_err ? " (caused by the request)" : " (in the model's template)", terr);
+        return -1;
+    }
+    if (!prompt_fits(r, m, plen, rc)) {
+        free(prompt);
+        free(spans);
         return -1;
     }
     /* tool_choice required / named: the turn starts with a call */
@@ -413,7 +373,7 @@ int api_chat(srv_req *r) {
     int32_t *ids = NULL;
     api_out *o = NULL;
     char buf[300];
-    const char *why = check_messages(json_object_get(root, "messages"), buf, sizeof buf);
+    const char *why = srv_check_messages(json_object_get(root, "messages"), buf, sizeof buf);
     if (why) {
         rc = srv_send_error(r, 400, ERR_INVALID, "invalid_messages", "%s", why);
         goto done;
@@ -453,7 +413,7 @@ done:
         free(o);
     }
     free(ids);
-    api_gen_req_free(&g);
+    api_gen_req_free(r, &g);
     json_decref(root);
     return rc;
 }
@@ -499,6 +459,7 @@ static bool prompt_list(srv_req *r, json_t *p, json_t **items, int *n_items, int
 /* The tokens of one prompt item; -1 with a response queued. */
 static int prompt_tokens(srv_req *r, const srv_model *m, json_t *item, int32_t **ids, int *rc) {
     if (json_is_string(item)) {
+        if (!prompt_fits(r, m, json_string_length(item), rc)) return -1;
         /* exactly what `blockdraft run -p` does with a prompt */
         int n = tokenize(m->m, json_string_value(item), json_string_length(item), true, NULL, 0, ids);
         if (n < 0) *rc = srv_send_error(r, 500, "server_error", NULL, "out of memory");
@@ -590,54 +551,7 @@ done:
         free(o);
     }
     for (int i = 0; i < API_MAX_JOBS; i++) free(ids[i]);
-    api_gen_req_free(&g);
+    api_gen_req_free(r, &g);
     json_decref(root);
     return rc;
-}
-
-/* ------------------------------------------------------------------------
- * GET /v1/models
- * ---------------------------------------------------------------------- */
-
-static bool list_has(json_t *arr, const char *id) {
-    for (size_t i = 0; i < json_array_size(arr); i++)
-        if (!strcmp(json_string_value(json_object_get(json_array_get(arr, i), "id")), id)) return true;
-    return false;
-}
-
-int api_models(srv_req *r) {
-    server *s = r->srv;
-    json_t *data = json_array();
-    pthread_mutex_lock(&s->models_mu);
-    for (srv_model *m = s->models; m; m = m->next) {
-        json_t *o = json_pack("{s:s,s:s,s:i,s:s}", "id", m->name, "object", "model", "created", (json_int_t)0,
-                              "owned_by", "blockdraft");
-        /* state is written under load_mu; a racy read here only affects the label */
-        int state = m->state;
-        json_object_set_new(o, "loaded", json_boolean(state == MODEL_LOADED));
-        if (state == MODEL_LOADED) {
-            json_object_set_new(o, "speculative", json_string(bd_spec_type_name(m->spp.type)));
-            json_object_set_new(o, "context_size", json_integer(m->n_ctx));
-            json_object_set_new(o, "slots", json_integer(m->n_slots));
-        }
-        json_array_append_new(data, o);
-    }
-    pthread_mutex_unlock(&s->models_mu);
-    gallery_installed *inst = NULL;
-    int n = 0;
-    char err[300];
-    if (gallery_list_installed(s->models_dir, &inst, &n, err, sizeof err)) {
-        for (int i = 0; i < n; i++) {
-            if (strcmp(inst[i].status, "installed") && strcmp(inst[i].status, "manual")) continue;
-            if (list_has(data, inst[i].name)) continue;
-            json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:b}", "id", inst[i].name, "object", "model", "created",
-                                  (json_int_t)0, "owned_by", "blockdraft", "loaded", 0);
-            if (o) json_array_append_new(data, o);
-        }
-        free(inst);
-    }
-    json_t *root = json_object();
-    json_object_set_new(root, "object", json_string("list"));
-    json_object_set_new(root, "data", data);
-    return srv_send_json(r, 200, root);
 }

@@ -12,7 +12,7 @@
 #ifndef BD_SERVER_API_H
 #define BD_SERVER_API_H
 
-#include "server_int.h"
+#include "compat.h"
 #include "../chat/toolcall.h"
 
 #define ERR_INVALID "invalid_request_error"
@@ -60,7 +60,8 @@ json_t *api_parse_body(srv_req *r, int *rc);
 /* Every field of root: known for this endpoint, right type and range.
  * Fills g (model resolved, sampling set). false with a response queued. */
 bool api_parse_request(srv_req *r, json_t *root, int endpoint, gen_req *g, int *rc);
-void api_gen_req_free(gen_req *g);
+/* Frees what g owns and releases its model reference. */
+void api_gen_req_free(srv_req *r, gen_req *g);
 /* 400 naming the parameter: "'param' what". */
 int api_bad(srv_req *r, const char *param, const char *what);
 
@@ -82,7 +83,7 @@ typedef struct api_choice {
 } api_choice;
 
 typedef struct api_out {
-    srv_model *m;
+    srv_model *m;            /* held (srv_model_hold) until api_out_free */
     bool chat;
     char id[64];
     char model[GALLERY_NAME_MAX];

@@ -270,7 +270,7 @@ static bool parse_model(srv_req *r, json_t *root, gen_req *g, int *rc) {
     snprintf(g->model_name, sizeof g->model_name, "%s", name);
     int status = 500;
     char err[700];
-    g->m = srv_model_get(s, name, &status, err, sizeof err);
+    g->m = srv_model_find(s, name, &status, err, sizeof err); /* held: api_gen_req_free puts it */
     if (!g->m) {
         *rc = srv_send_error(r, status, status < 500 ? ERR_INVALID : "server_error",
                              status == 404 ? "model_not_found" : NULL, "%s", err);
@@ -324,6 +324,7 @@ static bool parse_sampling(srv_req *r, json_t *root, gen_req *g, int32_t *cfg_ma
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(bd_time_ms() * 1e3);
     sp->seed = seed;
     if (m->has_cfg) gallery_config_apply(&m->cfg, NULL, sp, cfg_max_tokens, NULL);
+    srv_cli_defaults_apply(r->srv, sp, cfg_max_tokens); /* -n, --temp, ... */
     if (!num_field(r, root, "temperature", 0, 2, "must be a number between 0 and 2", &sp->temperature, rc) ||
         !num_field(r, root, "top_p", 0, 1, "must be a number between 0 and 1", &sp->top_p, rc) ||
         !num_field(r, root, "min_p", 0, 1, "must be a number between 0 and 1", &sp->min_p, rc) ||
@@ -665,7 +666,9 @@ bool api_parse_request(srv_req *r, json_t *root, int endpoint, gen_req *g, int *
            parse_limits(r, root, g, cfg_max_tokens, rc) && parse_spec(r, root, g, rc);
 }
 
-void api_gen_req_free(gen_req *g) {
+void api_gen_req_free(srv_req *r, gen_req *g) {
     free(g->bias);
     g->bias = NULL;
+    srv_model_put(r->srv, g->m);
+    g->m = NULL;
 }

@@ -76,7 +76,7 @@ int api_send_job_error(srv_req *r, srv_job *j) {
 
 void api_out_init(api_out *o, const gen_req *g, bool chat) {
     memset(o, 0, sizeof *o);
-    o->m = g->m;
+    o->m = srv_model_hold(g->m->srv, g->m); /* a stream outlives the request's reference */
     o->chat = chat;
     make_id(o->id, sizeof o->id, chat ? "chatcmpl-" : "cmpl-");
     snprintf(o->model, sizeof o->model, "%s", g->model_name);
@@ -103,6 +103,8 @@ void api_out_free(api_out *o) {
     free(o->pre);
     free(o->piece);
     json_decref(o->tools);
+    srv_model_put(o->m->srv, o->m);
+    o->m = NULL;
 }
 
 /* The text of token id (control tokens rendered) into o->piece. */
@@ -232,17 +234,8 @@ static json_t *usage_json(const bd_gen_stats *st) {
                      "prompt_tokens_details", "cached_tokens", (json_int_t)st->n_prompt_cached);
 }
 
-/* llama-server's names; prompt_n counts every prompt token, cache_n those
- * kept from the slot's cache (prefix reuse), the per-token and per-second
- * prompt figures count the forwarded ones. */
-static json_t *timings_json(const bd_gen_stats *st) {
-    int32_t fwd = st->n_prompt - st->n_prompt_cached;
-    return json_pack("{s:i,s:i,s:f,s:f,s:f,s:i,s:f,s:f,s:f}", "prompt_n", (json_int_t)st->n_prompt, "cache_n",
-                     (json_int_t)st->n_prompt_cached, "prompt_ms", st->prompt_ms, "prompt_per_token_ms",
-                     fwd > 0 ? st->prompt_ms / fwd : 0.0, "prompt_per_second", st->prompt_tps, "predicted_n",
-                     (json_int_t)st->n_gen, "predicted_ms", st->gen_ms, "predicted_per_token_ms",
-                     st->n_gen ? st->gen_ms / st->n_gen : 0.0, "predicted_per_second", st->gen_tps);
-}
+/* llama-server's names and meanings (stats_json.h) */
+static json_t *timings_json(const bd_gen_stats *st) { return srv_json_timings(st, -1); }
 
 /* The draft limits in effect (after clamping) come from the job. */
 static json_t *spec_json(const bd_gen_stats *st, const srv_job *j) {
@@ -369,7 +362,7 @@ json_t *api_out_body(api_out *o, const gen_req *g) {
         srv_job *j = o->ch[0].j;
         json_t *a = json_array(), *b = json_array();
         for (int i = 0; i < j->n_prompt; i++) json_array_append_new(a, json_integer(j->prompt[i]));
-        for (size_t i = 0; i < j->n_gen_ids; i++) json_array_append_new(b, json_integer(j->gen_ids[i]));
+        for (int i = 0; i < j->n_ids; i++) json_array_append_new(b, json_integer(j->ids[i]));
         json_object_set_new(body, "prompt_ids", a);
         json_object_set_new(body, "generated_ids", b);
     }

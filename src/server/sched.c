@@ -22,8 +22,11 @@
  * ---------------------------------------------------------------------- */
 
 srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
+    static atomic_llong next_id;
     srv_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
+    j->id = atomic_fetch_add(&next_id, 1);
+    j->slot_id = -1;
     j->prompt = malloc((size_t)(n_prompt > 0 ? n_prompt : 1) * sizeof *prompt);
     if (!j->prompt) {
         free(j);
@@ -36,7 +39,6 @@ srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
     j->state = JOB_QUEUED;
     j->cache_prompt = true;
     j->top_logprobs = -1;
-    j->slot_id = -1;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     atomic_init(&j->cancel, false);
@@ -68,10 +70,10 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
     free(j->forced);
-    free(j->gen_ids);
     free(j->lp);
     free(j->text);
     free(j->marks);
+    free(j->ids);
     bd_textstream_free(j->ts);
     free(j->piece);
     pthread_mutex_destroy(&j->mu);
@@ -183,12 +185,40 @@ void srv_sched_drop_queued(server *s) {
     }
 }
 
+void srv_sched_drop_model(server *s, srv_model *m) {
+    srv_job *dropped = NULL;
+    pthread_mutex_lock(&s->qmu);
+    srv_job *prev = NULL, *j = s->qhead;
+    while (j) {
+        srv_job *nx = j->next;
+        if (j->model == m) {
+            if (prev) prev->next = nx;
+            else s->qhead = nx;
+            if (s->qtail == j) s->qtail = prev;
+            s->n_queued--;
+            j->next = dropped;
+            dropped = j;
+        } else {
+            prev = j;
+        }
+        j = nx;
+    }
+    pthread_mutex_unlock(&s->qmu);
+    while (dropped) {
+        srv_job *nx = dropped->next;
+        job_fail(dropped, 503, "the model is being reloaded");
+        srv_job_unref(dropped);
+        dropped = nx;
+    }
+}
+
 void srv_sched_cancel_running(server *s) {
     pthread_mutex_lock(&s->qmu);
     pthread_mutex_lock(&s->models_mu);
-    for (srv_model *m = s->models; m; m = m->next)
-        for (int i = 0; m->slots && i < m->n_slots; i++)
-            if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
+    for (int list = 0; list < 2; list++)
+        for (srv_model *m = list ? s->retired : s->models; m; m = m->next)
+            for (int i = 0; m->slots && i < m->n_slots; i++)
+                if (m->slots[i].cur) atomic_store(&m->slots[i].cur->cancel, true);
     pthread_mutex_unlock(&s->models_mu);
     pthread_mutex_unlock(&s->qmu);
 }
@@ -219,6 +249,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
             at = (size_t)(f - j->text);
             cut = at + (j->stop_keep[i] ? sl : 0);
             hit = true;
+            j->stop_word = j->stops[i];
         }
     }
     if (hit) {
@@ -297,12 +328,13 @@ static void on_logits(int32_t tok, const float *lg, int32_t n_vocab, void *user)
 
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
+    /* n_predict 0 (llama-server's /completion): evaluate the prompt only */
+    if (j->gp.n_predict == 0) return false;
     int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
     /* the token and its log-probability (a failed allocation loses the
      * entry, not the text) */
-    if (bd_grow(&j->gen_ids, &j->cap_gen_ids, j->n_gen_ids + 1, sizeof *j->gen_ids))
-        j->gen_ids[j->n_gen_ids++] = tok;
+    if (bd_grow(&j->ids, &j->cap_ids, (size_t)j->n_ids + 1, sizeof *j->ids)) j->ids[j->n_ids++] = tok;
     if (j->lp_pending && bd_grow(&j->lp, &j->cap_lp, j->n_lp + 1, sizeof *j->lp)) {
         j->lp_next.start = j->len;
         j->lp[j->n_lp++] = j->lp_next;
@@ -431,7 +463,7 @@ void *srv_slot_main(void *arg) {
     pthread_mutex_lock(&s->qmu);
     for (;;) {
         srv_job *j = NULL, *prev = NULL;
-        while (!s->quit) {
+        while (!s->quit && !atomic_load(&sl->model->quit)) {
             prev = NULL;
             for (j = s->qhead; j && (j->model != sl->model || better_slot_idle(sl, j)); j = j->next) prev = j;
             if (j) break;
@@ -446,7 +478,7 @@ void *srv_slot_main(void *arg) {
         s->n_running++;
         sl->busy = true;
         sl->cur = j;
-        j->slot_id = sl->id;
+        j->slot_id = sl->id; /* read by the request thread after JOB_DONE, or under qmu */
         pthread_mutex_unlock(&s->qmu);
 
         run_job(sl, j);

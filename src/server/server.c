@@ -10,6 +10,8 @@
  *      (every job is done, so no request thread is left waiting), then the
  *      gallery pull threads (pulls write only `.partial` files until their
  *      atomic rename, so nothing half-written is ever in place).
+ * Gallery downloads are cancelled at step 1 (fetch_opts.cancel): they end
+ * within a fraction of a second, keeping their partials for a resume.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +30,10 @@ void server_params_init(server_params *p) {
     p->max_body = 8u << 20;
     p->timeout_s = 600;
     p->conn_limit = 64;
+    p->spec_p_min = -1;
+    p->seed = -1;
+    p->n_predict = -1;
+    p->slots_endpoint = true;
 }
 
 server *server_start(const server_params *p, char *err, size_t errlen) {
@@ -49,6 +55,7 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
     atomic_init(&s->stopping, false);
     atomic_init(&s->shut_done, false);
     atomic_init(&s->active_requests, 0);
+    atomic_init(&s->pull_cancel, false);
     char e[600];
     if (p->models_dir) snprintf(s->models_dir, sizeof s->models_dir, "%s", p->models_dir);
     else if (!gallery_models_dir(s->models_dir, sizeof s->models_dir, e, sizeof e)) s->models_dir[0] = '\0';
@@ -56,6 +63,15 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
         size_t len;
         if (!gallery_read_file(p->chat_template_file, 1u << 20, &s->template_override, &len, e, sizeof e)) {
             bd_err(err, errlen, "--chat-template-file: %s", e);
+            server_free(s);
+            return NULL;
+        }
+    }
+    if (p->chat_template && !s->template_override) {
+        /* --chat-template: a Jinja source, or the name "chatml" */
+        s->template_override = strdup(!strcmp(p->chat_template, "chatml") ? chat_template_chatml : p->chat_template);
+        if (!s->template_override) {
+            bd_err(err, errlen, "out of memory");
             server_free(s);
             return NULL;
         }
@@ -94,6 +110,9 @@ static bool idle(server *s) {
 void server_shutdown(server *s, double grace_s) {
     if (atomic_load(&s->shut_done)) return;
     atomic_store(&s->stopping, true);
+    /* gallery downloads stop now, whatever the grace period: a model can
+     * take hours; their partials stay for the next pull to resume */
+    atomic_store(&s->pull_cancel, true);
     srv_http_quiesce(s);
     double until = bd_time_ms() + grace_s * 1e3;
     while (!idle(s) && bd_time_ms() < until) {

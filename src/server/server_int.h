@@ -7,9 +7,11 @@
  *   models.c   model registry: -m model, gallery models by name, loading,
  *              slots, chat templates
  *   sched.c    job queue, slot workers, generation, stop strings
- *   api.c      /v1/chat/completions, /v1/completions, /v1/models: request
+ *   api.c      /v1/chat/completions, /v1/completions: request
  *              validation and response bodies
- *   gallery_api.c  /models/available, /models/apply, /models/jobs/{id}
+ *   compat.c, llama_api.c, responses.c, gallery_api.c (compat.h):
+ *              /v1/models, /health, llama-server's own endpoints,
+ *              /v1/responses, LocalAI's gallery API
  *   metrics.c  counters and the Prometheus text
  *   server.c   start, shutdown, free
  */
@@ -59,14 +61,33 @@ typedef struct srv_slot {
 
 enum { MODEL_UNLOADED = 0, MODEL_LOADED = 1, MODEL_FAILED = 2 };
 
+/* What a file was when a model was loaded from it: a change means the
+ * model is reloaded (models.c). */
+typedef struct srv_file_id {
+    bool present;
+    unsigned long long dev, ino, size;
+    long long mtime_s, mtime_ns;
+} srv_file_id;
+
 struct srv_model {
     server *srv;
     char name[GALLERY_NAME_MAX];
     char target_path[GALLERY_PATH_MAX + 256];
     char draft_path[GALLERY_PATH_MAX + 256];
+    char cfg_path[GALLERY_PATH_MAX + 256]; /* its gallery config, "" for the -m model */
+    srv_file_id id_target, id_draft, id_cfg; /* taken before loading */
     bool has_cfg;
     gallery_config cfg;
     bool from_cli; /* the -m model */
+    atomic_bool removed; /* deleted through /models/delete: no longer served (freed at exit) */
+    /* lifetime: requests hold a model from srv_model_get to srv_model_put
+     * (users, under models_mu). A model whose files changed, whose mapping
+     * faulted or whose failed load may now succeed is retired -- taken off
+     * the list, a fresh one loaded in its place -- and freed once no
+     * request holds it (its workers finish their jobs first). */
+    int users;
+    bool retired;
+    atomic_bool quit; /* its slot workers exit */
     /* loading */
     pthread_mutex_t load_mu;
     atomic_int state;    /* MODEL_* (written under load_mu; /v1/models reads it without) */
@@ -87,13 +108,21 @@ struct srv_model {
     srv_model *next;
 };
 
-/* Find a model by name, resolving installed gallery models on first use
- * and loading it. Returns NULL with *status (404 unknown, 400 refused,
- * 500 load failure) and err. */
+/* Find a model by name -- the -m model's alias or an installed model of
+ * the models folder, never a file path -- loading it on first use and
+ * reloading it when its files changed since. Returns it held for the
+ * request (srv_model_put when done with it, and with every job made from
+ * it), or NULL with *status (404 unknown, 400 refused, 500 load failure)
+ * and err. */
 srv_model *srv_model_get(server *s, const char *name, int *status, char *err, size_t errlen);
+/* Release what srv_model_get returned (NULL: nothing). */
+void srv_model_put(server *s, srv_model *m);
+/* One more reference to a model already held (for what outlives the
+ * holder, as a stream); returns m. */
+srv_model *srv_model_hold(server *s, srv_model *m);
 /* Register the -m model as the default (before the socket opens, so no
- * request finds the server without it), then load it (requests for it
- * wait for the load). */
+ * request finds the server without it), then load it (a request for it
+ * sent meanwhile waits for the load). */
 bool srv_model_register_cli(server *s, char *err, size_t errlen);
 bool srv_model_load_cli(server *s, char *err, size_t errlen);
 /* Set the quit flag and join every slot worker (each finishes its job). */
@@ -153,11 +182,14 @@ struct srv_job {
     char err[512];
     const char *finish;       /* "stop" / "length" */
     bool stop_hit;            /* a stop string cut the text */
+    const char *stop_word;    /* the stop string that ended it (one of stops[]), or NULL */
+    int32_t *ids;             /* [n_ids] generated tokens, in order */
+    int n_ids;
+    size_t cap_ids;
+    int64_t id;               /* server-wide sequence number (llama-server's id_task) */
+    int slot_id;              /* the slot that ran it (set under qmu when taken) */
     bool timed_out;
     bd_gen_stats st;
-    int slot_id;              /* the slot that ran it */
-    int32_t *gen_ids;         /* [n_gen_ids] the generated tokens */
-    size_t n_gen_ids, cap_gen_ids;
     srv_logprob *lp;          /* [n_lp] one per generated token (top_logprobs >= 0) */
     size_t n_lp, cap_lp;
     /* worker private */
@@ -188,6 +220,8 @@ void *srv_slot_main(void *arg);
 void srv_sched_wake(server *s);
 /* Fail every job still queued with 503 (shutdown). */
 void srv_sched_drop_queued(server *s);
+/* Fail the queued jobs of model m (it is being freed). */
+void srv_sched_drop_model(server *s, srv_model *m);
 /* Cancel the jobs being generated (shutdown after the grace period). */
 void srv_sched_cancel_running(server *s);
 
@@ -221,6 +255,8 @@ typedef struct srv_pull srv_pull;
 struct server {
     server_params p;
     char host[64];
+    bool loopback;          /* bound to 127.0.0.0/8 or ::1: Host names are checked */
+    struct srv_conns *conns; /* connection tracking (http.c) */
     char models_dir[GALLERY_PATH_MAX];
     char *template_override; /* contents of --chat-template-file, or NULL */
     unsigned char key_hash[SERVER_MAX_KEYS][32]; /* SHA-256 of each API key */
@@ -234,6 +270,8 @@ struct server {
     /* models */
     pthread_mutex_t models_mu;
     srv_model *models;
+    srv_model *retired;     /* replaced, freed once no request holds them */
+    char cli_name[GALLERY_NAME_MAX]; /* the -m model's name, "" without -m */
     /* thread pools shared by every slot of every model, one per thread
      * count asked for (--threads, else a model config's threads): N slots
      * use one pool's threads, not N pools' (models.c) */
@@ -253,6 +291,7 @@ struct server {
     bool test_hooks;        /* BLOCKDRAFT_TEST_HOOKS=1 at start: the "test_output" request field */
     srv_metrics met;
     /* gallery pulls */
+    atomic_bool pull_cancel; /* set at shutdown: downloads stop, partials stay */
     pthread_mutex_t pulls_mu;
     srv_pull *pulls[SRV_MAX_PULLS];
     int n_pulls;
@@ -300,7 +339,6 @@ bool srv_client_alive(struct MHD_Connection *c);
 /* Handlers (api.c, gallery_api.c) */
 int api_chat(srv_req *r);
 int api_completions(srv_req *r);
-int api_models(srv_req *r);
 int gallery_api_available(srv_req *r);
 int gallery_api_apply(srv_req *r);
 int gallery_api_job(srv_req *r, const char *id);

@@ -41,3 +41,25 @@ json_t *srv_json_gen_stats(const bd_gen_stats *st) {
     json_object_set_new(o, "stopped_eog", json_boolean(st->stopped_eog));
     return o;
 }
+
+json_t *srv_json_timings(const bd_gen_stats *st, int32_t n_gen_override) {
+    int32_t fwd = st->n_prompt - st->n_prompt_cached;
+    int32_t n_gen = n_gen_override >= 0 ? n_gen_override : st->n_gen;
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "cache_n", json_integer(st->n_prompt_cached));
+    json_object_set_new(o, "prompt_n", json_integer(fwd));
+    json_object_set_new(o, "prompt_ms", json_real(st->prompt_ms));
+    json_object_set_new(o, "prompt_per_token_ms", json_real(fwd > 0 ? st->prompt_ms / fwd : 0.0));
+    json_object_set_new(o, "prompt_per_second", json_real(st->prompt_tps));
+    json_object_set_new(o, "predicted_n", json_integer(n_gen));
+    json_object_set_new(o, "predicted_ms", json_real(st->gen_ms));
+    json_object_set_new(o, "predicted_per_token_ms", json_real(n_gen > 0 ? st->gen_ms / n_gen : 0.0));
+    json_object_set_new(o, "predicted_per_second",
+                        json_real(st->gen_ms > 0 ? 1e3 * n_gen / st->gen_ms : 0.0));
+    if (st->spec.n_drafted > 0) {
+        json_object_set_new(o, "draft_n", json_integer(st->spec.n_drafted));
+        json_object_set_new(o, "draft_n_accepted", json_integer(st->spec.n_accepted));
+    }
+    return o;
+}

@@ -24,4 +24,15 @@ json_t *srv_json_spec_stats(const bd_spec_stats *ss, int32_t n_max);
  * timings names instead). */
 json_t *srv_json_gen_stats(const bd_gen_stats *st);
 
+/* llama-server's `timings` object (its tools/server README, v0.5.0):
+ * {cache_n, prompt_n, prompt_ms, prompt_per_token_ms, prompt_per_second,
+ *  predicted_n, predicted_ms, predicted_per_token_ms, predicted_per_second
+ *  [, draft_n, draft_n_accepted]}. prompt_n counts the prompt tokens
+ * processed (forwarded) and cache_n those kept from the slot's cache, so
+ * prompt_n + cache_n + predicted_n is the context in use, as llama-server
+ * defines them; draft_n / draft_n_accepted (drafted and accepted tokens)
+ * only when speculation drafted anything, as llama-server does. predicted_n
+ * is n_gen unless n_gen_override >= 0. NULL on out-of-memory. */
+json_t *srv_json_timings(const bd_gen_stats *st, int32_t n_gen_override);
+
 #endif

@@ -95,17 +95,18 @@ expect_out "Content-Length not honoured"
 good_intact
 ok "lying Content-Length"
 
-# An index SHA-256 that does not match the served bytes, for the installed
-# target's own file name: the listed version is downloaded once, refused,
-# the partial removed, the installed file untouched.
-entry badsha stories/stories260K.gguf "$BASE/files/stories/target.gguf?badsha" "$DRAFTER_SHA" \
+# An index SHA-256 that does not match the served bytes: the listed
+# version is downloaded once, refused, the partial removed, the installed
+# model untouched. (For a file another model owns, the entry is refused
+# before any download: gallery_hostile.sh.)
+entry badsha badsha/t.gguf "$BASE/files/stories/target.gguf?badsha" "$DRAFTER_SHA" \
     badsha/d.gguf "$D" "$DRAFTER_SHA"
 pull badsha
 [ $RC -ne 0 ] || fail "SHA mismatch accepted"
-expect_out "SHA-256 mismatch for stories/stories260K.gguf: expected $DRAFTER_SHA, got $TARGET_SHA"
+expect_out "SHA-256 mismatch for badsha/t.gguf: expected $DRAFTER_SHA, got $TARGET_SHA"
 expect_out "partial download was removed"
 [ "$(requests_for '/files/stories/target.gguf?badsha')" = 1 ] || fail "mismatch was retried"
-[ ! -e "$T/models/stories/stories260K.gguf.partial" ] || fail "partial left behind"
+[ ! -e "$T/models/badsha/t.gguf.partial" ] || fail "partial left behind"
 [ ! -e "$T/models/badsha.yaml" ] || fail "config written"
 good_intact
 ok "SHA-256 mismatch"

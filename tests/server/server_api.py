@@ -122,7 +122,7 @@ n_client_errors += 4
 
 # garbage on the wire, then the server still serves
 for junk in [b"GARBAGE\r\n\r\n", b"POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
-             b"\x00\x01\x02\x03" * 100, b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Long: " + b"a" * 100000 + b"\r\n\r\n"]:
+             b"\x00\x01\x02\x03" * 100, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Long: " + b"a" * 100000 + b"\r\n\r\n"]:
     c = socket.create_connection(("127.0.0.1", p))
     try:
         c.sendall(junk)
@@ -201,7 +201,7 @@ check(st == 400, "return_prompt_ids must be a boolean")
 long_req = {"model": "qwen3", "messages": msgs, "max_tokens": 400, "temperature": 0, "stream": True}
 c = socket.create_connection(("127.0.0.1", p))
 body = json.dumps(long_req).encode()
-c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
           % len(body) + body)
 c.settimeout(30)
 first = c.recv(4096)
@@ -330,7 +330,7 @@ e = [x for x in avail if x.get("name") == "stories-dflash"]
 check(st == 200 and e and e[0]["installed"] is False, "/models/available lists the entry, not installed")
 st, h, b = request(p, "POST", "/v1/chat/completions", dict(CHAT, model="stories-dflash"))
 check(st == 404, "not yet installed -> 404")
-st, h, b = request(p, "POST", "/models/apply", {"id": "localai@stories-dflash"})
+st, h, b = request(p, "POST", "/models/apply", {"id": "index@stories-dflash"})  # gallery named after index.yaml
 j = jbody(b)
 check(st == 200 and j and j.get("uuid"), "/models/apply returns a job id")
 job = None

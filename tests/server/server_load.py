@@ -86,7 +86,7 @@ def raw_send(data, read=True, timeout=2):
 
 
 def http_bytes(path, body_bytes, extra=b""):
-    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n"
+    return (b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n"
             % (path.encode(), len(body_bytes), extra) + body_bytes)
 
 
@@ -146,9 +146,9 @@ def op_garbage(rng):
     if kind == 0:
         raw_send(bytes(rng.randrange(256) for _ in range(rng.randint(1, 3000))))
     elif kind == 1:  # body shorter than announced, then gone
-        raw_send(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"prompt\":", read=False)
+        raw_send(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"prompt\":", read=False)
     elif kind == 2:  # header never finished
-        raw_send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le", read=False)
+        raw_send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le", read=False)
     elif kind == 3:
         raw_send(http_bytes("/v1/chat/completions", b"{\"model\": \"stories\", \"messages\": [{\"role\": \"user\", \"content\": \"\xc3\x28\"}]}"))
     elif kind == 4:

@@ -39,13 +39,14 @@ def finish():
 
 
 class Server:
-    def __init__(self, tmp, name, args, env=None):
+    def __init__(self, tmp, name, args, env=None, cwd=None):
         self.log_path = os.path.join(tmp, name + ".log")
         self.log = open(self.log_path, "wb")
         e = dict(os.environ)
         if env:
             e.update(env)
-        self.p = subprocess.Popen([BIN, "serve", "--port", "0"] + args, stdout=self.log, stderr=self.log, env=e)
+        self.p = subprocess.Popen([BIN, "serve", "--port", "0"] + args, stdout=self.log, stderr=self.log, env=e,
+                                  cwd=cwd)
         self.port = None
         t0 = time.time()
         while time.time() - t0 < 60:

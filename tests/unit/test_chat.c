@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "chat/chat.h"
@@ -335,6 +336,22 @@ static void test_error_classes(void **state) {
 static void test_hostile(void **state) {
     (void)state;
     jinja_error e;
+    /* issue 16 item 6: '%' widths and precisions are checked against the
+     * output budget before formatting (one '%999999999d' allocated ~1 GB; first in
+     * this test, before anything else raises the peak RSS);
+     * the peak RSS must not move by anything near the asked width */
+    {
+        struct rusage ru0, ru1;
+        getrusage(RUSAGE_SELF, &ru0);
+        jinja_error e1;
+        free(render_json("{{ '%999999999d' % 1 }}", NULL, &e1));
+        getrusage(RUSAGE_SELF, &ru1);
+        long grew_kb = ru1.ru_maxrss - ru0.ru_maxrss;
+        if (grew_kb > 32 * 1024) fail_msg("'%%999999999d' %% 1 raised the peak RSS by %ld KB", grew_kb);
+        CHECK_ERROR("{{ '%99999999d' % 1 }}", NULL, JINJA_ERR_LIMIT, "width or precision");
+        CHECK_ERROR("{{ '%.99999999f' % 1.5 }}", NULL, JINJA_ERR_LIMIT, "width or precision");
+        CHECK_ERROR("{{ '%99999999s' % 'x' }}", NULL, JINJA_ERR_LIMIT, "width or precision");
+    }
     /* deep expression nesting: parse-time limit, no stack overflow */
     size_t n = 100000;
     char *deep = malloc(2 * n + 16);
@@ -407,6 +424,18 @@ static void test_hostile(void **state) {
             json_decref(j);
         }
     }
+    /* issue 16 item 5: a huge step takes one element and never forms the
+     * next (signed overflow; UBSan aborted on these); values as Python's */
+    CHECK_RENDER("{{ range(1, 2, 9223372036854775807)|list }}", NULL, "[1]");
+    CHECK_RENDER("{{ range(-1, -2, -9223372036854775807)|list }}", NULL, "[-1]");
+    CHECK_RENDER("{{ range(9223372036854775806, 9223372036854775807)|list }}", NULL, "[9223372036854775806]");
+    CHECK_RENDER("{{ 'abc'[1::9223372036854775807] }}|{{ [1, 2, 3][1::9223372036854775807] }}", NULL, "b|[2]");
+    CHECK_RENDER("{{ 'abc'[::-9223372036854775807] }}|{{ 'a\u00e9c'[1::9223372036854775807] }}", NULL,
+                 "c|\xc3\xa9");
+    /* and they still mean what Python's do (characters, not bytes, for %s) */
+    CHECK_RENDER("{{ '%5s|%-5s|%.2s|%.1s|%3d|%-4x|%05.1f' % ('ab', 'ab', 'abcd', '\u00e9t\u00e9', 7, 255, 2.25) }}",
+                 NULL, "   ab|ab   |ab|\xc3\xa9|  7|ff  |002.2");
+    CHECK_RENDER("{{ '%3s|' % '\u00e9' }}", NULL, "  \xc3\xa9|");
     /* invalid byte in a template and a NUL-free but binary-ish string: errors, not crashes */
     assert_null(jinja_template_parse("{{ \x01 }}", 6, NULL, &e));
     assert_int_equal(e.kind, JINJA_ERR_SYNTAX);

@@ -26,6 +26,7 @@
 #include "gallery/gallery.h"
 #include "gallery/index.h"
 #include "gallery/store.h"
+#include "base/base.h"
 #include "gguf/bd_gguf.h"
 #include "model/pairing.h"
 
@@ -620,7 +621,57 @@ static void test_shipped_index(void **state) {
     ix = gallery_index_builtin(err, sizeof err);
     assert_non_null(ix);
     check_shipped(ix);
+    /* far below ydoc's bound on a document's mapping work (64 Mi) */
+    fprintf(stderr, "gallery/index.yaml: %llu units of mapping work\n", ix->doc.work);
+    assert_true(ix->doc.work < 100000);
     gallery_index_free(ix);
+}
+
+/* Merge keys: a source listed twice (or reached twice through nesting) is
+ * read once -- the result is the same, the cost linear; and a document's
+ * total mapping work is bounded (issue 16 item 11). */
+static void test_merge_bomb(void **state) {
+    (void)state;
+    char err[512] = "";
+    const char *twice = "- d: &a {k: 1, j: 2}\n  e: &b {<<: [*a, *a], j: 3}\n"
+                        "- <<: [*b, *a, *b]\n  name: m\n  k: 0\n";
+    gallery_index *ix = gallery_index_parse(twice, strlen(twice), "twice.yaml", err, sizeof err);
+    assert_non_null(ix);
+    yaml_node_t *e1 = ydoc_seq_at(&ix->doc, ydoc_root(&ix->doc), 1);
+    ydoc_entry *kv;
+    int n;
+    assert_true(ydoc_map_entries(&ix->doc, e1, &kv, &n, err, sizeof err));
+    assert_int_equal(n, 3); /* name, k (explicit), j (from b, which wins over a) */
+    assert_string_equal(ydoc_str(ydoc_map_get(&ix->doc, e1, "k")), "0");
+    assert_string_equal(ydoc_str(ydoc_map_get(&ix->doc, e1, "j")), "3");
+    free(kv);
+    gallery_index_free(ix);
+
+    /* 7 levels of 20 references each: 20^7 merges without the once rule */
+    bd_buf b = {0};
+    bd_buf_printf(&b, "- d0: &a0 {k: v}\n");
+    for (int i = 1; i <= 7; i++) {
+        bd_buf_printf(&b, "  d%d: &a%d {<<: [", i, i);
+        for (int r = 0; r < 20; r++) bd_buf_printf(&b, "%s*a%d", r ? ", " : "", i - 1);
+        bd_buf_printf(&b, "]}\n");
+    }
+    bd_buf_printf(&b, "- <<: [*a7, *a7]\n  name: bomb\n");
+    double t0 = bd_time_ms();
+    ix = gallery_index_parse(b.p, b.n, "bomb.yaml", err, sizeof err);
+    assert_non_null(ix);
+    assert_string_equal(ix->entries[1].name, "bomb");
+    assert_true(bd_time_ms() - t0 < 2000);
+    gallery_index_free(ix);
+    bd_buf_free(&b);
+
+    /* one mapping of 20000 keys: 2e8 comparisons, past the bound: an error */
+    bd_buf_printf(&b, "- name: wide\n");
+    for (int i = 0; i < 20000; i++) bd_buf_printf(&b, "  k%d: %d\n", i, i);
+    ix = gallery_index_parse(b.p, b.n, "wide.yaml", err, sizeof err);
+    assert_non_null(ix);
+    assert_non_null(strstr(ix->entries[0].problem, "too large or merge too much"));
+    gallery_index_free(ix);
+    bd_buf_free(&b);
 }
 
 /* ------------------------------------------------------------------------
@@ -744,7 +795,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
         cmocka_unit_test(test_shipped_index), cmocka_unit_test(test_rm_keeps_shared),
-        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_resolve),       cmocka_unit_test(test_merge_bomb),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[PATH_MAX + 16];

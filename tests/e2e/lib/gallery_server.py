@@ -18,6 +18,9 @@ file path under ROOT:
   /lie/F          200 claiming Content-Length = size + 1000, sends size bytes,
                   closes (Range ignored)
   /slow/F         as /files, in 32 KiB pieces 20 ms apart
+  /endless/F      200 without Content-Length: the file, then zeros (64 MiB in
+                  all, in 1 MiB pieces) until the client leaves
+  /portredir/P/F  302 to http://127.0.0.1:P/files/F (same host, another port)
   anything else   404
 A query string (?x) is ignored except in the log.
 
@@ -139,6 +142,29 @@ class Handler(BaseHTTPRequestHandler):
             port = self.server.server_address[1]
             self.send_response(302)
             self.send_header("Location", "http://localhost:%d/files/%s" % (port, rest))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if mode == "endless":
+            p = self.file_path(rest)
+            if p is None:
+                return self.send_error(404)
+            data = open(p, "rb").read()
+            self.send_response(200)
+            self.end_headers()
+            self.close_connection = True
+            try:
+                self.wfile.write(data)
+                zeros = bytes(1 << 20)
+                for _ in range(64):
+                    self.wfile.write(zeros)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
+        if mode == "portredir":
+            port, _, f = rest.partition("/")
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:%s/files/%s" % (port, f))
             self.send_header("Content-Length", "0")
             self.end_headers()
             return

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# cli_hostile.sh - the command line with careless or hostile input (issue
+# 16): a FIFO named as a model or config (item 15) must be refused, not
+# block; `-f DIRECTORY` is an error, not an empty prompt (item 21); control
+# bytes from a GGUF file's strings never reach the terminal (item 22).
+# Every command runs under `timeout`, so a hang is a failure, not a stuck
+# test.
+set -u
+T=$(mktemp -d /tmp/bd-e2e-cli.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+# KEEP_GOING=1: report every failed check instead of stopping at the first
+FAILS=0
+if [ "${KEEP_GOING:-0}" = 1 ]; then fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }; fi
+ok() { echo "ok: $*"; }
+S="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
+[ -f "$S" ] || fail "fixture missing: $S"
+
+# --- 15. a FIFO is refused at once ---------------------------------------
+mkfifo "$T/fifo.gguf"
+for cmd in "run -m $T/fifo.gguf -p x -n 1" "inspect $T/fifo.gguf" "tokenize -m $T/fifo.gguf -p x"; do
+    # shellcheck disable=SC2086
+    timeout 10 "$BD_BIN" $cmd >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 124 ] || fail "'blockdraft $cmd' blocked on a FIFO"
+    [ $rc -ne 0 ] || fail "'blockdraft $cmd' accepted a FIFO"
+    grep -q "not a regular file" "$T/out" || fail "'blockdraft $cmd': no clear message"
+done
+# an installed model whose config is a FIFO, and whose weights are one
+mkdir -p "$T/models"
+mkfifo "$T/models/pipe.yaml"
+printf 'name: w\nparameters:\n  model: w.gguf\n' >"$T/models/w.yaml"
+mkfifo "$T/models/w.gguf"
+for name in pipe w; do
+    BLOCKDRAFT_MODELS="$T/models" timeout 10 "$BD_BIN" run "$name" -p x -n 1 >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 124 ] || fail "run $name blocked on a FIFO"
+    [ $rc -ne 0 ] || fail "run $name accepted a FIFO"
+    grep -q "not a regular file" "$T/out" || fail "run $name: no clear message"
+done
+BLOCKDRAFT_MODELS="$T/models" timeout 10 "$BD_BIN" list >"$T/out" 2>&1
+[ $? -ne 124 ] || fail "list blocked on a FIFO config"
+ok "FIFOs named as models or configs are refused without blocking"
+
+# --- 21. -f DIRECTORY ----------------------------------------------------
+for cmd in "run -m $S -n 1 -f $T" "tokenize -m $S -f $T"; do
+    # shellcheck disable=SC2086
+    timeout 30 "$BD_BIN" $cmd >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 0 ] || fail "'blockdraft $cmd' took a directory for an empty prompt"
+    grep -q "cannot read $T" "$T/out" || fail "'blockdraft $cmd': no clear message"
+done
+ok "-f DIRECTORY is an error"
+
+# --- 22. a GGUF string with terminal escapes in an error message --------
+python3 - "$T/evil.gguf" <<'PY'
+import struct, sys
+def s(b):
+    return struct.pack("<Q", len(b)) + b
+key, val = b"general.architecture", b"evil\x1b]0;pwned\x07\x1b[2J\xc2\x9b"
+data = b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + s(key) + struct.pack("<I", 8) + s(val)
+open(sys.argv[1], "wb").write(data)
+PY
+timeout 10 "$BD_BIN" run -m "$T/evil.gguf" -p x -n 1 >"$T/out" 2>&1
+[ $? -ne 0 ] || fail "a GGUF of unknown architecture was run"
+cat -v "$T/out"
+grep -q $'\x1b' "$T/out" && fail "ESC from a GGUF string reached the terminal"
+grep -q $'\x07' "$T/out" && fail "BEL from a GGUF string reached the terminal"
+grep -q $'\xc2\x9b' "$T/out" && fail "C1 CSI from a GGUF string reached the terminal"
+grep -qF 'evil\x1b]0;pwned\x07\x1b[2J\u009b' "$T/out" || fail "the architecture name is not shown escaped"
+ok "control bytes of GGUF strings are escaped in messages"
+[ $FAILS -eq 0 ] || { echo "$FAILS checks failed"; exit 1; }
+echo "all hostile CLI checks passed"
