@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "constrain.h"
 
 /* ------------------------------------------------------------------------
  * Prompts and jobs
@@ -92,6 +93,7 @@ static srv_job *job_new(srv_req *r, const gen_req *g, const int32_t *ids, int n,
     if (!j) goto oom;
     int room = m->n_ctx - n;
     j->gp = g->gp;
+    if (!srv_job_own_bias(j)) goto oom;
     j->gp.n_predict = g->max_tokens < 0 || g->max_tokens > room ? room : g->max_tokens;
     /* choices differ: a given seed + k, else a random seed each */
     if (g->seed_given) j->gp.sampling.seed = g->gp.sampling.seed + (uint64_t)k;
@@ -113,6 +115,17 @@ static srv_job *job_new(srv_req *r, const gen_req *g, const int32_t *ids, int n,
         for (int i = 0; i < m->cfg.n_stopwords; i++)
             srv_job_add_stop(j, m->cfg.stopwords[i], strlen(m->cfg.stopwords[i]));
     if (stop_after_call) srv_job_add_stop_keep(j, "</tool_call>", 12);
+    if (g->gbnf) {
+        /* one grammar per job: a grammar is used by one generation at a time */
+        char err[800];
+        j->grammar = srv_grammar_compile(m, g->gbnf, err, sizeof err);
+        if (!j->grammar) {
+            srv_job_unref(j);
+            *rc = srv_send_error(r, 400, ERR_INVALID, "invalid_value", "'%s': %s", g->gbnf_field, err);
+            return NULL;
+        }
+        j->gp.grammar = j->grammar;
+    }
     if (g->test_output) {
         /* the test hook: this output instead of a generation */
         const char *t = json_string_value(g->test_output);

@@ -46,6 +46,8 @@ typedef struct gen_req {
     bool spec_set;          /* speculative.* given */
     int32_t spec_n_max, spec_n_min;
     float spec_p_min;
+    char *gbnf;             /* owned: the grammar every choice obeys (constrain.h), or NULL */
+    const char *gbnf_field; /* the field it came from */
     json_t *test_output;    /* borrowed string: the test hook's forced output */
     /* chat tools */
     json_t *tools;          /* borrowed array or NULL */

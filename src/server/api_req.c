@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "api.h"
+#include "constrain.h"
 
 int api_bad(srv_req *r, const char *param, const char *what) {
     return srv_send_error(r, 400, ERR_INVALID, "invalid_value", "'%s' %s", param, what);
@@ -119,8 +120,8 @@ static const field_rule FIELDS[] = {
     {"speculative.n_max", BOTH, F_IMPL, 0, NULL},
     {"speculative.n_min", BOTH, F_IMPL, 0, NULL},
     {"speculative.p_min", BOTH, F_IMPL, 0, NULL},
-    {"grammar", BOTH, F_REFUSE, 0, "is not supported yet (no grammar-constrained sampling in this server)"},
-    {"json_schema", BOTH, F_REFUSE, 0, "is not supported yet (no grammar-constrained sampling in this server)"},
+    {"grammar", BOTH, F_IMPL, 0, NULL},
+    {"json_schema", BOTH, F_IMPL, 0, NULL},
     {"typical_p", BOTH, F_NEUTRAL, 1, SAMPLER_OFF " (1)"},
     {"mirostat", BOTH, F_NEUTRAL, 0, SAMPLER_OFF " (0)"},
     {"top_n_sigma", BOTH, F_NEUTRAL, -1, SAMPLER_OFF " (-1)"},
@@ -536,22 +537,6 @@ static bool parse_tools(srv_req *r, json_t *root, gen_req *g, int *rc) {
 
 /* Chat-only fields that select behaviours (refused unless the default). */
 static bool parse_chat_misc(srv_req *r, json_t *root, gen_req *g, int *rc) {
-    json_t *rf = get(root, "response_format");
-    if (rf) {
-        json_t *ty = json_object_get(rf, "type");
-        const char *t = json_string_value(ty);
-        if (!json_is_object(rf) || !t) {
-            *rc = api_bad(r, "response_format", "must be an object like {\"type\": \"text\"}");
-            return false;
-        }
-        if (strcmp(t, "text")) {
-            *rc = srv_send_error(r, 400, ERR_INVALID, "unsupported_value",
-                                 "'response_format' of type '%.40s' is not supported yet (no grammar-constrained "
-                                 "sampling in this server); only {\"type\": \"text\"}",
-                                 t);
-            return false;
-        }
-    }
     json_t *mo = get(root, "modalities");
     if (mo) {
         bool ok = json_is_array(mo);
@@ -624,6 +609,27 @@ static bool parse_completions_misc(srv_req *r, json_t *root, gen_req *g, int *rc
     return true;
 }
 
+/* response_format / grammar / json_schema (constrain.c): GBNF text, or
+ * none. A call the turn is forced to start cannot also obey a grammar
+ * that starts the output elsewhere. */
+static bool parse_constraint(srv_req *r, json_t *root, gen_req *g, int *rc) {
+    int status = 400;
+    char err[800];
+    if (!srv_constraint_parse(r->srv, root, g->endpoint == API_CHAT, &g->gbnf, &g->gbnf_field, &status, err,
+                              sizeof err)) {
+        *rc = srv_send_error(r, status, status == 400 ? ERR_INVALID : "server_error",
+                             status == 400 ? "invalid_value" : NULL, "%s", err);
+        return false;
+    }
+    if (g->gbnf && g->tools && (g->tool_choice == TOOL_CHOICE_REQUIRED || g->tool_choice == TOOL_CHOICE_NAMED)) {
+        *rc = api_bad(r, "tool_choice",
+                      "\"required\" or a named function cannot be combined with a grammar, json_schema or a JSON "
+                      "response_format (the call would have to obey it)");
+        return false;
+    }
+    return true;
+}
+
 bool api_parse_request(srv_req *r, json_t *root, int endpoint, gen_req *g, int *rc) {
     memset(g, 0, sizeof *g);
     g->endpoint = endpoint;
@@ -661,6 +667,7 @@ bool api_parse_request(srv_req *r, json_t *root, int endpoint, gen_req *g, int *
     }
     g->test_output = to;
     if (endpoint == API_CHAT ? !parse_chat_misc(r, root, g, rc) : !parse_completions_misc(r, root, g, rc)) return false;
+    if (!parse_constraint(r, root, g, rc)) return false;
     int32_t cfg_max_tokens = -1;
     return parse_model(r, root, g, rc) && parse_sampling(r, root, g, &cfg_max_tokens, rc) &&
            parse_limits(r, root, g, cfg_max_tokens, rc) && parse_spec(r, root, g, rc);
@@ -669,6 +676,8 @@ bool api_parse_request(srv_req *r, json_t *root, int endpoint, gen_req *g, int *
 void api_gen_req_free(srv_req *r, gen_req *g) {
     free(g->bias);
     g->bias = NULL;
+    free(g->gbnf);
+    g->gbnf = NULL;
     srv_model_put(r->srv, g->m);
     g->m = NULL;
 }

@@ -43,6 +43,7 @@
 
 #include "server_int.h"
 #include "../chat/toolcall.h"
+#include "../decode/grammar.h"
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;
@@ -218,6 +219,7 @@ static srv_model *model_new(server *s, const char *name) {
     m->srv = s;
     snprintf(m->name, sizeof m->name, "%s", name);
     pthread_mutex_init(&m->load_mu, NULL);
+    pthread_mutex_init(&m->gv_mu, NULL);
     atomic_init(&m->quit, false);
     return m;
 }
@@ -268,6 +270,8 @@ static void model_destroy(srv_model *m) {
     free(m->eos_str);
     bd_model_free(m->dm);
     bd_model_free(m->m);
+    bd_grammar_vocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->gv_mu);
     pthread_mutex_destroy(&m->load_mu);
     free(m);
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "server_int.h"
+#include "../decode/grammar.h"
 
 /* ------------------------------------------------------------------------
  * Jobs
@@ -57,6 +58,20 @@ static bool add_stop(srv_job *j, const char *s, size_t n, bool keep) {
     return true;
 }
 
+bool srv_job_own_bias(srv_job *j) {
+    bd_sampler_params *sp = &j->gp.sampling;
+    if (!sp->logit_bias || sp->n_logit_bias <= 0) {
+        sp->logit_bias = NULL;
+        sp->n_logit_bias = 0;
+        return true;
+    }
+    j->bias = malloc((size_t)sp->n_logit_bias * sizeof *j->bias);
+    if (!j->bias) return false;
+    memcpy(j->bias, sp->logit_bias, (size_t)sp->n_logit_bias * sizeof *j->bias);
+    sp->logit_bias = j->bias;
+    return true;
+}
+
 bool srv_job_add_stop(srv_job *j, const char *s, size_t n) { return add_stop(j, s, n, false); }
 
 bool srv_job_add_stop_keep(srv_job *j, const char *s, size_t n) { return add_stop(j, s, n, true); }
@@ -70,6 +85,8 @@ void srv_job_unref(srv_job *j) {
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
     free(j->forced);
+    free(j->bias);
+    bd_grammar_free(j->grammar);
     free(j->lp);
     free(j->text);
     free(j->marks);

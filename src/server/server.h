@@ -93,6 +93,9 @@ typedef struct server_params {
     int top_k, repeat_last_n;
     long long seed;            /* -1 = random per request */
     int n_predict;             /* default max tokens; -1 = until EOG / context end */
+    const char *grammar;       /* --grammar / -j (as GBNF): the grammar of requests that give none
+                                  (no grammar, json_schema or JSON response_format); NULL = none.
+                                  Checked against the -m model's vocabulary at start */
     bool slots_endpoint;       /* GET /slots (llama-server: on unless --no-slots) */
     /* limits */
     int queue_max;             /* queued (not running) requests before 503; default 16 */

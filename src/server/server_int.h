@@ -100,6 +100,8 @@ struct srv_model {
     char tmpl_err[600];
     bool tmpl_fallback;   /* ChatML: the model has no template */
     bool reasoning;       /* the template knows <think> blocks */
+    pthread_mutex_t gv_mu;
+    struct bd_grammar_vocab *gvocab; /* for grammars, built on first use (constrain.c) */
     int tool_format;      /* chat_tool_format the template asks for (toolcall.h) */
     char *bos_str, *eos_str;
     /* slots */
@@ -167,6 +169,9 @@ struct srv_job {
     bool spec_set;            /* per-request draft limits (else the model's) */
     int32_t spec_n_max, spec_n_min; /* requested, then (after the run) in effect */
     float spec_p_min;
+    bd_grammar *grammar;      /* owned; gp.grammar (NULL: unconstrained) */
+    bd_logit_bias *bias;      /* owned; gp.sampling.logit_bias (the request's copy may be gone
+                                 before the job runs: a stream returns at once) */
     int32_t *forced;          /* test hook (BLOCKDRAFT_TEST_HOOKS): emit these ids instead of generating */
     int n_forced;
     atomic_bool cancel;       /* client gone or shutdown */
@@ -205,6 +210,8 @@ struct srv_job {
 /* New job holding one reference for the caller. prompt is copied. */
 srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt);
 bool srv_job_add_stop(srv_job *j, const char *s, size_t n);
+/* Copy gp.sampling.logit_bias into the job (j->bias); false on OOM. */
+bool srv_job_own_bias(srv_job *j);
 /* A stop string that stays in the output (generation ends after it). */
 bool srv_job_add_stop_keep(srv_job *j, const char *s, size_t n);
 void srv_job_unref(srv_job *j);
