@@ -241,6 +241,27 @@ d = jbody(b)
 check(st == 200 and re.fullmatch(r"(yes|no) [a-z]{1,6}\.", d["content"]) is not None,
       "/completion grammar: %r matches the grammar" % (d and d.get("content")))
 
+# /v1/responses: text.format (the Responses API's response_format)
+RB = {"model": "m", "input": "Tell me a story about Lily.", "temperature": 0, "max_output_tokens": 300,
+      "text": {"format": {"type": "json_schema", "name": "person", "schema": PERSON, "strict": True}}}
+st, _, b = request(spec.port, "POST", "/v1/responses", RB, timeout=120)
+d = jbody(b)
+texts = [c["text"] for o in (d or {}).get("output", []) if o.get("type") == "message" for c in o["content"]
+         if c.get("type") == "output_text"] if st == 200 else []
+try:
+    inst = json.loads(texts[0])
+except Exception:
+    inst = None
+check(st == 200 and d["status"] == "completed" and validates(inst, PERSON) and
+      d["text"]["format"]["type"] == "json_schema", "/v1/responses text.format json_schema: valid output (%s %r)" %
+      (st, texts or b[:200]))
+st, _, b = request(plain.port, "POST", "/v1/responses",
+                   dict(RB, text={"format": {"type": "json_schema", "name": "x", "schema": {"type": "string",
+                                                                                           "pattern": "a"}}}))
+d = jbody(b)
+check(st == 400 and "pattern" in d["error"]["message"] and d["error"]["param"] == "text.format",
+      "/v1/responses text.format with an unsupported keyword -> 400 (%s)" % (d and d["error"]["message"]))
+
 # bad requests: 400 with a message naming the problem; the servers stay up
 BAD = [
     ("/v1/chat/completions", rf_schema({"type": "string", "pattern": "^a+$"}), "pattern"),
