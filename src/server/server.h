@@ -22,7 +22,8 @@
  * prompts are tokenized so that the messages' text never becomes a control
  * token (chat_params.user_spans, bd_tokenize_guarded); a /v1/completions
  * prompt is the caller's own and keeps them. Request fields: api_req.c
- * (each implemented or refused by name).
+ * (each implemented or refused by name); structured output (response_format,
+ * grammar, json_schema, text.format, serve --grammar/-j): constrain.h.
  *
  * Test hook: with BLOCKDRAFT_TEST_HOOKS=1 in the environment at start, the
  * request field "test_output" (a string) replaces the generation: its

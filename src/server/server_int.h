@@ -7,8 +7,10 @@
  *   models.c   model registry: -m model, gallery models by name, loading,
  *              slots, chat templates
  *   sched.c    job queue, slot workers, generation, stop strings
- *   api.c      /v1/chat/completions, /v1/completions: request
- *              validation and response bodies
+ *   api.c, api_req.c, api_resp.c (api.h): /v1/chat/completions,
+ *              /v1/completions: request fields, jobs, response bodies
+ *   constrain.c  structured output: response_format / grammar /
+ *              json_schema as a grammar per job (constrain.h)
  *   compat.c, llama_api.c, responses.c, gallery_api.c (compat.h):
  *              /v1/models, /health, llama-server's own endpoints,
  *              /v1/responses, LocalAI's gallery API
