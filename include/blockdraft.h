@@ -236,6 +236,13 @@ const float *bd_session_taps(const bd_session *s, int32_t *rows);
  * Sampling and generation
  * ---------------------------------------------------------------------- */
 
+/* One entry of a logit bias: bias is added to the token's logit (-INFINITY
+ * bans it). */
+typedef struct bd_logit_bias {
+    int32_t token;
+    float bias;
+} bd_logit_bias;
+
 typedef struct bd_sampler_params {
     float temperature; /* <= 0: greedy */
     int32_t top_k;     /* <= 0: off */
@@ -249,10 +256,23 @@ typedef struct bd_sampler_params {
      * positive, multiplied when <= 0. */
     float repeat_penalty;   /* 1.0 = off (0, as in a zeroed struct, reads as 1.0) */
     int32_t repeat_last_n;  /* history length penalized: 0 = off, -1 = all of it */
+    /* OpenAI's frequency and presence penalties, as llama.cpp applies them
+     * (same window as the repetition penalty, right after it): a token seen
+     * c > 0 times in the window loses c * frequency_penalty +
+     * presence_penalty from its logit. 0 = off. */
+    float frequency_penalty;
+    float presence_penalty;
+    /* Logit bias, applied before everything else (llama.cpp's order: bias,
+     * penalties, top-k, ...), at every temperature. Borrowed: read by
+     * bd_generate / bd_spec_generate when they start (copied then). An
+     * entry whose token is out of the vocabulary is ignored. */
+    const bd_logit_bias *logit_bias;
+    int32_t n_logit_bias;
 } bd_sampler_params;
 
 /* llama.cpp defaults: T 0.8, k 40, p 0.95, min_p 0.05, repeat_penalty 1.0
- * (off), repeat_last_n 64, a random seed. */
+ * (off), repeat_last_n 64, frequency/presence penalties 0, no logit bias,
+ * a random seed. */
 bd_sampler_params bd_sampler_default_params(void);
 
 typedef struct bd_spec_stats {
@@ -283,6 +303,13 @@ typedef struct bd_gen_stats {
  * next forward. Return false to stop generation. */
 typedef bool (*bd_token_cb)(int32_t token, void *user);
 
+/* Called once per emitted token just before the bd_token_cb (same user
+ * pointer), with the target's logits row the token was drawn from: the
+ * raw model output [n_vocab], before bias, penalties and temperature --
+ * for a token accepted from a draft, the verify row that accepted it, the
+ * same row plain decoding would have produced. Borrowed for the call. For
+ * log-probabilities (log-softmax of this row). */
+typedef void (*bd_logits_cb)(int32_t token, const float *logits, int32_t n_vocab, void *user);
 /* Grammar-constrained generation (GBNF; src/decode/grammar.h). */
 typedef struct bd_grammar bd_grammar;
 
@@ -290,6 +317,7 @@ typedef struct bd_gen_params {
     int32_t n_predict;          /* max new tokens; < 0: until EOG or context end */
     bd_sampler_params sampling;
     bool ignore_eog;            /* do not stop at end-of-generation tokens */
+    bd_logits_cb on_logits;     /* NULL: off */
     bd_grammar *grammar;        /* optional: every sampled token obeys it, generation ends when it is
                                    complete and allows nothing else; NULL = unconstrained. Borrowed;
                                    one generation at a time per grammar. */
@@ -376,6 +404,14 @@ bd_session *bd_spec_session(bd_spec *sp);
 /* Frees the drafter state (and the session bd_spec_open created). */
 void bd_spec_free(bd_spec *sp);
 int32_t bd_spec_n_max(const bd_spec *sp);
+
+/* Draft limits for the next generations (a server's per-request
+ * "speculative.n_max" / "n_min" / "p_min"): n_max is clamped to [1, the
+ * limit bd_spec_create computed] (<= 0: the n_max the bd_spec was created
+ * with), n_min to [0, n_max], p_min to [0, 1] (draft-simple only). The
+ * values in effect are written back through the pointers. Output stays
+ * lossless whatever they are; they change only speed. */
+void bd_spec_set_draft_limits(bd_spec *sp, int32_t *n_max, int32_t *n_min, float *p_min);
 
 /* Observe every speculative step: the anchor's position and id, the
  * drafted tokens and how many of them the target accepted. For tests that

@@ -15,8 +15,12 @@ const char *chat_template_chatml =
     "{%- if message['content'] is string -%}\n"
     "{{- message['content'] -}}\n"
     "{%- elif message['content'] is iterable and message['content'] is not mapping -%}\n"
+    "{%- set ns = namespace(any=false) -%}\n"
     "{%- for part in message['content'] -%}\n"
-    "{%- if part is mapping and part['type'] == 'text' -%}{{- part['text'] -}}{%- endif -%}\n"
+    "{%- if part is mapping and part['type'] == 'text' -%}\n"
+    "{%- if ns.any -%}{{- '\\n' -}}{%- endif -%}{{- part['text'] -}}\n"
+    "{%- if part['text'] -%}{%- set ns.any = true -%}{%- endif -%}\n"
+    "{%- endif -%}\n"
     "{%- endfor -%}\n"
     "{%- endif -%}\n"
     "{{- '<|im_end|>\\n' -}}\n"
@@ -83,8 +87,15 @@ static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system, bool
     json_array_foreach(msgs, i, m0) {
         json_t *m = json_deep_copy(m0);
         if (!m) goto fail;
-        /* typed text parts -> one string joined with "\n" */
+        /* no content (an assistant turn with only tool calls) -> "": llama.cpp
+         * rebuilds every message with a string content, so templates that
+         * test `'</think>' in content` (Qwen3) work on OpenAI's null */
         json_t *content = json_object_get(m, "content");
+        if (!content || json_is_null(content)) {
+            json_object_set_new(m, "content", json_string(""));
+            content = json_object_get(m, "content");
+        }
+        /* typed text parts -> one string joined with "\n" */
         if (json_is_array(content) && !typed_content) {
             bool all_text = true;
             size_t k;
@@ -107,7 +118,7 @@ static json_t *llamacpp_normalize(const json_t *msgs, bool supports_system, bool
                 size_t o = 0;
                 json_array_foreach(content, k, part) {
                     const char *t = json_string_value(json_object_get(part, "text"));
-                    if (k) joined[o++] = '\n';
+                    if (o) joined[o++] = '\n'; /* llama.cpp: a newline between non-empty text */
                     size_t tl = strlen(t);
                     memcpy(joined + o, t, tl);
                     o += tl;

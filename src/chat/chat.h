@@ -27,7 +27,9 @@
 #include <time.h>
 
 /* ChatML fallback template for models without tokenizer.chat_template.
- * Typed text parts are concatenated; a generation prompt opens the assistant turn. */
+ * Typed text parts are joined with "\n" after non-empty text, as
+ * llama.cpp joins them for its ChatML fallback; a generation prompt opens
+ * the assistant turn. */
 extern const char *chat_template_chatml;
 
 /* Render a chat prompt in one call (parses the template each time; use
@@ -70,7 +72,9 @@ typedef struct chat_params {
     const jinja_limits *limits;  /* NULL = jinja_limits_default() */
     /* Apply llama.cpp's input edits first (parity with llama-server --jinja):
      * string tool-call arguments parsed to objects, an empty tools list
-     * treated as none, typed text parts joined with "\n", and for templates
+     * treated as none, a null or missing content as "" (OpenAI's assistant
+     * message with tool_calls only), typed text parts joined with "\n"
+     * (after non-empty text), and for templates
      * without system-role support the system text prepended to the first
      * user message (joined with "\n"). */
     bool llamacpp_compat;

@@ -20,6 +20,7 @@
 #include "args.h"
 #include "blockdraft.h"
 #include "cli.h"
+#include "../chat/json_schema.h"
 #include "../server/server.h"
 
 static void usage(void) {
@@ -53,6 +54,11 @@ static void usage(void) {
             "  --min-p N                  min-p (default 0.05, 0.0 = off)\n"
             "  --repeat-penalty N         repetition penalty (default 1.0 = off)\n"
             "  --repeat-last-n N          tokens it looks back (default 64, 0 = off, -1 = context)\n"
+            "  --grammar GBNF             grammar of the requests that give none (no grammar, json_schema\n"
+            "                             or JSON response_format of their own)\n"
+            "  --grammar-file FNAME       the same, read from a file\n"
+            "  -j, --json-schema SCHEMA   the same as a JSON Schema\n"
+            "  -jf, --json-schema-file FNAME  a JSON Schema file\n"
             "\n"
             "----- server-specific params -----\n"
             "  --host HOST                bind address (default 127.0.0.1)\n"
@@ -92,8 +98,8 @@ static void usage(void) {
             "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --no-mmap, --mlock, -cb/-nocb,\n"
             "--cache-reuse, --no-cache-prompt, -kvu, --threads-http, --no-webui, --log-*, --perf, --warmup,\n"
             "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
-            "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj, --grammar/-j\n"
-            "(not in serve yet), --samplers and the samplers blockdraft lacks (typical, penalties,\n"
+            "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj,\n"
+            "--samplers and the samplers blockdraft lacks (typical, penalties,\n"
             "DRY, XTC, mirostat, dynatemp, logit bias), -ctk/-ctv, --rope-*/--yarn-*, --embedding,\n"
             "--reranking, --props, --slot-save-path, --ssl-*, --path, --api-prefix, --no-jinja,\n"
             "--draft/--draft-max/--draft-min (removed in llama-server too), --spec-default, --tools.\n");
@@ -196,8 +202,6 @@ static const compat_flag COMPAT_FLAGS[] = {
     {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", NULL}, ARG_VALUE, ACT_REFUSE,
      "LoRA adapters and control vectors are not supported"},
     {{"-mm", "--mmproj", "-mmu", "--mmproj-url", NULL}, ARG_VALUE, ACT_REFUSE, "blockdraft has no multimodal support"},
-    {{"--grammar", "--grammar-file", "-j", "--json-schema", "-jf", "--json-schema-file", NULL}, ARG_VALUE, ACT_REFUSE,
-     "constrained generation is not available in `serve` yet"},
     {{"--samplers", "--sampler-seq", "--sampling-seq", NULL}, ARG_VALUE, ACT_REFUSE,
      "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature); /completion takes \"samplers\" "
      "to switch some off"},
@@ -291,6 +295,34 @@ static bool parse_ll(const char *opt, const char *v, long long lo, long long hi,
     }
     *out = x;
     return true;
+}
+
+/* --grammar / --grammar-file / -j / -jf: the GBNF text (malloc'd), a
+ * schema converted; NULL after a message. The grammar itself is checked at
+ * start, against the -m model's vocabulary. */
+static char *grammar_arg(const char *opt, const char *v) {
+    bool file = !strcmp(opt, "--grammar-file") || !strcmp(opt, "-jf") || !strcmp(opt, "--json-schema-file");
+    bool schema = !strcmp(opt, "-j") || !strcmp(opt, "--json-schema") || !strcmp(opt, "-jf") ||
+                  !strcmp(opt, "--json-schema-file");
+    size_t len = strlen(v);
+    char *text = file ? arg_read_file(v, &len) : strdup(v);
+    if (!text) {
+        fprintf(stderr, "blockdraft serve: %s: %s %s\n", opt, file ? "cannot read" : "out of memory", file ? v : "");
+        return NULL;
+    }
+    if (!schema) return text;
+    json_error_t je;
+    json_t *js = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    free(text);
+    if (!js) {
+        fprintf(stderr, "blockdraft serve: %s: invalid JSON at line %d: %s\n", opt, je.line, je.text);
+        return NULL;
+    }
+    char err[800];
+    char *g = json_schema_to_gbnf(js, err, sizeof err);
+    json_decref(js);
+    if (!g) fprintf(stderr, "blockdraft serve: %s: %s\n", opt, err);
+    return g;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -398,6 +430,18 @@ int cmd_serve(int argc, char **argv) {
         } else if (arg_take(argc, argv, &i, (const char *[]){"--repeat-last-n", NULL}, &v)) {
             p.repeat_last_n = arg_i32(a, v, -1, 1 << 24);
             p.has_repeat_last_n = true;
+        } else if (arg_take(argc, argv, &i,
+                            (const char *[]){"--grammar", "--grammar-file", "-j", "--json-schema", "-jf",
+                                             "--json-schema-file", NULL},
+                            &v)) {
+            if (p.grammar) {
+                fprintf(stderr, "blockdraft serve: give one of --grammar, --grammar-file, -j, -jf (one grammar)\n");
+                goto out;
+            }
+            char *g = n_owned < OWNED_MAX ? grammar_arg(a, v) : NULL;
+            if (!g) goto out;
+            owned[n_owned++] = g;
+            p.grammar = g;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--spec-type", NULL}, &v)) {
             bd_spec_type t;
             if (!bd_spec_type_parse(v, &t)) {

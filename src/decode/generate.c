@@ -84,6 +84,7 @@ bool bd_generate(bd_session *s, const int32_t *prompt, int32_t n_prompt, const b
             break;
         }
         n_gen++;
+        if (gp->on_logits) gp->on_logits(tok, bd_session_logits(s, 0), s->m->hp.n_vocab, user);
         bool go_on = cb ? cb(tok, user) : true;
         if (!go_on || (gp->n_predict >= 0 && n_gen >= gp->n_predict)) break;
         if (bd_session_length(s) >= s->n_ctx) break;

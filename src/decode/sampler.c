@@ -19,8 +19,12 @@ struct bd_sampler {
     float *vals;    /* [n_vocab] logits, then probabilities */
     int32_t *tmp_ids; /* [n_vocab] radix/merge scratch */
     float *tmp_vals;  /* [n_vocab] */
-    uint32_t *seen;   /* [n_vocab] penalty: == epoch when the token was penalized in this call */
+    uint32_t *seen;   /* [n_vocab] penalty: == epoch when the token was counted in this call */
+    int32_t *cnt;     /* [n_vocab] occurrences in the window (valid where seen == epoch) */
+    int32_t *uniq;    /* [n_vocab] the distinct tokens of the window, in order of first sight */
     uint32_t epoch;
+    bd_logit_bias *bias; /* [n_bias] copied from the params, tokens in range */
+    int32_t n_bias;
 };
 
 bd_sampler_params bd_sampler_default_params(void) {
@@ -35,16 +39,27 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
     if (!s) return NULL;
     s->p = *p;
     if (!(s->p.repeat_penalty > 0.0f)) s->p.repeat_penalty = 1.0f; /* 0: a zeroed struct, off */
+    s->p.logit_bias = NULL; /* borrowed by the params: the sampler keeps its own copy */
+    s->p.n_logit_bias = 0;
     s->n_vocab = n_vocab;
     s->ids = malloc((size_t)n_vocab * sizeof *s->ids);
     s->vals = malloc((size_t)n_vocab * sizeof *s->vals);
     s->tmp_ids = malloc((size_t)n_vocab * sizeof *s->tmp_ids);
     s->tmp_vals = malloc((size_t)n_vocab * sizeof *s->tmp_vals);
-    if (bd_sampler_has_penalty(s)) s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
-    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || (bd_sampler_has_penalty(s) && !s->seen)) {
+    bool pen = bd_sampler_has_penalty(s);
+    if (pen) {
+        s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
+        s->cnt = malloc((size_t)n_vocab * sizeof *s->cnt);
+        s->uniq = malloc((size_t)n_vocab * sizeof *s->uniq);
+    }
+    if (p->logit_bias && p->n_logit_bias > 0) s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
+    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || (pen && (!s->seen || !s->cnt || !s->uniq)) ||
+        (p->logit_bias && p->n_logit_bias > 0 && !s->bias)) {
         bd_sampler_free(s);
         return NULL;
     }
+    for (int32_t i = 0; s->bias && i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token >= 0 && p->logit_bias[i].token < n_vocab) s->bias[s->n_bias++] = p->logit_bias[i];
     uint64_t seed = p->seed;
     if (seed == BD_SEED_RANDOM) {
         struct timespec ts;
@@ -62,28 +77,54 @@ void bd_sampler_free(bd_sampler *s) {
     free(s->tmp_ids);
     free(s->tmp_vals);
     free(s->seen);
+    free(s->cnt);
+    free(s->uniq);
+    free(s->bias);
     free(s);
 }
 
 bool bd_sampler_is_greedy(const bd_sampler *s) { return !(s->p.temperature > 0.0f); }
 
-bool bd_sampler_has_penalty(const bd_sampler *s) { return s->p.repeat_penalty != 1.0f && s->p.repeat_last_n != 0; }
+bool bd_sampler_has_penalty(const bd_sampler *s) {
+    return (s->p.repeat_penalty != 1.0f || s->p.frequency_penalty != 0.0f || s->p.presence_penalty != 0.0f) &&
+           s->p.repeat_last_n != 0;
+}
 
-/* llama.cpp's repetition penalty on vals[] (indexed by token id): every
- * distinct token of the window, the last repeat_last_n of hist, once. */
+bool bd_sampler_has_bias(const bd_sampler *s) { return s->n_bias > 0; }
+
+/* llama.cpp's penalties on vals[] (indexed by token id): every distinct
+ * token of the window (the last repeat_last_n of hist), once: the
+ * repetition penalty (divide a positive logit, multiply a negative one),
+ * then minus count * frequency_penalty + presence_penalty. */
 static void penalize(bd_sampler *s, float *vals, const int32_t *hist, int32_t n_hist) {
     int32_t from = s->p.repeat_last_n < 0 || n_hist <= s->p.repeat_last_n ? 0 : n_hist - s->p.repeat_last_n;
     if (++s->epoch == 0) { /* wrapped: forget the old stamps */
         memset(s->seen, 0, (size_t)s->n_vocab * sizeof *s->seen);
         s->epoch = 1;
     }
-    const float pen = s->p.repeat_penalty;
+    int32_t nu = 0;
     for (int32_t i = from; i < n_hist; i++) {
         int32_t t = hist[i];
-        if (t < 0 || t >= s->n_vocab || s->seen[t] == s->epoch) continue;
-        s->seen[t] = s->epoch;
-        vals[t] = vals[t] <= 0.0f ? vals[t] * pen : vals[t] / pen;
+        if (t < 0 || t >= s->n_vocab) continue;
+        if (s->seen[t] != s->epoch) {
+            s->seen[t] = s->epoch;
+            s->cnt[t] = 0;
+            s->uniq[nu++] = t;
+        }
+        s->cnt[t]++;
     }
+    const float pen = s->p.repeat_penalty, fq = s->p.frequency_penalty, pr = s->p.presence_penalty;
+    for (int32_t k = 0; k < nu; k++) {
+        int32_t t = s->uniq[k];
+        float v = vals[t];
+        if (pen != 1.0f) v = v <= 0.0f ? v * pen : v / pen;
+        vals[t] = v - ((float)s->cnt[t] * fq + pr);
+    }
+}
+
+/* The logit bias on vals[] (indexed by token id). */
+static void add_bias(const bd_sampler *s, float *vals) {
+    for (int32_t i = 0; i < s->n_bias; i++) vals[s->bias[i].token] += s->bias[i].bias;
 }
 
 double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
@@ -143,9 +184,10 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
     int32_t n = s->n_vocab;
     bool pen = bd_sampler_has_penalty(s) && n_hist > 0;
     if (bd_sampler_is_greedy(s)) {
-        if (pen) {
+        if (pen || s->n_bias) {
             memcpy(s->tmp_vals, logits, (size_t)n * sizeof *logits);
-            penalize(s, s->tmp_vals, hist, n_hist);
+            add_bias(s, s->tmp_vals);
+            if (pen) penalize(s, s->tmp_vals, hist, n_hist);
             logits = s->tmp_vals;
         }
         s->ids[0] = bd_argmax(logits, n);
@@ -158,6 +200,7 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         s->ids[i] = i;
         s->vals[i] = logits[i];
     }
+    add_bias(s, s->vals);
     if (pen) penalize(s, s->vals, hist, n_hist);
     /* top-k */
     if (s->p.top_k > 0 && s->p.top_k < n) {

@@ -1,7 +1,8 @@
 /*
  * sampler.h - token samplers: greedy, and temperature with top-k, top-p and
- * min-p, applied in llama.cpp's default order (repetition penalty -> top-k
- * -> top-p -> min-p -> temperature -> draw). The speculative verifier
+ * min-p, applied in llama.cpp's default order (logit bias -> penalties
+ * (repetition, frequency, presence) -> top-k -> top-p -> min-p ->
+ * temperature -> draw). The speculative verifier
  * reuses bd_sampler_dist to get the exact distribution plain sampling
  * would draw from.
  *
@@ -24,8 +25,11 @@ typedef struct bd_sampler bd_sampler;
 bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab);
 void bd_sampler_free(bd_sampler *s);
 bool bd_sampler_is_greedy(const bd_sampler *s);
-/* The repetition penalty changes logits (repeat_penalty != 1, last_n != 0). */
+/* The penalties change logits (repeat_penalty != 1 or a frequency or
+ * presence penalty, and repeat_last_n != 0). */
 bool bd_sampler_has_penalty(const bd_sampler *s);
+/* A logit bias is set (for a token of the vocabulary). */
+bool bd_sampler_has_bias(const bd_sampler *s);
 
 /* The distribution plain sampling draws from after the n_hist tokens of
  * hist (hist may be NULL when n_hist is 0): on return ids and probs point

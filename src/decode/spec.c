@@ -49,6 +49,8 @@ struct bd_spec {
     bd_session *ds;         /* draft-simple session */
     int32_t d_valid;        /* draft-simple: leading cache rows equal to the history */
     int32_t n_max;          /* effective max draft length */
+    int32_t n_max_created;  /* ... as bd_spec_create set it */
+    int32_t n_max_limit;    /* the most n_max can be (drafter, session, exact verify rows) */
     int32_t *hist;          /* [n_ctx] committed tokens */
     int32_t n_hist;
     int32_t batch[SPEC_MAX_DRAFT + 1];
@@ -123,6 +125,20 @@ int32_t bd_dflash_tap_layers(const bd_model *draft, int32_t *layers, int32_t max
 }
 
 int32_t bd_spec_n_max(const bd_spec *sp) { return sp->n_max; }
+
+void bd_spec_set_draft_limits(bd_spec *sp, int32_t *n_max, int32_t *n_min, float *p_min) {
+    int32_t nm = *n_max <= 0 ? sp->n_max_created : *n_max;
+    if (nm > sp->n_max_limit) nm = sp->n_max_limit;
+    if (nm < 1) nm = 1;
+    sp->n_max = nm;
+    int32_t mn = *n_min < 0 ? 0 : *n_min > nm ? nm : *n_min;
+    sp->p.n_min = mn;
+    float pm = *p_min;
+    sp->p.p_min = pm >= 0.0f && pm <= 1.0f ? pm : pm > 1.0f ? 1.0f : 0.0f; /* NaN -> 0 */
+    *n_max = sp->n_max;
+    *n_min = sp->p.n_min;
+    *p_min = sp->p.p_min;
+}
 
 bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, char *warn, size_t warnlen,
                         char *err, size_t errlen) {
@@ -226,6 +242,8 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
         bd_err(err, errlen, "draft length limit is %d", sp->n_max);
         goto fail;
     }
+    sp->n_max_created = sp->n_max;
+    sp->n_max_limit = limit;
     return sp;
 fail:
     bd_spec_free(sp);
@@ -562,9 +580,10 @@ typedef struct {
     bool done;
 } emit_ctx;
 
-/* Commit one token to the history and report it. Returns false when
+/* Commit one token to the history and report it; row: the target's
+ * logits row it was drawn from (for gp->on_logits). Returns false when
  * generation must stop (EOG, callback, n_predict). */
-static bool emit(emit_ctx *e, int32_t tok) {
+static bool emit(emit_ctx *e, int32_t tok, int32_t row) {
     bd_spec *sp = e->sp;
     if (tok < 0) { /* the grammar ended the text (or failed): accept_row_grammar */
         e->done = true;
@@ -577,6 +596,7 @@ static bool emit(emit_ctx *e, int32_t tok) {
     }
     sp->hist[sp->n_hist++] = tok;
     e->st->n_gen++;
+    if (e->gp->on_logits) e->gp->on_logits(tok, bd_session_logits(sp->t, row), sp->t->m->hp.n_vocab, e->user);
     bool go_on = e->cb ? e->cb(tok, e->user) : true;
     if (!go_on || (e->gp->n_predict >= 0 && e->st->n_gen >= e->gp->n_predict) || sp->n_hist >= sp->t->n_ctx) {
         e->done = true;
@@ -751,8 +771,10 @@ static bool spec_commit(gen_run *r, int32_t P, int32_t nd, int32_t a, int32_t to
         if (!ok) return false;
     }
     if (sp->ds && sp->d_valid > P + 1) sp->d_valid = P + 1;
-    for (int32_t i = 0; i < a && !r->e.done; i++) emit(&r->e, sp->drafts[i]);
-    if (!r->e.done) emit(&r->e, tok);
+    /* verify row i drew draft i (accepted) and row a the target's token;
+     * truncating the session keeps the last forward's logits */
+    for (int32_t i = 0; i < a && !r->e.done; i++) emit(&r->e, sp->drafts[i], i);
+    if (!r->e.done) emit(&r->e, tok, a);
     if (sp->ds) {
         int32_t dl = bd_session_length(sp->ds), v = P + 1;
         while (v < dl && v < sp->n_hist && v - P - 1 < nd && sp->hist[v] == sp->drafts[v - P - 1]) v++;
@@ -789,7 +811,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     if (ok) { /* the prompt's last row gives the first token */
         int32_t tok;
         accept_row_grammar(r.gr, r.smp, bd_session_logits(t, 0), sp->hist, sp->n_hist, -1, &tok);
-        emit(&r.e, tok);
+        emit(&r.e, tok, 0);
     }
     while (ok && !r.e.done) {
         double ts = bd_time_ms();

@@ -173,18 +173,34 @@ const char *srv_check_messages(json_t *msgs, char *buf, size_t n) {
         json_t *msg = json_array_get(msgs, i);
         if (!json_is_object(msg)) return snprintf(buf, n, "messages[%zu] must be an object", i), buf;
         json_t *role = json_object_get(msg, "role");
+        if (!json_is_string(role)) return snprintf(buf, n, "messages[%zu].role must be a string", i), buf;
         bool known = false;
-        for (size_t k = 0; json_is_string(role) && k < sizeof roles / sizeof roles[0]; k++)
-            known |= !strcmp(json_string_value(role), roles[k]);
+        for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++) known |= !strcmp(json_string_value(role), roles[k]);
         if (!known)
             return snprintf(buf, n, "messages[%zu].role must be one of system, user, assistant, tool, developer", i),
                    buf;
         json_t *c = json_object_get(msg, "content");
         json_t *tc = json_object_get(msg, "tool_calls");
-        if (tc && !json_is_null(tc) && !json_is_array(tc))
-            return snprintf(buf, n, "messages[%zu].tool_calls must be an array", i), buf;
+        json_t *tid = json_object_get(msg, "tool_call_id");
+        if (tc && !json_is_null(tc)) {
+            if (!json_is_array(tc) || strcmp(json_string_value(role), "assistant"))
+                return snprintf(buf, n, "messages[%zu].tool_calls must be an array (on an assistant message)", i), buf;
+            for (size_t k = 0; k < json_array_size(tc); k++) {
+                json_t *call = json_array_get(tc, k), *fn = json_object_get(call, "function");
+                json_t *args = json_object_get(fn, "arguments"), *id = json_object_get(call, "id");
+                if (!json_is_object(fn) || !json_is_string(json_object_get(fn, "name")) ||
+                    !(json_is_string(args) || json_is_object(args)) || (id && !json_is_null(id) && !json_is_string(id)))
+                    return snprintf(buf, n,
+                                    "messages[%zu].tool_calls[%zu] must be {\"id\": \"...\", \"type\": \"function\", "
+                                    "\"function\": {\"name\": \"...\", \"arguments\": \"{...}\"}}",
+                                    i, k),
+                           buf;
+            }
+        }
+        if (tid && !json_is_null(tid) && !json_is_string(tid))
+            return snprintf(buf, n, "messages[%zu].tool_call_id must be a string", i), buf;
         if (!c || json_is_null(c)) {
-            if (!json_is_array(tc))
+            if (!(tc && json_is_array(tc)))
                 return snprintf(buf, n, "messages[%zu] needs 'content' (or 'tool_calls' for an assistant)", i), buf;
             continue;
         }

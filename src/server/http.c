@@ -461,7 +461,16 @@ static int route(srv_req *r) {
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (resp) {
             MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-            MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+            /* allow the headers the browser asks for (the openai client
+             * sends x-stainless-*): echoed when they are a plain list of
+             * header names, else the ones this server reads */
+            const char *rh = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+            bool plain = rh && rh[0] && strlen(rh) <= 2048;
+            for (const char *c = rh; plain && *c; c++)
+                plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                        strchr("-_, ", *c) != NULL;
+            MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                    plain ? rh : "Authorization, Content-Type, X-Api-Key");
             MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
         }
         return queue(r, 204, resp);

@@ -9,12 +9,14 @@
  * array of such prompts (the answer is then an array, one result per
  * prompt, each with its "index"). Fields that would make llama-server
  * sample differently and that this engine cannot honour are refused with
- * a 400 naming them -- never ignored: grammar / json_schema (constrained
- * generation is not wired to the server yet), n_probs > 0, and samplers
- * that are switched on (typical_p < 1, presence/frequency penalties,
- * DRY, XTC, mirostat, dynamic temperature, top_n_sigma, logit_bias). At
- * their "off" values (what llama.cpp's own web UI sends) they are
- * accepted. Fields llama-server does not define are ignored, as it does.
+ * a 400 naming them -- never ignored: n_probs > 0, and samplers that are
+ * switched on (typical_p < 1, DRY, XTC, mirostat, dynamic temperature,
+ * top_n_sigma). At their "off" values (what llama.cpp's own web UI sends)
+ * they are accepted. Fields llama-server does not define are ignored, as
+ * it does. grammar / json_schema constrain the output (constrain.h; one of
+ * them, else a 400); presence_penalty, frequency_penalty and logit_bias
+ * (llama-server's shapes: [[id or text, bias or false], ...] or {"id or
+ * text": bias or false}) are the sampler's.
  *
  * cache_prompt is accepted either way: the slot's prefix is always reused
  * because reuse cannot change the output here (the engine's rows do not
@@ -27,6 +29,7 @@
 #include <sys/random.h>
 
 #include "compat.h"
+#include "constrain.h"
 #include "stats_json.h"
 
 #define LLAMA_RANDOM_SEED 4294967295u /* llama-server's "random seed" (LLAMA_DEFAULT_SEED) */
@@ -110,7 +113,20 @@ typedef struct cmpl_params {
     bool stream, ignore_eos, return_tokens;
     json_t *stop;          /* borrowed: NULL, string or array of strings */
     json_t *response_fields; /* borrowed: NULL or array of strings */
+    bd_logit_bias *bias;   /* [n_bias] owned until the jobs have their copies; sp.logit_bias */
+    int n_bias;
+    char *gbnf;            /* owned: the grammar (constrain.h), or NULL */
+    const char *gbnf_field;
 } cmpl_params;
+
+static void cmpl_params_free(cmpl_params *p) {
+    free(p->bias);
+    free(p->gbnf);
+    p->bias = NULL;
+    p->gbnf = NULL;
+    p->sp.logit_bias = NULL;
+    p->sp.n_logit_bias = 0;
+}
 
 static json_t *params_json(const srv_model *m, const cmpl_params *p) {
     json_t *o = json_object();
@@ -129,8 +145,8 @@ static json_t *params_json(const srv_model *m, const cmpl_params *p) {
     json_object_set_new(o, "typical_p", json_real(1));
     json_object_set_new(o, "repeat_last_n", json_integer(sp->repeat_last_n));
     json_object_set_new(o, "repeat_penalty", json_real(sp->repeat_penalty > 0 ? sp->repeat_penalty : 1.0));
-    json_object_set_new(o, "presence_penalty", json_real(0));
-    json_object_set_new(o, "frequency_penalty", json_real(0));
+    json_object_set_new(o, "presence_penalty", json_real(sp->presence_penalty));
+    json_object_set_new(o, "frequency_penalty", json_real(sp->frequency_penalty));
     json_object_set_new(o, "dry_multiplier", json_real(0));
     json_object_set_new(o, "dry_base", json_real(1.75));
     json_object_set_new(o, "dry_allowed_length", json_integer(2));
@@ -205,8 +221,6 @@ typedef struct off_value {
 
 static const off_value OFF_VALUES[] = {
     {"typical_p", 1.0, 0, "locally typical sampling"},
-    {"presence_penalty", 0.0, 0, "the presence penalty"},
-    {"frequency_penalty", 0.0, 0, "the frequency penalty"},
     {"dry_multiplier", 0.0, 0, "DRY sampling"},
     {"xtc_probability", 0.0, 0, "XTC sampling"},
     {"mirostat", 0.0, 0, "mirostat sampling"},
@@ -218,6 +232,83 @@ static const off_value OFF_VALUES[] = {
     {"n_indent", 0.0, 0, "n_indent"},
     {"n_cmpl", 1.0, 0, "several completions per prompt (n_cmpl)"},
 };
+
+/* One logit_bias entry: a bias number, or false (banned: a bias no logit
+ * survives; finite, so a request that bans every token still samples). */
+static bool bias_value(json_t *v, float *out) {
+    if (json_is_false(v)) return *out = -1e30f, true;
+    if (!json_is_number(v) || !(json_number_value(v) >= -1e6 && json_number_value(v) <= 1e6)) return false;
+    *out = (float)json_number_value(v);
+    return true;
+}
+
+/* Add key's tokens (a token id, or text whose tokens all get the bias). */
+static bool bias_add(cmpl_params *p, const bd_model *bm, const char *key, size_t klen, bool is_id, long long id,
+                     float bias, size_t *cap) {
+    int32_t nv = bd_model_n_vocab(bm);
+    if (!is_id) {
+        char *end;
+        id = strtoll(key, &end, 10);
+        is_id = klen > 0 && (size_t)(end - key) == klen;
+    }
+    if (is_id) {
+        if (id < 0 || id >= nv) return true; /* llama-server skips ids out of range */
+        if (!bd_grow(&p->bias, cap, (size_t)p->n_bias + 1, sizeof *p->bias)) return false;
+        p->bias[p->n_bias++] = (bd_logit_bias){(int32_t)id, bias};
+        return true;
+    }
+    int n = bd_tokenize(bm, key, klen, false, false, NULL, 0);
+    if (n < 0) n = -n;
+    if (!bd_grow(&p->bias, cap, (size_t)p->n_bias + (size_t)n + 1, sizeof *p->bias)) return false;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids) return false;
+    n = bd_tokenize(bm, key, klen, false, false, ids, n + 1);
+    for (int i = 0; i < n; i++) p->bias[p->n_bias++] = (bd_logit_bias){ids[i], bias};
+    free(ids);
+    return n >= 0;
+}
+
+/* llama-server's logit_bias: [[token id or text, bias or false], ...] or
+ * {"token id or text": bias or false}. At most 1024 entries. */
+static bool parse_logit_bias(srv_req *r, json_t *root, const srv_model *m, cmpl_params *p, int *rc) {
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (!lb || json_is_null(lb)) return true;
+    const char *shape = "\"logit_bias\" must be [[token id or text, bias or false], ...] or {\"token id or text\": "
+                        "bias or false} (at most 1024 entries, biases within +-1e6)";
+    size_t n = json_is_array(lb) ? json_array_size(lb) : json_is_object(lb) ? json_object_size(lb) : SIZE_MAX;
+    if (n > 1024 || !m) {
+        *rc = srv_send_llama_error(r, 400, "%s", shape);
+        return false;
+    }
+    size_t cap = 0;
+    bool ok = true, oom = false;
+    if (json_is_array(lb)) {
+        for (size_t i = 0; ok && !oom && i < n; i++) {
+            json_t *e = json_array_get(lb, i), *k = json_array_get(e, 0);
+            float b;
+            ok = json_is_array(e) && json_array_size(e) == 2 && (json_is_integer(k) || json_is_string(k)) &&
+                 bias_value(json_array_get(e, 1), &b);
+            if (ok)
+                oom = !bias_add(p, m->m, json_is_string(k) ? json_string_value(k) : "",
+                                json_is_string(k) ? json_string_length(k) : 0, json_is_integer(k),
+                                json_is_integer(k) ? json_integer_value(k) : 0, b, &cap);
+        }
+    } else {
+        const char *key;
+        json_t *v;
+        json_object_foreach(lb, key, v) {
+            float b;
+            if (!(ok = bias_value(v, &b)) || (oom = !bias_add(p, m->m, key, strlen(key), false, 0, b, &cap))) break;
+        }
+    }
+    if (!ok || oom) {
+        *rc = oom ? srv_send_llama_error(r, 500, "out of memory") : srv_send_llama_error(r, 400, "%s", shape);
+        return false;
+    }
+    p->sp.logit_bias = p->bias;
+    p->sp.n_logit_bias = p->n_bias;
+    return true;
+}
 
 /* Parse and check everything but the prompt. Returns false with a 400
  * queued. */
@@ -232,17 +323,11 @@ static bool parse_cmpl_params(srv_req *r, json_t *root, const srv_model *m, cmpl
     if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed) seed = (uint64_t)(bd_time_ms() * 1e3);
     if (p->seed_asked < 0) p->sp.seed = seed;
 
-    /* constrained generation: landing separately; refused, never ignored */
-    json_t *g = json_object_get(root, "grammar");
-    if (g && !json_is_null(g) && !(json_is_string(g) && json_string_length(g) == 0)) {
-        *rc = srv_send_llama_error(r, 400, "\"grammar\" is not supported yet by this server (constrained "
-                                           "generation is not available here); remove the field");
-        return false;
-    }
-    json_t *js = json_object_get(root, "json_schema");
-    if (js && !json_is_null(js)) {
-        *rc = srv_send_llama_error(r, 400, "\"json_schema\" is not supported yet by this server (constrained "
-                                           "generation is not available here); remove the field");
+    /* constrained generation: grammar or json_schema */
+    int status = 400;
+    char gerr[800];
+    if (!srv_constraint_parse(s, root, false, &p->gbnf, &p->gbnf_field, &status, gerr, sizeof gerr)) {
+        *rc = srv_send_llama_error(r, status, "%s", gerr);
         return false;
     }
     for (size_t i = 0; i < sizeof OFF_VALUES / sizeof OFF_VALUES[0]; i++) {
@@ -259,11 +344,7 @@ static bool parse_cmpl_params(srv_req *r, json_t *root, const srv_model *m, cmpl
             return false;
         }
     }
-    json_t *lb = json_object_get(root, "logit_bias");
-    if (lb && !json_is_null(lb) && !((json_is_array(lb) && json_array_size(lb) == 0) || (json_is_object(lb) && json_object_size(lb) == 0))) {
-        *rc = srv_send_llama_error(r, 400, "\"logit_bias\" is not supported by blockdraft (only an empty one)");
-        return false;
-    }
+    if (!parse_logit_bias(r, root, m, p, rc)) return false;
     json_t *lora = json_object_get(root, "lora");
     if (lora && !json_is_null(lora) && !(json_is_array(lora) && json_array_size(lora) == 0)) {
         *rc = srv_send_llama_error(r, 400, "\"lora\" adapters are not supported by blockdraft");
@@ -308,6 +389,14 @@ static bool parse_cmpl_params(srv_req *r, json_t *root, const srv_model *m, cmpl
         return false;
     }
     if (has) p->sp.repeat_penalty = (float)v;
+    const char *pen[2] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        if (!num_field(root, pen[i], &v, &has) || (has && !(v >= -100 && v <= 100))) {
+            *rc = srv_send_llama_error(r, 400, "\"%s\" must be a number between -100 and 100 (0 = off)", pen[i]);
+            return false;
+        }
+        if (has) *(i ? &p->sp.frequency_penalty : &p->sp.presence_penalty) = (float)v;
+    }
     long long iv;
     if (!int_field(root, "top_k", &iv, &has) || (has && (iv < 0 || iv > (1 << 24)))) {
         *rc = srv_send_llama_error(r, 400, "\"top_k\" must be a non-negative integer (0 = off)");
@@ -694,6 +783,18 @@ static srv_job *queue_job(srv_req *r, srv_model *m, const cmpl_params *p, const 
     }
     int room = m->n_ctx - n;
     j->gp.sampling = p->sp;
+    char gerr[800];
+    if (!srv_job_own_bias(j)) {
+        srv_job_unref(j);
+        *rc = srv_send_llama_error(r, 500, "out of memory");
+        return NULL;
+    }
+    if (p->gbnf && !(j->grammar = srv_grammar_compile(m, p->gbnf, gerr, sizeof gerr))) {
+        srv_job_unref(j);
+        *rc = srv_send_llama_error(r, 400, "\"%s\": %s", p->gbnf_field, gerr);
+        return NULL;
+    }
+    j->gp.grammar = j->grammar;
     j->gp.ignore_eog = p->ignore_eos;
     j->gp.n_predict = p->n_predict < 0 || p->n_predict > room ? room : p->n_predict;
     j->deadline_ms = bd_time_ms() + r->srv->p.timeout_s * 1e3;
@@ -723,6 +824,7 @@ int llama_api_completion(srv_req *r) {
     int n_jobs = 0;
     ids_buf ib = {0};
     cmpl_params p;
+    memset(&p, 0, sizeof p);
     char model_name[GALLERY_NAME_MAX] = "";
     srv_model *m = pick_model(r, root, model_name, sizeof model_name, &rc);
     if (!m) goto done;
@@ -772,6 +874,7 @@ int llama_api_completion(srv_req *r) {
         if (!j) goto done;
         jobs[n_jobs++] = (cmpl_job){.j = j, .index = (int)i, .n_prompt = ib.n};
     }
+    cmpl_params_free(&p); /* each job has its own bias and grammar */
     if (p.stream) {
         cmpl_stream *cs = calloc(1, sizeof *cs);
         if (!cs) {
@@ -819,6 +922,7 @@ done:
         srv_job_unref(jobs[i].j);
     }
     srv_model_put(r->srv, m);
+    cmpl_params_free(&p);
     free(ib.v);
     json_decref(root);
     return rc;

@@ -25,6 +25,7 @@ void srv_metrics_job(server *s, const bd_gen_stats *st) {
     pthread_mutex_lock(&m->mu);
     m->completions++;
     m->prompt_tokens += (uint64_t)st->n_prompt;
+    m->prompt_tokens_cached += (uint64_t)st->n_prompt_cached;
     m->gen_tokens += (uint64_t)st->n_gen;
     m->prompt_ms += st->prompt_ms;
     m->gen_ms += st->gen_ms;
@@ -62,6 +63,9 @@ char *srv_metrics_text(server *s) {
         (double)m.rejected_busy);
     put(&b, "completions_total", "counter", "Generations run to completion.", (double)m.completions);
     put(&b, "prompt_tokens_total", "counter", "Prompt tokens processed.", (double)m.prompt_tokens);
+    put(&b, "prompt_tokens_cached_total", "counter",
+        "Prompt tokens reused from a slot's cache (prefix reuse; not forwarded again).",
+        (double)m.prompt_tokens_cached);
     put(&b, "prompt_seconds_total", "counter", "Time spent on prompts.", m.prompt_ms / 1e3);
     put(&b, "tokens_predicted_total", "counter", "Tokens generated.", (double)m.gen_tokens);
     put(&b, "tokens_predicted_seconds_total", "counter", "Time spent generating.", m.gen_ms / 1e3);

@@ -42,6 +42,8 @@
 #include <unistd.h>
 
 #include "server_int.h"
+#include "../chat/toolcall.h"
+#include "../decode/grammar.h"
 
 static char *token_text(const bd_model *m, int32_t id) {
     if (id < 0) return NULL;
@@ -193,6 +195,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (!src) src = chat_template_chatml;
     /* --reasoning-format none: thoughts stay in the content */
     m->reasoning = strstr(src, "<think>") != NULL && s->p.reasoning_format != SERVER_REASONING_NONE;
+    m->tool_format = chat_tool_format_detect(src);
     m->bos_str = token_text(m->m, bd_token_bos(m->m));
     m->eos_str = token_text(m->m, bd_token_eos(m->m));
     char terr[512];
@@ -216,6 +219,7 @@ static srv_model *model_new(server *s, const char *name) {
     m->srv = s;
     snprintf(m->name, sizeof m->name, "%s", name);
     pthread_mutex_init(&m->load_mu, NULL);
+    pthread_mutex_init(&m->gv_mu, NULL);
     atomic_init(&m->quit, false);
     return m;
 }
@@ -266,6 +270,8 @@ static void model_destroy(srv_model *m) {
     free(m->eos_str);
     bd_model_free(m->dm);
     bd_model_free(m->m);
+    bd_grammar_vocab_free(m->gvocab);
+    pthread_mutex_destroy(&m->gv_mu);
     pthread_mutex_destroy(&m->load_mu);
     free(m);
 }
@@ -361,7 +367,9 @@ static srv_model *model_resolve(server *s, const char *name, int *status, char *
     return m;
 }
 
-bool srv_model_add_cli(server *s, char *err, size_t errlen) {
+bool srv_model_register_cli(server *s, char *err, size_t errlen) {
+    (void)err; /* nothing can fail now; the load reports */
+    (void)errlen;
     char name[GALLERY_NAME_MAX];
     if (s->p.alias) {
         snprintf(name, sizeof name, "%s", s->p.alias);
@@ -374,8 +382,13 @@ bool srv_model_add_cli(server *s, char *err, size_t errlen) {
     }
     snprintf(s->cli_name, sizeof s->cli_name, "%s", name);
     snprintf(s->default_model, sizeof s->default_model, "%s", name);
+    return true;
+}
+
+bool srv_model_load_cli(server *s, char *err, size_t errlen) {
+    if (!s->cli_name[0]) return bd_err(err, errlen, "no -m model registered");
     int status;
-    srv_model *m = srv_model_get(s, name, &status, err, errlen);
+    srv_model *m = srv_model_get(s, s->cli_name, &status, err, errlen);
     srv_model_put(s, m);
     return m != NULL;
 }
@@ -406,6 +419,13 @@ srv_model *srv_model_get(server *s, const char *name, int *status, char *err, si
         *status = 500;
         return NULL;
     }
+    return m;
+}
+
+srv_model *srv_model_hold(server *s, srv_model *m) {
+    pthread_mutex_lock(&s->models_mu);
+    m->users++;
+    pthread_mutex_unlock(&s->models_mu);
     return m;
 }
 

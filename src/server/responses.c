@@ -6,8 +6,9 @@
  *
  * Not supported, refused with a 400 naming the field: tools and function
  * call items, images and files, previous_response_id (nothing is stored:
- * the answer says store: false), text.format other than "text",
- * background mode, logprobs in `include`.
+ * the answer says store: false), background mode, logprobs in `include`.
+ * text.format json_object / json_schema constrain the output as chat's
+ * response_format does (constrain.h).
  *
  * The response carries `usage` in the Responses API's names, plus
  * blockdraft's `timings` (llama-server's) and `speculative` objects, as
@@ -29,6 +30,7 @@
 #include <time.h>
 
 #include "compat.h"
+#include "constrain.h"
 #include "stats_json.h"
 
 #define ERR_INVALID "invalid_request_error"
@@ -58,7 +60,39 @@ typedef struct resp_req {
     json_t *messages;      /* owned: the chat conversation */
     json_t *kwargs;        /* owned: chat template kwargs (reasoning.effort) */
     json_t *echo;          /* owned: fields echoed into the response object */
+    char *gbnf;            /* owned: the grammar of text.format (constrain.h), or NULL */
 } resp_req;
+
+/* text.format (the Responses API's shape of response_format: {"type":
+ * "text" | "json_object" | "json_schema", "name", "schema", "strict",
+ * "description"}) as a grammar (constrain.h); none: the server's default
+ * grammar, if any. false with a 400 queued. */
+static bool text_format(srv_req *r, json_t *f, resp_req *q, int *rc) {
+    json_t *wrap = json_object(), *rf = NULL;
+    if (f && !json_is_null(f)) {
+        const char *t = json_is_object(f) ? json_string_value(json_object_get(f, "type")) : NULL;
+        if (t && !strcmp(t, "json_schema")) {
+            json_t *inner = json_deep_copy(f);
+            json_object_del(inner, "type");
+            rf = json_pack("{s:s,s:o}", "type", "json_schema", "json_schema", inner);
+        } else {
+            rf = json_deep_copy(f);
+        }
+        json_object_set_new(wrap, "response_format", rf);
+    }
+    int status = 400;
+    char err[800];
+    const char *field;
+    bool ok = srv_constraint_parse(r->srv, wrap, true, &q->gbnf, &field, &status, err, sizeof err);
+    json_decref(wrap);
+    /* the converter's message names chat's field; here it is text.format */
+    const char *pre = "'response_format.json_schema.schema': ", *msg = err;
+    if (!strncmp(msg, pre, strlen(pre))) msg += strlen(pre);
+    if (!ok) *rc = status == 400 ? bad(r, "text.format", "text.format: %s", msg)
+                                 : srv_send_error(r, status, "server_error", NULL, "%s", err);
+    if (ok && f && !json_is_null(f)) json_object_set_new(q->echo, "text", json_pack("{s:O}", "format", f));
+    return ok;
+}
 
 /* Text of a content value: a string, or parts of type input_text /
  * output_text / text joined. NULL with *why. */
@@ -160,16 +194,9 @@ static bool parse_request(srv_req *r, json_t *root, resp_req *q, int *rc) {
     v = json_object_get(root, "background");
     if (v && json_is_true(v)) return *rc = bad(r, "background", "'background' mode is not supported%s", NULL), false;
     v = json_object_get(root, "text");
-    if (v && !json_is_null(v)) {
-        json_t *f = json_is_object(v) ? json_object_get(v, "format") : NULL;
-        json_t *ft = json_is_object(f) ? json_object_get(f, "type") : NULL;
-        if (!json_is_object(v) || (f && !json_is_null(f) && !(json_is_string(ft) && !strcmp(json_string_value(ft), "text"))))
-            return *rc = bad(r, "text.format",
-                             "only {\"format\": {\"type\": \"text\"}} is supported (structured output is not "
-                             "available on this server yet)%s",
-                             NULL),
-                   false;
-    }
+    if (v && !json_is_null(v) && !json_is_object(v))
+        return *rc = bad(r, "text", "'text' must be an object like {\"format\": {\"type\": \"text\"}}%s", NULL), false;
+    if (!text_format(r, v ? json_object_get(v, "format") : NULL, q, rc)) return false;
     v = json_object_get(root, "include");
     if (v && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
         return *rc = bad(r, "include", "'include' is not supported (no logprobs or extra data)%s", NULL), false;
@@ -609,6 +636,14 @@ int responses_api_create(srv_req *r) {
     j->deadline_ms = bd_time_ms() + r->srv->p.timeout_s * 1e3;
     if (m->has_cfg)
         for (int i = 0; i < m->cfg.n_stopwords; i++) srv_job_add_stop(j, m->cfg.stopwords[i], strlen(m->cfg.stopwords[i]));
+    if (q.gbnf) {
+        char gerr[800];
+        if (!(j->grammar = srv_grammar_compile(m, q.gbnf, gerr, sizeof gerr))) {
+            rc = bad(r, "text.format", "text.format: %s", gerr);
+            goto done;
+        }
+        j->gp.grammar = j->grammar;
+    }
     int st = 503;
     char serr[300];
     if (!srv_job_submit(r->srv, j, &st, serr, sizeof serr)) {
@@ -679,6 +714,7 @@ done:
     json_decref(q.kwargs);
     json_decref(q.messages);
     json_decref(q.echo);
+    free(q.gbnf);
     json_decref(root);
     return rc;
 }

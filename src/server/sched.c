@@ -10,11 +10,13 @@
  * appears, when the job is cancelled (client gone, shutdown) or when its
  * wall-time deadline passes.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "server_int.h"
+#include "../decode/grammar.h"
 
 /* ------------------------------------------------------------------------
  * Jobs
@@ -36,22 +38,43 @@ srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt) {
     j->model = m;
     j->refs = 1;
     j->state = JOB_QUEUED;
+    j->cache_prompt = true;
+    j->top_logprobs = -1;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
     atomic_init(&j->cancel, false);
     return j;
 }
 
-bool srv_job_add_stop(srv_job *j, const char *s, size_t n) {
+static bool add_stop(srv_job *j, const char *s, size_t n, bool keep) {
     if (j->n_stops >= 16 || n == 0) return false;
     char *c = malloc(n + 1);
     if (!c) return false;
     memcpy(c, s, n);
     c[n] = '\0';
+    j->stop_keep[j->n_stops] = keep;
     j->stops[j->n_stops++] = c;
     if (n > j->max_stop) j->max_stop = n;
     return true;
 }
+
+bool srv_job_own_bias(srv_job *j) {
+    bd_sampler_params *sp = &j->gp.sampling;
+    if (!sp->logit_bias || sp->n_logit_bias <= 0) {
+        sp->logit_bias = NULL;
+        sp->n_logit_bias = 0;
+        return true;
+    }
+    j->bias = malloc((size_t)sp->n_logit_bias * sizeof *j->bias);
+    if (!j->bias) return false;
+    memcpy(j->bias, sp->logit_bias, (size_t)sp->n_logit_bias * sizeof *j->bias);
+    sp->logit_bias = j->bias;
+    return true;
+}
+
+bool srv_job_add_stop(srv_job *j, const char *s, size_t n) { return add_stop(j, s, n, false); }
+
+bool srv_job_add_stop_keep(srv_job *j, const char *s, size_t n) { return add_stop(j, s, n, true); }
 
 void srv_job_unref(srv_job *j) {
     if (!j) return;
@@ -61,6 +84,10 @@ void srv_job_unref(srv_job *j) {
     if (left > 0) return;
     for (int i = 0; i < j->n_stops; i++) free(j->stops[i]);
     free(j->prompt);
+    free(j->forced);
+    free(j->bias);
+    bd_grammar_free(j->grammar);
+    free(j->lp);
     free(j->text);
     free(j->marks);
     free(j->ids);
@@ -228,14 +255,16 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
     j->len += n;
     j->text[j->len] = '\0';
     bool hit = false;
-    size_t cut = j->len;
+    size_t cut = j->len, at = j->len;
     for (int i = 0; i < j->n_stops; i++) {
         size_t sl = strlen(j->stops[i]);
         size_t from = old >= sl - 1 ? old - (sl - 1) : 0;
         if (j->len - from < sl) continue;
         char *f = memmem(j->text + from, j->len - from, j->stops[i], sl);
-        if (f && (size_t)(f - j->text) < cut) {
-            cut = (size_t)(f - j->text);
+        /* the earliest stop wins; a kept one ends after its text */
+        if (f && (size_t)(f - j->text) < at) {
+            at = (size_t)(f - j->text);
+            cut = at + (j->stop_keep[i] ? sl : 0);
             hit = true;
             j->stop_word = j->stops[i];
         }
@@ -244,6 +273,7 @@ static bool job_append(srv_job *j, const char *p, size_t n) {
         j->len = cut;
         j->text[cut] = '\0';
         j->finish = "stop";
+        j->stop_hit = true;
         j->safe = j->len;
         return true;
     }
@@ -282,13 +312,51 @@ static int stream_piece(srv_job *j, int32_t tok) {
     }
 }
 
+/* The log-softmax of the target's raw logits at tok, and the top
+ * alternatives (gp.on_logits; worker thread). */
+static void on_logits(int32_t tok, const float *lg, int32_t n_vocab, void *user) {
+    srv_job *j = user;
+    if (j->top_logprobs < 0 || !lg) return;
+    srv_logprob *e = &j->lp_next;
+    float mx = lg[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (lg[i] > mx) mx = lg[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)lg[i] - mx);
+    double lse = mx + log(sum);
+    e->id = tok;
+    e->logprob = (float)(lg[tok] - lse);
+    /* the k largest logits, descending (ties: lower id first) */
+    int k = j->top_logprobs, have = 0;
+    for (int32_t t = 0; t < n_vocab && k > 0; t++) {
+        float v = lg[t];
+        if (have == k && v <= lg[e->top_id[k - 1]]) continue;
+        int p = have < k ? have++ : k - 1;
+        while (p > 0 && lg[e->top_id[p - 1]] < v) {
+            e->top_id[p] = e->top_id[p - 1];
+            p--;
+        }
+        e->top_id[p] = t;
+    }
+    e->n_top = have;
+    for (int i = 0; i < have; i++) e->top_lp[i] = (float)(lg[e->top_id[i]] - lse);
+    j->lp_pending = true;
+}
+
 static bool on_token(int32_t tok, void *user) {
     srv_job *j = user;
     /* n_predict 0 (llama-server's /completion): evaluate the prompt only */
     if (j->gp.n_predict == 0) return false;
     int n = stream_piece(j, tok);
     pthread_mutex_lock(&j->mu);
+    /* the token and its log-probability (a failed allocation loses the
+     * entry, not the text) */
     if (bd_grow(&j->ids, &j->cap_ids, (size_t)j->n_ids + 1, sizeof *j->ids)) j->ids[j->n_ids++] = tok;
+    if (j->lp_pending && bd_grow(&j->lp, &j->cap_lp, j->n_lp + 1, sizeof *j->lp)) {
+        j->lp_next.start = j->len;
+        j->lp[j->n_lp++] = j->lp_next;
+    }
+    j->lp_pending = false;
     bool stop = n > 0 && job_append(j, j->piece, (size_t)n);
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
@@ -319,8 +387,31 @@ static void run_job(srv_slot *sl, srv_job *j) {
         j->piece = malloc((size_t)j->piece_cap);
     }
     bool ok = false;
+    /* cache_prompt false: start from an empty cache (and drafter context) */
+    if (!j->cache_prompt) bd_session_truncate(sl->sess, 0);
+    if (sl->spec) {
+        /* the request's draft limits, else the model's (a previous
+         * request's must not stay) */
+        int32_t nmax = j->spec_set ? j->spec_n_max : m->spp.n_max, nmin = j->spec_set ? j->spec_n_min : m->spp.n_min;
+        float pmin = j->spec_set ? j->spec_p_min : m->spp.p_min;
+        bd_spec_set_draft_limits(sl->spec, &nmax, &nmin, &pmin);
+        j->spec_n_max = nmax;
+        j->spec_n_min = nmin;
+        j->spec_p_min = pmin;
+    }
+    j->gp.on_logits = j->top_logprobs >= 0 ? on_logits : NULL;
     if (!j->ts || !j->piece) {
         snprintf(err, sizeof err, "out of memory");
+    } else if (j->forced) {
+        /* test hook: the output is the given tokens, nothing is generated */
+        st.n_prompt = j->n_prompt;
+        snprintf(st.spec.type, sizeof st.spec.type, "none");
+        int k = 0;
+        bool go = true;
+        while (go && k < j->n_forced && (j->gp.n_predict < 0 || k < j->gp.n_predict)) go = on_token(j->forced[k++], j);
+        st.n_gen = k;
+        st.stopped_eog = go && k == j->n_forced;
+        ok = true;
     } else if (sl->spec) {
         ok = bd_spec_generate(sl->spec, j->prompt, j->n_prompt, &j->gp, on_token, j, &st, err, sizeof err);
     } else {
@@ -343,6 +434,46 @@ static void run_job(srv_slot *sl, srv_job *j) {
     pthread_mutex_unlock(&j->mu);
 }
 
+/* Prefix routing: tokens of j's prompt the slot's cache already holds. An
+ * idle slot's session is not touched by its worker (it is waiting for a
+ * job under qmu), so reading it under qmu is safe. */
+static int32_t slot_match(const srv_slot *sl, const srv_job *j) {
+    const int32_t *t = bd_session_tokens(sl->sess);
+    int32_t n = bd_session_length(sl->sess), k = 0;
+    while (k < n && k < j->n_prompt && t[k] == j->prompt[k]) k++;
+    return k;
+}
+
+/* How well slot sl suits job j: the prompt tokens its cache already holds
+ * (the longest common prefix), minus the cached tokens the job would throw
+ * away. Between slots that would discard as much, the longer prefix wins;
+ * a new conversation goes to an empty (or the shortest) cache instead of
+ * evicting another conversation for the sake of a shared chat header. */
+static int64_t slot_score(const srv_slot *sl, const srv_job *j) {
+    int32_t match = slot_match(sl, j);
+    return 2 * (int64_t)match - bd_session_length(sl->sess);
+}
+
+/* Whether another idle slot of the model suits j better than sl (above):
+ * then sl leaves j to it (that slot's worker wakes on the same broadcast).
+ * Under qmu. */
+static bool better_slot_idle(const srv_slot *sl, const srv_job *j) {
+    if (!j->cache_prompt) return false;
+    const srv_model *m = sl->model;
+    bool have = false;
+    int64_t mine = 0;
+    for (int i = 0; i < m->n_slots; i++) {
+        const srv_slot *o = &m->slots[i];
+        if (o == sl || o->busy) continue; /* (an idle slot whose worker is still starting counts too) */
+        if (!have) {
+            mine = slot_score(sl, j);
+            have = true;
+        }
+        if (slot_score(o, j) > mine) return true;
+    }
+    return false;
+}
+
 void *srv_slot_main(void *arg) {
     srv_slot *sl = arg;
     server *s = sl->model->srv;
@@ -351,7 +482,7 @@ void *srv_slot_main(void *arg) {
         srv_job *j = NULL, *prev = NULL;
         while (!s->quit && !atomic_load(&sl->model->quit)) {
             prev = NULL;
-            for (j = s->qhead; j && j->model != sl->model; j = j->next) prev = j;
+            for (j = s->qhead; j && (j->model != sl->model || better_slot_idle(sl, j)); j = j->next) prev = j;
             if (j) break;
             pthread_cond_wait(&s->qcv, &s->qmu);
         }

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "server_int.h"
+#include "constrain.h"
 
 void server_params_init(server_params *p) {
     memset(p, 0, sizeof *p);
@@ -34,6 +34,21 @@ void server_params_init(server_params *p) {
     p->seed = -1;
     p->n_predict = -1;
     p->slots_endpoint = true;
+}
+
+/* The default grammar compiles: over the -m model's vocabulary (token
+ * elements by text need one), else as text. */
+static bool default_grammar_check(server *s, char *err, size_t errlen) {
+    char e[800];
+    bd_grammar *g = NULL;
+    int status;
+    srv_model *m = s->cli_name[0] ? srv_model_get(s, s->cli_name, &status, e, sizeof e) : NULL;
+    if (m) g = srv_grammar_compile(m, s->p.grammar, e, sizeof e);
+    else if (!s->cli_name[0]) g = bd_grammar_create(s->p.grammar, strlen(s->p.grammar), NULL, e, sizeof e);
+    srv_model_put(s, m);
+    bd_grammar_free(g);
+    if (!g) return bd_err(err, errlen, "--grammar: %s", e);
+    return true;
 }
 
 server *server_start(const server_params *p, char *err, size_t errlen) {
@@ -76,12 +91,25 @@ server *server_start(const server_params *p, char *err, size_t errlen) {
             return NULL;
         }
     }
+    const char *th = getenv("BLOCKDRAFT_TEST_HOOKS");
+    s->test_hooks = th && !strcmp(th, "1");
+    /* the -m model is the default before any request can arrive: one sent
+     * while it loads waits for the load instead of being told that
+     * 'model' is required */
+    if (p->model_path && !srv_model_register_cli(s, err, errlen)) {
+        server_free(s);
+        return NULL;
+    }
     if (!srv_auth_init(s, err, errlen) || !srv_http_start(s, err, errlen)) {
         server_free(s);
         return NULL;
     }
     /* the socket is open (so /health and /ready answer) while the model loads */
-    if (p->model_path && !srv_model_add_cli(s, err, errlen)) {
+    if (p->model_path && !srv_model_load_cli(s, err, errlen)) {
+        server_free(s);
+        return NULL;
+    }
+    if (p->grammar && !default_grammar_check(s, err, errlen)) {
         server_free(s);
         return NULL;
     }

@@ -17,10 +17,19 @@
  *   /models/galleries
  * Every completion carries `usage`, `timings` and `speculative`; with the
  * request field "return_prompt_ids": true (a blockdraft extension) a
- * non-streamed response also carries "prompt_ids", the tokens the model
- * was given. Chat prompts are tokenized so that the messages' text never
- * becomes a control token (chat_params.user_spans, bd_tokenize_guarded);
- * a /v1/completions prompt is the caller's own and keeps them.
+ * non-streamed response also carries "prompt_ids" and "generated_ids", the
+ * tokens the model was given and those it generated (first choice). Chat
+ * prompts are tokenized so that the messages' text never becomes a control
+ * token (chat_params.user_spans, bd_tokenize_guarded); a /v1/completions
+ * prompt is the caller's own and keeps them. Request fields: api_req.c
+ * (each implemented or refused by name); structured output (response_format,
+ * grammar, json_schema, text.format, serve --grammar/-j): constrain.h.
+ *
+ * Test hook: with BLOCKDRAFT_TEST_HOOKS=1 in the environment at start, the
+ * request field "test_output" (a string) replaces the generation: its
+ * tokens are emitted as if generated (no forward pass) and take the normal
+ * output path. For tests whose models are random (tool calls); without the
+ * variable the field is refused like any unknown field.
  *
  * Models: the -m/-md pair given on the command line is loaded at start
  * (named by the first --alias, else after the file; the other aliases and,
@@ -85,6 +94,9 @@ typedef struct server_params {
     int top_k, repeat_last_n;
     long long seed;            /* -1 = random per request */
     int n_predict;             /* default max tokens; -1 = until EOG / context end */
+    const char *grammar;       /* --grammar / -j (as GBNF): the grammar of requests that give none
+                                  (no grammar, json_schema or JSON response_format); NULL = none.
+                                  Checked against the -m model's vocabulary at start */
     bool slots_endpoint;       /* GET /slots (llama-server: on unless --no-slots) */
     /* limits */
     int queue_max;             /* queued (not running) requests before 503; default 16 */

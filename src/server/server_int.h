@@ -7,8 +7,10 @@
  *   models.c   model registry: -m model, gallery models by name, loading,
  *              slots, chat templates
  *   sched.c    job queue, slot workers, generation, stop strings
- *   api.c      /v1/chat/completions, /v1/completions: request
- *              validation and response bodies
+ *   api.c, api_req.c, api_resp.c (api.h): /v1/chat/completions,
+ *              /v1/completions: request fields, jobs, response bodies
+ *   constrain.c  structured output: response_format / grammar /
+ *              json_schema as a grammar per job (constrain.h)
  *   compat.c, llama_api.c, responses.c, gallery_api.c (compat.h):
  *              /v1/models, /health, llama-server's own endpoints,
  *              /v1/responses, LocalAI's gallery API
@@ -100,6 +102,9 @@ struct srv_model {
     char tmpl_err[600];
     bool tmpl_fallback;   /* ChatML: the model has no template */
     bool reasoning;       /* the template knows <think> blocks */
+    pthread_mutex_t gv_mu;
+    struct bd_grammar_vocab *gvocab; /* for grammars, built on first use (constrain.c) */
+    int tool_format;      /* chat_tool_format the template asks for (toolcall.h) */
     char *bos_str, *eos_str;
     /* slots */
     int n_slots;
@@ -116,8 +121,14 @@ struct srv_model {
 srv_model *srv_model_get(server *s, const char *name, int *status, char *err, size_t errlen);
 /* Release what srv_model_get returned (NULL: nothing). */
 void srv_model_put(server *s, srv_model *m);
-/* Register the -m model and load it now. */
-bool srv_model_add_cli(server *s, char *err, size_t errlen);
+/* One more reference to a model already held (for what outlives the
+ * holder, as a stream); returns m. */
+srv_model *srv_model_hold(server *s, srv_model *m);
+/* Register the -m model as the default (before the socket opens, so no
+ * request finds the server without it), then load it (a request for it
+ * sent meanwhile waits for the load). */
+bool srv_model_register_cli(server *s, char *err, size_t errlen);
+bool srv_model_load_cli(server *s, char *err, size_t errlen);
 /* Set the quit flag and join every slot worker (each finishes its job). */
 void srv_models_stop_workers(server *s);
 /* Stop workers (if not done) and free every model, then the thread pools. */
@@ -129,6 +140,20 @@ void srv_models_free(server *s);
 
 enum { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 };
 
+#define SRV_TOP_LOGPROBS_MAX 20
+
+/* The log-probability of one generated token under the target's
+ * distribution (log-softmax of its raw logits row), and the most likely
+ * alternatives. start: the token's first byte in the job's text. */
+typedef struct srv_logprob {
+    int32_t id;
+    float logprob;
+    size_t start;
+    int n_top;
+    int32_t top_id[SRV_TOP_LOGPROBS_MAX];
+    float top_lp[SRV_TOP_LOGPROBS_MAX];
+} srv_logprob;
+
 struct srv_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -138,8 +163,19 @@ struct srv_job {
     int n_prompt;
     bd_gen_params gp;
     char *stops[16];          /* owned */
+    bool stop_keep[16];       /* the stop text stays in the output (a tool call's end tag) */
     int n_stops;
     double deadline_ms;       /* bd_time_ms() limit */
+    bool cache_prompt;        /* reuse the slot's cache (else start from an empty one) */
+    int top_logprobs;         /* -1: no log-probabilities; else alternatives per token (<= 20) */
+    bool spec_set;            /* per-request draft limits (else the model's) */
+    int32_t spec_n_max, spec_n_min; /* requested, then (after the run) in effect */
+    float spec_p_min;
+    bd_grammar *grammar;      /* owned; gp.grammar (NULL: unconstrained) */
+    bd_logit_bias *bias;      /* owned; gp.sampling.logit_bias (the request's copy may be gone
+                                 before the job runs: a stream returns at once) */
+    int32_t *forced;          /* test hook (BLOCKDRAFT_TEST_HOOKS): emit these ids instead of generating */
+    int n_forced;
     atomic_bool cancel;       /* client gone or shutdown */
     /* output, under mu */
     int state;                /* JOB_* */
@@ -152,6 +188,7 @@ struct srv_job {
     int err_status;           /* HTTP status when !ok */
     char err[512];
     const char *finish;       /* "stop" / "length" */
+    bool stop_hit;            /* a stop string cut the text */
     const char *stop_word;    /* the stop string that ended it (one of stops[]), or NULL */
     int32_t *ids;             /* [n_ids] generated tokens, in order */
     int n_ids;
@@ -160,10 +197,14 @@ struct srv_job {
     int slot_id;              /* the slot that ran it (set under qmu when taken) */
     bool timed_out;
     bd_gen_stats st;
+    srv_logprob *lp;          /* [n_lp] one per generated token (top_logprobs >= 0) */
+    size_t n_lp, cap_lp;
     /* worker private */
     bd_textstream *ts;
     char *piece;              /* [piece_cap] one push of ts */
     int piece_cap;
+    srv_logprob lp_next;      /* the token being emitted (on_logits -> on_token) */
+    bool lp_pending;
     size_t max_stop;
     struct srv_job *next;     /* queue link, under qmu */
 };
@@ -171,6 +212,10 @@ struct srv_job {
 /* New job holding one reference for the caller. prompt is copied. */
 srv_job *srv_job_create(srv_model *m, const int32_t *prompt, int n_prompt);
 bool srv_job_add_stop(srv_job *j, const char *s, size_t n);
+/* Copy gp.sampling.logit_bias into the job (j->bias); false on OOM. */
+bool srv_job_own_bias(srv_job *j);
+/* A stop string that stays in the output (generation ends after it). */
+bool srv_job_add_stop_keep(srv_job *j, const char *s, size_t n);
 void srv_job_unref(srv_job *j);
 /* Queue; false (and *status 503) when the queue is full or the server is
  * stopping. The queue takes its own reference. */
@@ -196,7 +241,7 @@ void srv_sched_cancel_running(server *s);
 typedef struct srv_metrics {
     pthread_mutex_t mu;
     uint64_t requests, requests_ok, requests_client_err, requests_server_err, rejected_busy;
-    uint64_t completions, prompt_tokens, gen_tokens;
+    uint64_t completions, prompt_tokens, prompt_tokens_cached, gen_tokens;
     double prompt_ms, gen_ms;
     uint64_t spec_requests, spec_drafted, spec_accepted, spec_forwards, spec_gen_tokens;
 } srv_metrics;
@@ -252,6 +297,7 @@ struct server {
     srv_job *qhead, *qtail;
     int n_queued, n_running;
     bool quit;              /* workers exit */
+    bool test_hooks;        /* BLOCKDRAFT_TEST_HOOKS=1 at start: the "test_output" request field */
     srv_metrics met;
     /* gallery pulls */
     atomic_bool pull_cancel; /* set at shutdown: downloads stop, partials stay */

@@ -115,7 +115,6 @@ def refused(args, needle):
 
 
 for args, needle in [(["-hf", "ggml-org/gemma-3-4b-it-GGUF"], "blockdraft pull"),
-                     (["--grammar", "root ::= \"a\""], "constrained generation"),
                      (["--no-jinja"], "--chat-template-file"),
                      (["--draft-max", "8"], "--spec-draft-n-max"),
                      (["--lora", "x.gguf"], "LoRA"),
@@ -267,10 +266,10 @@ check(all(set(("index", "content", "tokens", "stop", "id_slot", "tokens_predicte
           for e in ev[:-1]), "/completion stream: partial fields of llama-server")
 
 # refused fields, never ignored; their "off" values are accepted
-for body, name in [({"grammar": "root ::= \"x\""}, "grammar"), ({"json_schema": {"type": "object"}}, "json_schema"),
-                   ({"n_probs": 3}, "n_probs"), ({"mirostat": 2}, "mirostat"), ({"typical_p": 0.5}, "typical_p"),
-                   ({"presence_penalty": 0.5}, "presence_penalty"), ({"logit_bias": [[15, 1.0]]}, "logit_bias"),
-                   ({"id_slot": 3}, "id_slot")]:
+# (grammar / json_schema: tests/server/server_grammar.py)
+for body, name in [({"n_probs": 3}, "n_probs"), ({"mirostat": 2}, "mirostat"), ({"typical_p": 0.5}, "typical_p"),
+                   ({"logit_bias": [[15, "high"]]}, "logit_bias"), ({"logit_bias": 5}, "logit_bias"),
+                   ({"presence_penalty": "x"}, "presence_penalty"), ({"id_slot": 3}, "id_slot")]:
     st, j, b = cmpl(dict(body, prompt=PROMPT, n_predict=2))
     check(llama_error(st, b, 400, "invalid_request_error") and name in j["error"]["message"],
           "/completion: %s refused with 400 naming it" % name)
@@ -278,6 +277,22 @@ st, j, _ = cmpl({"prompt": PROMPT, "n_predict": 40, "temperature": 0, "grammar":
                  "presence_penalty": 0, "frequency_penalty": 0, "mirostat": 0, "dry_multiplier": 0,
                  "xtc_probability": 0, "n_probs": 0, "cache_prompt": True, "logit_bias": []})
 check(st == 200 and j["content"] == EXP_TEXT, "/completion: the off values llama.cpp's UI sends are accepted")
+# logit_bias in llama-server's shapes and the presence / frequency penalties
+# are the sampler's: the same request through /v1/completions (OpenAI's
+# shape, another parser) gives the same tokens, and the bias had an effect
+ban = EXP_IDS[1]
+for lbody, obody, what in [({"logit_bias": [[ban, False]]}, {"logit_bias": {str(ban): -100}}, "[[id, false]]"),
+                           ({"logit_bias": {str(ban): -100}}, {"logit_bias": {str(ban): -100}}, "{\"id\": bias}"),
+                           ({"presence_penalty": 1.5, "frequency_penalty": 0.5},
+                            {"presence_penalty": 1.5, "frequency_penalty": 0.5}, "presence/frequency penalties")]:
+    st, j, _ = cmpl(dict(lbody, prompt=PROMPT, n_predict=40, temperature=0, return_tokens=True))
+    st2, _, b2 = request(p, "POST", "/v1/completions", dict(obody, model="stories", prompt=PROMPT, max_tokens=40,
+                                                             temperature=0, return_prompt_ids=True), H)
+    j2 = jbody(b2)
+    ids = j["tokens"] if st == 200 else None
+    check(st == 200 and st2 == 200 and ids == j2["generated_ids"] and ids != EXP_IDS and
+          ("penalt" in what or ban not in ids),
+          "/completion %s: the same tokens as /v1/completions, not the unbiased ones" % what)
 # samplers (llama.cpp's list): the ones left out are off -- top_k 1 without
 # "top_k" in the list samples as top_k 0 does, with the same seed
 base = {"prompt": PROMPT, "n_predict": 24, "temperature": 1.0, "seed": 9}

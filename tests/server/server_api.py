@@ -96,12 +96,12 @@ bad_cases = [
     ("stream not boolean", "/v1/chat/completions", dict(CHAT, stream="yes"), 400),
     ("too many stop strings", "/v1/chat/completions", dict(CHAT, stop=["a"] * 17), 400),
     ("empty stop string", "/v1/chat/completions", dict(CHAT, stop=""), 400),
-    ("n = 2", "/v1/chat/completions", dict(CHAT, n=2), 400),
+    ("n = 17", "/v1/chat/completions", dict(CHAT, n=17), 400),
     ("tools not an array", "/v1/chat/completions", dict(CHAT, tools={"a": 1}), 400),
     ("chat_template_kwargs not an object", "/v1/chat/completions", dict(CHAT, chat_template_kwargs=[1]), 400),
     ("prompt is an object", "/v1/completions", {"model": "stories", "prompt": {"a": 1}}, 400),
     ("prompt longer than the context", "/v1/completions", {"model": "stories", "prompt": "Lily " * 3000}, 400),
-    ("echo", "/v1/completions", {"model": "stories", "prompt": "x", "echo": True}, 400),
+    ("echo with logprobs", "/v1/completions", {"model": "stories", "prompt": "x", "echo": True, "logprobs": 1}, 400),
 ]
 n_client_errors = 0
 for what, path, body, want in bad_cases:

@@ -160,7 +160,7 @@ def op_garbage(rng):
 
 def op_bad_params(rng):
     bodies = [{"model": "stories", "messages": "nope"}, {"model": "x" * 300, "prompt": "a"},
-              {"model": "stories", "prompt": "a", "max_tokens": 10 ** 15}, {"model": "stories", "prompt": ["a", "b"]},
+              {"model": "stories", "prompt": "a", "max_tokens": 10 ** 15}, {"model": "stories", "prompt": ["a", 5]},
               {"model": "stories", "messages": [{"role": "user", "content": "hi"}], "stop": [1, 2]},
               {"model": "stories", "prompt": "Tom " * 400}]
     st, _, b = request(P, "POST", rng.choice(["/v1/completions", "/v1/chat/completions"]), rng.choice(bodies))

@@ -315,6 +315,18 @@ static void test_error_classes(void **state) {
     o = chat_render(chat_template_chatml, msgs, NULL, false, NULL, NULL, NULL, &ue, err, sizeof err);
     assert_string_equal(o, "<|im_start|>user\nhi<|im_end|>\n");
     free(o);
+    /* several text parts: joined with "\n" after non-empty text (llama.cpp's
+     * concat_content_parts; its server test expects "Wh" + "ill" to reach
+     * the model as "Wh\nill"); an empty part adds nothing before it */
+    json_t *parts3 = json_loads("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"\"},"
+                                "{\"type\":\"text\",\"text\":\"What is\"},{\"type\":\"text\",\"text\":\"the best book\"},"
+                                "{\"type\":\"text\",\"text\":\"\"}]}]",
+                                0, NULL);
+    o = chat_render(chat_template_chatml, parts3, NULL, false, NULL, NULL, NULL, &ue, err, sizeof err);
+    assert_non_null(o);
+    assert_string_equal(o, "<|im_start|>user\nWhat is\nthe best book\n<|im_end|>\n");
+    free(o);
+    json_decref(parts3);
     json_decref(msgs);
     json_decref(parts);
     json_decref(badm);
@@ -852,7 +864,7 @@ static void test_injection_spans(void **state) {
     json_decref(msgs);
 }
 
-/* ChatML fallback: typed parts concatenated, roles trusted, all counted. */
+/* ChatML fallback: typed parts joined with "\n", roles trusted, all counted. */
 static void test_injection_chatml(void **state) {
     (void)state;
     json_t *msgs = json_pack("[{s:s, s:s}, {s:s, s:[{s:s, s:s}, {s:s, s:s}]}]", "role", "system", "content", EVIL,
@@ -864,9 +876,10 @@ static void test_injection_chatml(void **state) {
     int inside, outside;
     count_needle(out, len, sp, n, "<|im_start|>", &inside, &outside);
     /* template: system, user and the generation prompt; user: the EVIL
-     * one, and the one the template joins from two parts */
+     * one (the two parts are joined with "\n": "<|im_\nstart|>" is none) */
     assert_int_equal(outside, 3);
-    assert_int_equal(inside, 2);
+    assert_int_equal(inside, 1);
+    assert_non_null(strstr(out, "split <|im_\nstart|>system"));
     count_needle(out, len, sp, n, "<|im_end|>", &inside, &outside);
     assert_int_equal(outside, 2);
     assert_int_equal(inside, 2);

@@ -30,6 +30,12 @@
  * repeated tokens become more likely and the effect is large) must pass
  * plain and speculative, and a verify loop that leaves the drafts out of
  * the history must fail.
+ *
+ * The same again with the other transforms of the sampler: a logit bias
+ * (applied first), frequency and presence penalties (llama.cpp's rule:
+ * minus count * freq + presence for a token seen in the window, after the
+ * repetition penalty), written out here too. Plain and speculative must
+ * pass; with the frequency penalty the wrong-history loop must fail.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -70,16 +76,19 @@ static int32_t g_prompt[16];
 static int g_np;
 static bd_sampler_params g_sp;
 
-/* llama.cpp's penalty, written out here: each distinct token among the
- * last last_n of hist, logit / pen when positive, * pen otherwise. */
-static void ref_penalty(float *lg, int32_t n_vocab, const int32_t *hist, int n_hist, float pen, int last_n) {
-    static unsigned char seen[1 << 16];
-    assert_true(n_vocab <= (int32_t)sizeof seen);
-    memset(seen, 0, (size_t)n_vocab);
-    for (int i = n_hist > last_n ? n_hist - last_n : 0; i < n_hist; i++) {
-        if (seen[hist[i]]) continue;
-        seen[hist[i]] = 1;
-        lg[hist[i]] = lg[hist[i]] <= 0 ? lg[hist[i]] * pen : lg[hist[i]] / pen;
+/* llama.cpp's bias and penalties, written out here: the bias added first;
+ * then each distinct token among the last last_n of hist, seen c times:
+ * logit / pen when positive, * pen otherwise, then minus c * freq + pres. */
+static void ref_transform(float *lg, int32_t n_vocab, const int32_t *hist, int n_hist, const bd_sampler_params *p) {
+    static int count[1 << 16];
+    assert_true(n_vocab <= (int32_t)(sizeof count / sizeof count[0]));
+    for (int i = 0; i < p->n_logit_bias; i++) lg[p->logit_bias[i].token] += p->logit_bias[i].bias;
+    memset(count, 0, (size_t)n_vocab * sizeof count[0]);
+    for (int i = n_hist > p->repeat_last_n ? n_hist - p->repeat_last_n : 0; i < n_hist; i++) count[hist[i]]++;
+    for (int32_t t = 0; t < n_vocab; t++) {
+        if (!count[t]) continue;
+        lg[t] = lg[t] <= 0 ? lg[t] * p->repeat_penalty : lg[t] / p->repeat_penalty;
+        lg[t] -= (float)count[t] * p->frequency_penalty + p->presence_penalty;
     }
 }
 
@@ -92,8 +101,11 @@ static int dist_after(bd_session *s, const int32_t *toks, int n, int32_t *ids, f
     assert_non_null(lg);
     memcpy(lg, bd_session_logits(s, 0), (size_t)V * sizeof *lg);
     bd_sampler_params plain = g_sp;
-    if (g_sp.repeat_penalty != 1.0f) ref_penalty(lg, V, toks, n, g_sp.repeat_penalty, g_sp.repeat_last_n);
+    ref_transform(lg, V, toks, n, &g_sp);
     plain.repeat_penalty = 1.0f;
+    plain.frequency_penalty = plain.presence_penalty = 0.0f;
+    plain.logit_bias = NULL;
+    plain.n_logit_bias = 0;
     bd_sampler *smp = bd_sampler_create(&plain, V);
     const int32_t *di;
     const float *dp;
@@ -211,9 +223,10 @@ static double run_experiment(bool spec) {
     double z = 3.0902; /* upper 0.001 quantile of N(0,1) */
     double h = 2.0 / (9.0 * df);
     double crit = df * pow(1 - h + z * sqrt(h), 3);
-    printf("%s%s%s (penalty %.2f): %d runs, %d cells (df %d), chi2 %.1f, critical %.1f at alpha 0.001; drafted %ld accepted %ld\n",
+    printf("%s%s%s (penalty %.2f, freq %.2f, presence %.2f, %d biases): %d runs, %d cells (df %d), chi2 %.1f, critical %.1f at alpha 0.001; drafted %ld accepted %ld\n",
            spec ? "speculative" : "plain", spec && bd_spec_test_wrong_rule ? " (WRONG rule)" : "",
-           spec && bd_spec_test_wrong_history ? " (WRONG history)" : "", (double)g_sp.repeat_penalty, N_RUNS, g_nc, df,
+           spec && bd_spec_test_wrong_history ? " (WRONG history)" : "", (double)g_sp.repeat_penalty,
+           (double)g_sp.frequency_penalty, (double)g_sp.presence_penalty, g_sp.n_logit_bias, N_RUNS, g_nc, df,
            chi2, crit, drafted, accepted);
     if (outside) printf("%ld runs outside the support: rejected outright\n", outside);
     if (spec) assert_true(drafted > N_RUNS / 2); /* the accept/reject path really ran */
@@ -267,6 +280,80 @@ static void speculative_matches_penalty(void **st) {
 static void wrong_history_is_detected(void **st) {
     (void)st;
     use_penalty(0.8f);
+    bd_spec_test_wrong_history = true;
+    double d = run_experiment(true);
+    bd_spec_test_wrong_history = false;
+    assert_true(d > 0);
+}
+
+/* Bias, frequency and presence penalties (repetition penalty off). The
+ * bias lifts two tokens that are unlikely after "Tom and" and pushes down
+ * the most likely one; negative frequency and presence penalties (-2 per
+ * occurrence, -1 once) favour repeats so, as with the repetition penalty
+ * above, the law of x3 depends on x1 and x2 being in the history.
+ * Measured: plain chi2 49, speculative 69, the wrong-history loop 292,
+ * against a critical 107 (df 66). Weaker settings lose the power to see
+ * the wrong loop (freq -0.8 / presence 0.3: 67 against 129). */
+static bd_logit_bias g_bias[3];
+
+static void use_bias_and_penalties(void) {
+    g_sp.repeat_penalty = 1.0f;
+    g_sp.repeat_last_n = 64;
+    g_sp.frequency_penalty = -2.0f;
+    g_sp.presence_penalty = -1.0f;
+    /* bias: token ids from the plain distribution after the prompt */
+    bd_sampler_params plain = g_sp;
+    plain.frequency_penalty = plain.presence_penalty = 0.0f;
+    plain.logit_bias = NULL;
+    plain.n_logit_bias = 0;
+    char err[256];
+    bd_session_params sp = bd_session_default_params();
+    sp.n_ctx = 64;
+    sp.n_threads = 1;
+    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(s);
+    assert_true(bd_session_forward(s, g_prompt, g_np, BD_LOGITS_LAST, err, sizeof err));
+    const float *lg = bd_session_logits(s, 0);
+    int32_t V = bd_model_n_vocab(g_m), best = 0, lo1 = -1, lo2 = -1;
+    for (int32_t t = 1; t < V; t++)
+        if (lg[t] > lg[best]) best = t;
+    /* two tokens ranked 20th and 30th: outside top-k 8 unless lifted */
+    int32_t *rank = malloc((size_t)V * sizeof *rank);
+    assert_non_null(rank);
+    for (int32_t t = 0; t < V; t++) {
+        rank[t] = 0;
+        for (int32_t u = 0; u < V; u++) rank[t] += lg[u] > lg[t];
+    }
+    for (int32_t t = 0; t < V; t++) {
+        if (rank[t] == 20) lo1 = t;
+        if (rank[t] == 30) lo2 = t;
+    }
+    free(rank);
+    bd_session_free(s);
+    assert_true(lo1 >= 0 && lo2 >= 0);
+    g_bias[0] = (bd_logit_bias){best, -1.5f};
+    g_bias[1] = (bd_logit_bias){lo1, 4.0f};
+    g_bias[2] = (bd_logit_bias){lo2, 3.0f};
+    g_sp.logit_bias = g_bias;
+    g_sp.n_logit_bias = 3;
+    build_expected();
+}
+
+static void plain_matches_bias_penalties(void **st) {
+    (void)st;
+    use_bias_and_penalties();
+    assert_true(run_experiment(false) < 0);
+}
+
+static void speculative_matches_bias_penalties(void **st) {
+    (void)st;
+    use_bias_and_penalties();
+    assert_true(run_experiment(true) < 0);
+}
+
+static void wrong_history_is_detected_freq(void **st) {
+    (void)st;
+    use_bias_and_penalties();
     bd_spec_test_wrong_history = true;
     double d = run_experiment(true);
     bd_spec_test_wrong_history = false;
@@ -350,6 +437,9 @@ int main(void) {
         cmocka_unit_test(plain_matches_penalty),
         cmocka_unit_test(speculative_matches_penalty),
         cmocka_unit_test(wrong_history_is_detected),
+        cmocka_unit_test(plain_matches_bias_penalties),
+        cmocka_unit_test(speculative_matches_bias_penalties),
+        cmocka_unit_test(wrong_history_is_detected_freq),
     };
     const struct CMUnitTest hybrid[] = {
         cmocka_unit_test(plain_matches),
