@@ -810,7 +810,7 @@ jinja_value *jx_percent_format(jx_ctx *cx, jinja_value *fmt, jinja_value *args, 
                     budget);
             goto out;
         }
-        char spec[40] = "%", num[24] = "";
+        char spec[64] = "%", num[24] = ""; /* "%" flags(7) width(20) "." prec(20) "ll" conv NUL */
         if (width) snprintf(num, sizeof num, "%zu", width);
         if (has_prec) snprintf(spec, sizeof spec, "%%%s%s.%zu", flags, num, prec);
         else snprintf(spec, sizeof spec, "%%%s%s", flags, num);
