@@ -9,8 +9,8 @@
  * array of such prompts (the answer is then an array, one result per
  * prompt, each with its "index"). Fields that would make llama-server
  * sample differently and that this engine cannot honour are refused with
- * a 400 naming them -- never ignored: n_probs > 0, and samplers that are
- * switched on (typical_p < 1, DRY, XTC, mirostat, dynamic temperature,
+ * a 400 naming them -- never ignored: post_sampling_probs with n_probs,
+ * n_probs above 20, and samplers that are switched on (typical_p < 1, DRY, XTC, mirostat, dynamic temperature,
  * top_n_sigma). At their "off" values (what llama.cpp's own web UI sends)
  * they are accepted. Fields llama-server does not define are ignored, as
  * it does. grammar / json_schema constrain the output (constrain.h; one of
@@ -117,6 +117,7 @@ typedef struct cmpl_params {
     int n_bias;
     char *gbnf;            /* owned: the grammar (constrain.h), or NULL */
     const char *gbnf_field;
+    int n_probs;           /* 0: none; else top alternatives per token (<= SRV_TOP_LOGPROBS_MAX) */
 } cmpl_params;
 
 static void cmpl_params_free(cmpl_params *p) {
@@ -164,7 +165,7 @@ static json_t *params_json(const srv_model *m, const cmpl_params *p) {
     json_object_set_new(o, "n_discard", json_integer(0));
     json_object_set_new(o, "ignore_eos", json_boolean(p->ignore_eos));
     json_object_set_new(o, "stream", json_boolean(p->stream));
-    json_object_set_new(o, "n_probs", json_integer(0));
+    json_object_set_new(o, "n_probs", json_integer(p->n_probs));
     json_object_set_new(o, "min_keep", json_integer(0));
     json_object_set_new(o, "grammar", json_string(""));
     /* the order this engine applies them in (decode/sampler.c) */
@@ -227,7 +228,6 @@ static const off_value OFF_VALUES[] = {
     {"dynatemp_range", 0.0, 0, "dynamic temperature"},
     {"top_n_sigma", 0.0, 1, "top-n-sigma sampling"},
     {"min_keep", 1.0, 1, "min_keep"},
-    {"n_probs", 0.0, 0, "token probabilities (n_probs)"},
     {"t_max_predict_ms", 0.0, 0, "a prediction time limit (t_max_predict_ms)"},
     {"n_indent", 0.0, 0, "n_indent"},
     {"n_cmpl", 1.0, 0, "several completions per prompt (n_cmpl)"},
@@ -442,6 +442,21 @@ static bool parse_cmpl_params(srv_req *r, json_t *root, const srv_model *m, cmpl
                                            "post_sampling_probs must be booleans");
         return false;
     }
+    /* n_probs: the model's own distribution (softmax of the raw logits,
+     * as llama-server reports it without post_sampling_probs) */
+    json_t *npj = json_object_get(root, "n_probs");
+    if (npj && !json_is_null(npj)) {
+        if (!json_is_integer(npj) || json_integer_value(npj) < 0 || json_integer_value(npj) > SRV_TOP_LOGPROBS_MAX) {
+            *rc = srv_send_llama_error(r, 400, "\"n_probs\" must be an integer between 0 and %d", SRV_TOP_LOGPROBS_MAX);
+            return false;
+        }
+        p->n_probs = (int)json_integer_value(npj);
+    }
+    if (post_sampling_probs && p->n_probs > 0) {
+        *rc = srv_send_llama_error(r, 400, "\"post_sampling_probs\": probabilities after the sampler chain are not "
+                                           "supported; n_probs alone reports the model's own distribution");
+        return false;
+    }
     json_t *st = json_object_get(root, "stop");
     if (st && !json_is_null(st)) {
         bool ok = json_is_string(st) ? json_string_length(st) > 0 && json_string_length(st) <= 256
@@ -637,6 +652,69 @@ static json_t *select_fields(json_t *full, json_t *fields) {
     return o;
 }
 
+/* One token as llama-server's probability entries show it: "token" (its
+ * text; bytes that are not UTF-8 on their own as "byte: \\xNN...") and
+ * "bytes" (the raw bytes). */
+static void token_fields(json_t *o, const bd_model *bm, int32_t id) {
+    char small[64], *big = NULL;
+    const char *t = small;
+    int n = bd_token_piece(bm, id, small, (int)sizeof small, true);
+    if (n < 0 && (big = malloc((size_t)-n))) {
+        n = bd_token_piece(bm, id, big, -n, true);
+        t = big;
+    }
+    if (n < 0) n = 0;
+    json_t *bytes = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(bytes, json_integer((unsigned char)t[i]));
+    json_t *str = json_stringn(t, (size_t)n);
+    if (!str) {
+        bd_buf b = {0};
+        bd_buf_put(&b, "byte: ", 6);
+        for (int i = 0; i < n; i++) {
+            char hx[8];
+            snprintf(hx, sizeof hx, "\\x%02x", (unsigned char)t[i]);
+            bd_buf_put(&b, hx, strlen(hx));
+        }
+        str = srv_jstr(b.p ? b.p : "", b.failed ? 0 : b.n);
+        bd_buf_free(&b);
+    }
+    json_object_set_new(o, "id", json_integer(id));
+    json_object_set_new(o, "token", str);
+    json_object_set_new(o, "bytes", bytes);
+    free(big);
+}
+
+/* llama-server's completion_probabilities for generated tokens [from, to)
+ * of job j (under j->mu): {id, token, bytes, logprob, top_logprobs: [...]}. */
+static json_t *probs_json(const srv_job *j, size_t from, size_t to) {
+    const bd_model *bm = j->model->m;
+    json_t *arr = json_array();
+    for (size_t i = from; i < to && i < j->n_lp; i++) {
+        const srv_logprob *l = &j->lp[i];
+        json_t *e = json_object();
+        token_fields(e, bm, l->id);
+        json_object_set_new(e, "logprob", json_real(l->logprob));
+        json_t *top = json_array();
+        for (int k = 0; k < l->n_top; k++) {
+            json_t *t = json_object();
+            token_fields(t, bm, l->top_id[k]);
+            json_object_set_new(t, "logprob", json_real(l->top_lp[k]));
+            json_array_append_new(top, t);
+        }
+        json_object_set_new(e, "top_logprobs", top);
+        json_array_append_new(arr, e);
+    }
+    return arr;
+}
+
+/* Entries of the tokens whose text is in the output (a stop string may cut
+ * the last ones off). */
+static size_t probs_count(const srv_job *j) {
+    size_t n = 0;
+    while (n < j->n_lp && (!j->stop_hit || j->lp[n].start < j->len)) n++;
+    return n;
+}
+
 /* The final result of one prompt (stream: content and tokens were sent
  * in the chunks, so they are empty here, as llama-server does). */
 static json_t *final_json(srv_req *r, const cmpl_params *p, const cmpl_job *cj, const char *model_name, bool stream) {
@@ -666,6 +744,7 @@ static json_t *final_json(srv_req *r, const cmpl_params *p, const cmpl_job *cj, 
     json_object_set_new(o, "tokens_cached", json_integer(j->st.n_prompt_cached));
     json_object_set_new(o, "timings", srv_json_timings(&j->st, j->n_ids));
     json_object_set_new(o, "speculative", srv_job_spec_json(j)); /* blockdraft's own */
+    if (!stream && p->n_probs > 0) json_object_set_new(o, "completion_probabilities", probs_json(j, 0, probs_count(j)));
     pthread_mutex_unlock(&j->mu);
     (void)r;
     return p->response_fields ? select_fields(o, p->response_fields) : o;
@@ -720,6 +799,8 @@ static char *cmpl_stream_next(srv_stream *base, size_t *n, bool *done) {
         json_object_set_new(chunk, "id_slot", json_integer(j->slot_id));
         json_object_set_new(chunk, "tokens_predicted", json_integer(to_ids));
         json_object_set_new(chunk, "tokens_evaluated", json_integer(j->n_prompt));
+        if (cs->p.n_probs > 0 && to_ids > cs->ids_sent)
+            json_object_set_new(chunk, "completion_probabilities", probs_json(j, (size_t)cs->ids_sent, (size_t)to_ids));
         cs->sent = to;
         cs->ids_sent = to_ids;
     }
@@ -797,6 +878,7 @@ static srv_job *queue_job(srv_req *r, srv_model *m, const cmpl_params *p, const 
     j->gp.grammar = j->grammar;
     j->gp.ignore_eog = p->ignore_eos;
     j->gp.n_predict = p->n_predict < 0 || p->n_predict > room ? room : p->n_predict;
+    if (p->n_probs > 0) j->top_logprobs = p->n_probs;
     j->deadline_ms = bd_time_ms() + r->srv->p.timeout_s * 1e3;
     if (json_is_string(p->stop)) srv_job_add_stop(j, json_string_value(p->stop), json_string_length(p->stop));
     for (size_t i = 0; json_is_array(p->stop) && i < json_array_size(p->stop); i++) {

@@ -20,6 +20,7 @@
 #   - --alias (several), --any-model-name, GET /v1/models[/{id}], CLI
 #     sampling defaults (-n, --temp, --seed), --api-key-file
 import json
+import math
 import os
 import re
 import shutil
@@ -267,7 +268,8 @@ check(all(set(("index", "content", "tokens", "stop", "id_slot", "tokens_predicte
 
 # refused fields, never ignored; their "off" values are accepted
 # (grammar / json_schema: tests/server/server_grammar.py)
-for body, name in [({"n_probs": 3}, "n_probs"), ({"mirostat": 2}, "mirostat"), ({"typical_p": 0.5}, "typical_p"),
+for body, name in [({"n_probs": 21}, "n_probs"), ({"n_probs": "3"}, "n_probs"),
+                   ({"n_probs": 3, "post_sampling_probs": True}, "post_sampling_probs"), ({"mirostat": 2}, "mirostat"), ({"typical_p": 0.5}, "typical_p"),
                    ({"logit_bias": [[15, "high"]]}, "logit_bias"), ({"logit_bias": 5}, "logit_bias"),
                    ({"presence_penalty": "x"}, "presence_penalty"), ({"id_slot": 3}, "id_slot")]:
     st, j, b = cmpl(dict(body, prompt=PROMPT, n_predict=2))
@@ -293,6 +295,41 @@ for lbody, obody, what in [({"logit_bias": [[ban, False]]}, {"logit_bias": {str(
     check(st == 200 and st2 == 200 and ids == j2["generated_ids"] and ids != EXP_IDS and
           ("penalt" in what or ban not in ids),
           "/completion %s: the same tokens as /v1/completions, not the unbiased ones" % what)
+# n_probs (README "completion_probabilities"): one entry per generated token
+# with id, token, bytes, logprob and top_logprobs (at most n_probs, most
+# likely first). The values are the target's log-softmax: they must equal
+# /v1/completions' logprobs for the same greedy request (those are pinned
+# to the model's logits in tests/server/server_logprobs.py), and the
+# streamed entries must equal the non-streamed ones.
+st, j, _ = cmpl({"prompt": PROMPT, "n_predict": 12, "temperature": 0, "n_probs": 3})
+cp = j.get("completion_probabilities", []) if st == 200 else []
+check(st == 200 and len(cp) == j["tokens_predicted"] == 12 and [e["id"] for e in cp] == EXP_IDS[:12],
+      "/completion n_probs: one entry per generated token, ids as run's")
+shape_ok = all(set(e) == {"id", "token", "bytes", "logprob", "top_logprobs"} and len(e["top_logprobs"]) == 3 and
+               all(set(t) == {"id", "token", "bytes", "logprob"} for t in e["top_logprobs"]) for e in cp)
+order_ok = all(e["top_logprobs"][0]["id"] == e["id"] and
+               all(a["logprob"] >= b["logprob"] for a, b in zip(e["top_logprobs"], e["top_logprobs"][1:])) and
+               e["logprob"] <= 0 and sum(math.exp(t["logprob"]) for t in e["top_logprobs"]) <= 1 + 1e-6 for e in cp)
+bytes_ok = all(bytes(e["bytes"]).decode("utf-8", "replace") == e["token"] or e["token"].startswith("byte: ")
+               for e in cp)
+check(cp and shape_ok and order_ok and bytes_ok,
+      "/completion n_probs: llama-server's entry shape, greedy token first, sorted, bytes are the token's")
+st2, _, b2 = request(p, "POST", "/v1/completions", {"model": "stories", "prompt": PROMPT, "max_tokens": 12,
+                                                     "temperature": 0, "logprobs": 3}, H)
+lp = (jbody(b2) or {}).get("choices", [{}])[0].get("logprobs") or {}
+tl = lp.get("token_logprobs") or []
+check(st2 == 200 and len(tl) == len(cp) and cp and
+      all(abs(a - e["logprob"]) <= 1e-6 for a, e in zip(tl, cp)) and
+      all(sorted(d.values(), reverse=True) == [t["logprob"] for t in e["top_logprobs"]]
+          for d, e in zip(lp.get("top_logprobs") or [], cp)),
+      "/completion n_probs: the same log-probabilities as /v1/completions logprobs")
+st, h, b = request(p, "POST", "/completion", {"prompt": PROMPT, "n_predict": 12, "temperature": 0, "n_probs": 3,
+                                             "stream": True}, H)
+ev = sse_data(b) if st == 200 else []
+scp = sum((e.get("completion_probabilities", []) for e in ev[:-1]), [])
+check(st == 200 and scp == cp and "completion_probabilities" not in (ev[-1] if ev else {}),
+      "/completion n_probs stream: the partials carry the entries, equal to the non-streamed ones")
+
 # samplers (llama.cpp's list): the ones left out are off -- top_k 1 without
 # "top_k" in the list samples as top_k 0 does, with the same seed
 base = {"prompt": PROMPT, "n_predict": 24, "temperature": 1.0, "seed": 9}
