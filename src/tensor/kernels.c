@@ -114,10 +114,11 @@ static void tables_build(void) {
         const level_desc *d = &k_levels[i];
         if (!bd_isa_runs_on((bd_isa)i, cpu, g_why[i], sizeof g_why[i])) continue;
         if (i != BD_ISA_REF && !g_have[d->below]) {
-            char below[sizeof g_why[0]]; /* a copy: the compiler cannot see that below != i */
-            memcpy(below, g_why[d->below], sizeof below);
-            int n = snprintf(g_why[i], sizeof g_why[i], "needs level %s: %s", k_levels[d->below].name, below);
-            (void)n; /* a long reason is cut: it is a message */
+            /* a copy (the compiler cannot see that below != i), cut to
+             * what fits after the prefix */
+            char below[120];
+            snprintf(below, sizeof below, "%s", g_why[d->below]);
+            snprintf(g_why[i], sizeof g_why[i], "needs level %s: %s", k_levels[d->below].name, below);
             continue;
         }
         if (d->enable && !d->enable(g_why[i], sizeof g_why[i])) continue;
