@@ -1219,25 +1219,6 @@ static const bd_tile_ops k_rg_ops = {
  * ---------------------------------------------------------------------- */
 
 void bd_kernels_fill_avx512(bd_kernels *k) {
-    k->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;
-    k->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;
-    k->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;
-    k->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;
-    k->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;
-    k->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;
-    k->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;
-    k->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;
-    k->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;
-    k->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;
-    k->vec_dot_n[BD_TYPE_F32] = dot_n_f32;
-    k->vec_dot_n[BD_TYPE_F16] = dot_n_f16;
+    BD_SIMD_FILL_COMMON(k);
     k->vec_dot_n[BD_TYPE_BF16] = bd_cpu_has(bd_cpu_get(), BD_CPU_AVX512BF16) ? dot_n_bf16dp : dot_n_bf16;
-    k->from_float[BD_TYPE_Q8_0] = from_float_q8_0;
-    k->from_float[BD_TYPE_Q8_1] = from_float_q8_1;
-    k->from_float[BD_TYPE_Q8_K] = from_float_q8_K;
-    k->attn_scores = attn_scores;
-    k->attn_softmax = attn_softmax;
-    k->attn_accum = attn_accum;
-    k->silu_mul = silu_mul;
-    k->tile = &k_rg_ops;
 }

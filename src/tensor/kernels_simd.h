@@ -401,4 +401,32 @@ BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
     return 0.0f;
 }
 
+/* The table entries the AVX2 and AVX-512 files fill alike: each defines
+ * these functions under these names (dot_n_<type>, from_float_<type>, the
+ * attention and SiLU kernels, k_rg_ops for the row groups). BF16 is left
+ * to the file (AVX-512 takes vdpbf16ps when the CPU has it). */
+#define BD_SIMD_FILL_COMMON(k)                                  \
+    do {                                                        \
+        (k)->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;              \
+        (k)->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;              \
+        (k)->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;              \
+        (k)->vec_dot_n[BD_TYPE_Q8_0] = dot_n_q8_0;              \
+        (k)->vec_dot_n[BD_TYPE_Q4_0] = dot_n_q4_0;              \
+        (k)->vec_dot_n[BD_TYPE_Q5_0] = dot_n_q5_0;              \
+        (k)->vec_dot_n[BD_TYPE_IQ4_NL] = dot_n_iq4_nl;          \
+        (k)->vec_dot_n[BD_TYPE_Q4_1] = dot_n_q4_1;              \
+        (k)->vec_dot_n[BD_TYPE_Q5_1] = dot_n_q5_1;              \
+        (k)->vec_dot_n[BD_TYPE_IQ4_XS] = dot_n_iq4_xs;          \
+        (k)->vec_dot_n[BD_TYPE_F32] = dot_n_f32;                \
+        (k)->vec_dot_n[BD_TYPE_F16] = dot_n_f16;                \
+        (k)->from_float[BD_TYPE_Q8_0] = from_float_q8_0;        \
+        (k)->from_float[BD_TYPE_Q8_1] = from_float_q8_1;        \
+        (k)->from_float[BD_TYPE_Q8_K] = from_float_q8_K;        \
+        (k)->attn_scores = attn_scores;                         \
+        (k)->attn_softmax = attn_softmax;                       \
+        (k)->attn_accum = attn_accum;                           \
+        (k)->silu_mul = silu_mul;                               \
+        (k)->tile = &k_rg_ops;                                  \
+    } while (0)
+
 #endif
