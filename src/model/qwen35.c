@@ -22,8 +22,7 @@
  * The recurrence runs token by token for every batch -- one token or a
  * verify block or a prompt -- with the same per-token arithmetic, so a
  * token decoded alone and the same token inside a verify batch get the
- * same bits (the matmuls are batch-invariant up to BD_MATMUL_EXACT_ROWS
- * rows). The state buffers and the rollback: model.h (bd_recurrent).
+ * same bits (bd_matmul is batch-invariant). The state buffers and the rollback: model.h (bd_recurrent).
  */
 #include <math.h>
 #include <string.h>

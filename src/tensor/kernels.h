@@ -184,8 +184,8 @@ typedef struct bd_mat {
 /* Batches of up to this many rows give, row for row, bit-identical results
  * to one row at a time (vec_dot_n is batch-invariant, and the Q4_K / Q6_K
  * tiles share its f32 order); speculative verify batches must stay within
- * it. Larger batches (prompt prefill) may take the Q8_0 tiles, whose f32
- * order differs (it agrees to rounding). */
+ * it (bd_matmul itself is batch-invariant at any size: the Q8_0 tiles,
+ * whose f32 order differs, serve only bd_matmul_fast). */
 #define BD_MATMUL_EXACT_ROWS 32
 
 /* Q4_K batches of at least this many rows take the AMX tiles in bd_matmul

@@ -568,16 +568,16 @@ static void tile_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, in
 
 /* Which batches take the tiles (bd_tile_ops): Q4_K and Q6_K tiles give the
  * bits of vec_dot_n (the tile order), so exact callers may send them any
- * batch; Q8_0's order differs, so only prompts (more than
- * BD_MATMUL_EXACT_ROWS rows) from exact callers. The row counts are where
- * the tiles measured faster (matmul.c). */
+ * batch; Q8_0's order differs, so only bd_matmul_fast (the drafter) takes
+ * its tiles. The row counts are where the tiles measured faster
+ * (matmul.c). */
 static const bd_tile_ops k_amx_tiles = {
     .supports = tile_supports,
     .pack_bytes = tile_pack_bytes,
     .pack = tile_pack,
     .rows = tile_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17,
-                   [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    /* no exact Q8_0: the tiles' order differs from the one-row dot (see matmul.c) */
+    .exact_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17},
     .fast_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17,
                   [BD_TYPE_Q8_0] = BD_MATMUL_TILE_Q8_ROWS},
 };

@@ -947,7 +947,8 @@ static const bd_tile_ops k_rg_ops = {
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = BD_MATMUL_EXACT_ROWS + 1},
+    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},
+    /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
     .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = 8},
 };
 

@@ -27,10 +27,12 @@
  * Q4_K and Q6_K they compute the same bits as vec_dot_n (both follow
  * dot_ref.c's tile order), so any batch may go there, from the table's
  * exact_rows on (where unpacking a block once beats vec_dot_n's products).
- * Q8_0 row groups have their own f32 order (bd_vec_dot_tile_ref), so exact
- * callers send only prompts (more than BD_MATMUL_EXACT_ROWS rows) there,
- * which plain and speculative decoding process alike; bd_matmul_fast (the
- * drafter) also its small batches (fast_rows). No weights are repacked;
+ * Q8_0 row groups have their own f32 order (bd_vec_dot_tile_ref), so only
+ * bd_matmul_fast (the drafter) sends batches there (fast_rows): an exact
+ * caller's prompt must give the bits of one-row calls too, or a prompt
+ * prefilled whole and the same prompt forwarded after a reused cached
+ * prefix would differ (the server's prompt cache promises the same output
+ * with the cache on and off). No weights are repacked;
  * an unpacked weight block lives on the stack.
  */
 #include <stdatomic.h>

@@ -15,7 +15,9 @@
 #    is avx2's source built again with one instruction swapped, ref's batch
 #    invariance is test_kernels'; under ref it takes ~20 minutes here:
 #    scalar kernels, a 151936-token head, 16-row verifies); BD_ISA_FULL=1
-#    (CI) runs it under every level. BD_ISA_LEVELS="ref avx2 ..." picks the
+#    runs it under every level (make test and CI do not set it: the DFlash
+#    checks that run under every level are stories.sh and test_spec_sampling).
+#    BD_ISA_LEVELS="ref avx2 ..." picks the
 #    levels.
 set -euo pipefail
 S="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
