@@ -54,9 +54,9 @@ def post(body, stream=False):
     ttft, final, buf = None, None, b""
     while True:
         line = r.fp.readline()
-        if not line:
-            break
-        if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+        if not line or line.startswith(b"data: [DONE]"):
+            break  # the connection may stay open (keep-alive): [DONE] ends the stream
+        if not line.startswith(b"data: "):
             continue
         e = json.loads(line[6:])
         for ch in e.get("choices") or []:
