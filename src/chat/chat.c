@@ -434,7 +434,7 @@ char *chat_render(const char *template_src, const json_t *messages, const json_t
 
 static const char OPEN_TAG[] = "<think>", CLOSE_TAG[] = "</think>";
 
-static bool text_put(chat_text *t, const char *s, size_t n) {
+bool chat_text_put(chat_text *t, const char *s, size_t n) {
     if (n == 0) return true;
     if (!bd_grow(&t->p, &t->cap, t->n + n + 1, 1)) return false;
     memcpy(t->p + t->n, s, n);
@@ -443,7 +443,7 @@ static bool text_put(chat_text *t, const char *s, size_t n) {
     return true;
 }
 
-static void text_consume(chat_text *t, size_t n) {
+void chat_text_consume(chat_text *t, size_t n) {
     if (n >= t->n) {
         t->n = 0;
         if (t->p) t->p[0] = 0;
@@ -494,11 +494,11 @@ static bool emit_reasoning(chat_think_stream *s, const char *p, size_t n, chat_t
     size_t e = n;
     while (e > i && is_ws(p[e - 1])) e--;
     if (e > i) {
-        if (!text_put(out, s->ws.p, s->ws.n)) return false;
-        text_consume(&s->ws, s->ws.n);
-        if (!text_put(out, p + i, e - i)) return false;
+        if (!chat_text_put(out, s->ws.p, s->ws.n)) return false;
+        chat_text_consume(&s->ws, s->ws.n);
+        if (!chat_text_put(out, p + i, e - i)) return false;
     }
-    return text_put(&s->ws, p + e, n - e);
+    return chat_text_put(&s->ws, p + e, n - e);
 }
 
 static bool emit_content(chat_think_stream *s, const char *p, size_t n, chat_text *out) {
@@ -508,7 +508,7 @@ static bool emit_content(chat_think_stream *s, const char *p, size_t n, chat_tex
         if (i == n) return true;
         s->skip_ws = false;
     }
-    return text_put(out, p + i, n - i);
+    return chat_text_put(out, p + i, n - i);
 }
 
 /* Length of the longest suffix of p[0..n) that is a proper prefix of tag. */
@@ -528,7 +528,7 @@ static bool process(chat_think_stream *s, chat_text *reasoning, chat_text *conte
             while (i < pd->n && is_ws(pd->p[i])) i++;
             size_t rest = pd->n - i;
             if (rest >= 7 && memcmp(pd->p + i, OPEN_TAG, 7) == 0) {
-                text_consume(pd, i + 7);
+                chat_text_consume(pd, i + 7);
                 s->state = 1;
                 s->skip_ws = true;
                 s->opened = true;
@@ -544,31 +544,31 @@ static bool process(chat_think_stream *s, chat_text *reasoning, chat_text *conte
             if (hit) {
                 size_t k = (size_t)(hit - pd->p);
                 if (!emit_reasoning(s, pd->p, k, reasoning)) return false;
-                text_consume(&s->ws, s->ws.n); /* whitespace before </think> is dropped */
-                text_consume(pd, k + 8);
+                chat_text_consume(&s->ws, s->ws.n); /* whitespace before </think> is dropped */
+                chat_text_consume(pd, k + 8);
                 s->state = 2;
                 s->skip_ws = true;
                 continue;
             }
             size_t keep = final ? 0 : partial_suffix(pd->p, pd->n, CLOSE_TAG);
             if (!emit_reasoning(s, pd->p, pd->n - keep, reasoning)) return false;
-            text_consume(pd, pd->n - keep);
+            chat_text_consume(pd, pd->n - keep);
             return true;
         }
         if (!emit_content(s, pd->p, pd->n, content)) return false;
-        text_consume(pd, pd->n);
+        chat_text_consume(pd, pd->n);
         return true;
     }
 }
 
 bool chat_think_feed(chat_think_stream *s, const char *chunk, size_t n, chat_text *reasoning, chat_text *content) {
-    if (!text_put(&s->pending, chunk, n)) return false;
+    if (!chat_text_put(&s->pending, chunk, n)) return false;
     return process(s, reasoning, content, false);
 }
 
 bool chat_think_finish(chat_think_stream *s, chat_text *reasoning, chat_text *content) {
     bool ok = process(s, reasoning, content, true);
-    text_consume(&s->ws, s->ws.n); /* trailing whitespace of an unterminated think block */
+    chat_text_consume(&s->ws, s->ws.n); /* trailing whitespace of an unterminated think block */
     return ok;
 }
 

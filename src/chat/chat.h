@@ -132,6 +132,10 @@ bool chat_think_feed(chat_think_stream *s, const char *chunk, size_t n, chat_tex
 bool chat_think_finish(chat_think_stream *s, chat_text *reasoning, chat_text *content);
 void chat_think_free(chat_think_stream *s);
 void chat_text_free(chat_text *t);
+/* Append n bytes (kept NUL-terminated); false on out-of-memory. */
+bool chat_text_put(chat_text *t, const char *s, size_t n);
+/* Drop the first n bytes (all of them when n >= t->n). */
+void chat_text_consume(chat_text *t, size_t n);
 
 /* Whole-text convenience: *reasoning and *content are malloc'd strings
  * (reasoning NULL when there was no think block). Returns false on OOM. */

@@ -42,25 +42,6 @@ char *chat_tool_call_prefix(chat_tool_format f, const char *name) {
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static bool put(chat_text *t, const char *s, size_t n) {
-    if (n == 0) return true;
-    if (!bd_grow(&t->p, &t->cap, t->n + n + 1, 1)) return false;
-    memcpy(t->p + t->n, s, n);
-    t->n += n;
-    t->p[t->n] = 0;
-    return true;
-}
-
-static void consume(chat_text *t, size_t n) {
-    if (n >= t->n) {
-        t->n = 0;
-        if (t->p) t->p[0] = 0;
-        return;
-    }
-    memmove(t->p, t->p + n, t->n - n);
-    t->n -= n;
-    t->p[t->n] = 0;
-}
 
 /* Length of the longest suffix of p[0..n) that is a proper prefix of tag. */
 static size_t partial_suffix(const char *p, size_t n, const char *tag, size_t tl) {
@@ -240,11 +221,11 @@ static bool emit_content(chat_tool_stream *s, const char *p, size_t n, chat_text
     while (e > i && is_ws(p[e - 1])) e--;
     if (e > i) {
         s->started = true;
-        if (!put(out, s->ws.p, s->ws.n)) return false;
-        consume(&s->ws, s->ws.n);
-        if (!put(out, p + i, e - i)) return false;
+        if (!chat_text_put(out, s->ws.p, s->ws.n)) return false;
+        chat_text_consume(&s->ws, s->ws.n);
+        if (!chat_text_put(out, p + i, e - i)) return false;
     }
-    return put(&s->ws, p + e, n - e);
+    return chat_text_put(&s->ws, p + e, n - e);
 }
 
 static bool process(chat_tool_stream *s, chat_text *content, json_t *calls, bool final) {
@@ -256,13 +237,13 @@ static bool process(chat_tool_stream *s, chat_text *content, json_t *calls, bool
             if (hit) {
                 size_t k = (size_t)(hit - pd->p);
                 if (!emit_content(s, pd->p, k, content)) return false;
-                consume(pd, k + OPEN_LEN);
+                chat_text_consume(pd, k + OPEN_LEN);
                 s->in_call = true;
                 continue;
             }
             size_t keep = final ? 0 : partial_suffix(pd->p, pd->n, OPEN_CALL, OPEN_LEN);
             if (!emit_content(s, pd->p, pd->n - keep, content)) return false;
-            consume(pd, pd->n - keep);
+            chat_text_consume(pd, pd->n - keep);
             return true;
         }
         char *hit = memmem(pd->p, pd->n, CLOSE_CALL, CLOSE_LEN);
@@ -271,7 +252,7 @@ static bool process(chat_tool_stream *s, chat_text *content, json_t *calls, bool
             /* never closed: the text as written */
             if (!emit_content(s, OPEN_CALL, OPEN_LEN, content) || !emit_content(s, pd->p, pd->n, content))
                 return false;
-            consume(pd, pd->n);
+            chat_text_consume(pd, pd->n);
             s->in_call = false;
             return true;
         }
@@ -283,19 +264,19 @@ static bool process(chat_tool_stream *s, chat_text *content, json_t *calls, bool
         } else if (!emit_content(s, OPEN_CALL, OPEN_LEN, content) || !emit_content(s, pd->p, k + CLOSE_LEN, content)) {
             return false;
         }
-        consume(pd, k + CLOSE_LEN);
+        chat_text_consume(pd, k + CLOSE_LEN);
         s->in_call = false;
     }
 }
 
 bool chat_tool_stream_feed(chat_tool_stream *s, const char *p, size_t n, chat_text *content, json_t *calls) {
-    if (!put(&s->pending, p, n)) return false;
+    if (!chat_text_put(&s->pending, p, n)) return false;
     return process(s, content, calls, false);
 }
 
 bool chat_tool_stream_finish(chat_tool_stream *s, chat_text *content, json_t *calls) {
     bool ok = process(s, content, calls, true);
-    consume(&s->ws, s->ws.n); /* trailing whitespace of the content */
+    chat_text_consume(&s->ws, s->ws.n); /* trailing whitespace of the content */
     return ok;
 }
 
