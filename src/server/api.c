@@ -163,29 +163,10 @@ static bool submit_all(srv_req *r, api_out *o, int *rc) {
     return true;
 }
 
-/* Wait for a non-streamed job. Returns false if the client went away (the
- * job is then cancelled). */
-static bool wait_job(srv_req *r, srv_job *j) {
-    pthread_mutex_lock(&j->mu);
-    while (j->state != JOB_DONE) {
-        struct timespec ts;
-        bd_deadline_after_ms(&ts, 200);
-        pthread_cond_timedwait(&j->cv, &j->mu, &ts);
-        if (j->state != JOB_DONE && !srv_client_alive(r->conn)) {
-            atomic_store(&j->cancel, true);
-            pthread_mutex_unlock(&j->mu);
-            srv_job_withdraw(r->srv, j);
-            return false;
-        }
-    }
-    pthread_mutex_unlock(&j->mu);
-    return true;
-}
-
 /* Wait for all jobs; the first failed one is answered. */
 static bool wait_all(srv_req *r, api_out *o, int *rc) {
     for (int i = 0; i < o->n_choices; i++)
-        if (!wait_job(r, o->ch[i].j)) {
+        if (!srv_wait_job(r, o->ch[i].j)) {
             for (int k = i + 1; k < o->n_choices; k++) {
                 atomic_store(&o->ch[k].j->cancel, true);
                 srv_job_withdraw(r->srv, o->ch[k].j);
