@@ -29,7 +29,9 @@
 
 #include "forward.h"
 
-enum { GDN_GATES, GDN_CONV, GDN_QKNORM, GDN_SCAN, GDN_OUTNORM };
+enum { GDN_GATES, GDN_CONV, GDN_SILU, GDN_QKNORM, GDN_SCAN, GDN_OUTNORM };
+
+#define GDN_SILU_CHUNK 256 /* floats per SiLU work item */
 
 typedef struct {
     int phase;
@@ -62,7 +64,7 @@ static void gdn_worker(void *arg, int ith, int nth) {
             c->g[i] = sp * L->ssm_a[h];
         }
         break;
-    case GDN_CONV: /* per channel: the window, then this chunk's rows */
+    case GDN_CONV: /* per channel: the window, then this chunk's rows (SiLU: next phase) */
         bd_split(cd, ith, nth, &lo, &hi);
         for (int64_t ch = lo; ch < hi; ch++) {
             const float *w = L->conv1d + ch * K;
@@ -73,7 +75,7 @@ static void gdn_worker(void *arg, int ith, int nth) {
                     const float x = i < 0 ? c->win_src[(int64_t)(K - 1 + i) * cd + ch] : c->raw[(int64_t)i * cd + ch];
                     sum += w[j] * x;
                 }
-                c->xc[(int64_t)t * cd + ch] = bd_silu(sum);
+                c->xc[(int64_t)t * cd + ch] = sum;
             }
             /* the window after the last row: the last K-1 of [window ; rows] */
             for (int32_t j = 0; j < K - 1; j++) {
@@ -83,6 +85,18 @@ static void gdn_worker(void *arg, int ith, int nth) {
             }
         }
         break;
+    case GDN_SILU: { /* xc = silu(xc): the kernel table's silu_mul against ones (x * 1 is exact) */
+        float ones[GDN_SILU_CHUNK];
+        for (int i = 0; i < GDN_SILU_CHUNK; i++) ones[i] = 1.0f;
+        const int64_t per_row = (cd + GDN_SILU_CHUNK - 1) / GDN_SILU_CHUNK;
+        bd_split((int64_t)n * per_row, ith, nth, &lo, &hi);
+        for (int64_t i = lo; i < hi; i++) {
+            const int64_t c0 = (i % per_row) * GDN_SILU_CHUNK;
+            const int64_t len = cd - c0 < GDN_SILU_CHUNK ? cd - c0 : GDN_SILU_CHUNK;
+            bd_kernels_get()->silu_mul(len, c->xc + (i / per_row) * cd + c0, ones);
+        }
+        break;
+    }
     case GDN_QKNORM: { /* L2 norm of each q and k head: rms_norm(x, eps/d) / sqrt(d), as llama.cpp */
         const float eps = hp->rms_eps / (float)dk, sc = 1.0f / sqrtf((float)dk);
         bd_split((int64_t)n * 2 * nk, ith, nth, &lo, &hi);
@@ -153,6 +167,7 @@ void bd_gdn_layer(bd_session *s, const bd_layer *L, int32_t n, int src, int dst,
     bd_matmul_multi(s->pool, proj, 4, s->h, E, n, s->mm_scratch);
     gdn_run(&c, GDN_GATES, (int64_t)n * nv * 16);
     gdn_run(&c, GDN_CONV, (int64_t)n * cd * rs->d_conv);
+    gdn_run(&c, GDN_SILU, (int64_t)n * cd * 8);
     gdn_run(&c, GDN_QKNORM, (int64_t)n * 2 * rs->key_dim);
     gdn_run(&c, GDN_SCAN, (int64_t)n * nv * rs->d_k * rs->d_k);
     gdn_run(&c, GDN_OUTNORM, (int64_t)n * VD * 4);

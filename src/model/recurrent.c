@@ -4,7 +4,6 @@
  * buffers and the rollback into the last forward. The design and why it
  * was chosen: the comment on bd_recurrent in model.h.
  */
-#include <math.h>
 #include <string.h>
 
 #include "model.h"
@@ -13,38 +12,11 @@
  * The update of one value head for one token
  * ---------------------------------------------------------------------- */
 
-/* Dot of n floats in a fixed order: 16 lane sums, element i into lane
- * i % 16, merged by bd_lanes16_tree. The same order wherever it runs. */
-static float dot16(const float *a, const float *b, int32_t n) {
-    float acc[16] = {0};
-    int32_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
-    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
-    return bd_lanes16_tree(acc);
-}
-
-/*
- * Per value lane j (row j of M, the key lane i contiguous), in the order
- * ggml's fused gated_delta_net op uses (qwen35-hybrid.md §3.4):
- *   M[j]  *= e^g
- *   d_j    = (v_j - M[j].k) * beta
- *   M[j]  += d_j k
- *   out_j  = scale * M[j].q
- * Rows are independent, so each row is finished before the next: one pass
- * over the state instead of four, and the same arithmetic per element.
- */
+/* The kernel table's step (kernels.h states its order): the same bits at
+ * every level, so the forward and the rollback replay agree whichever runs. */
 void bd_gdn_step(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k, const float *v, float g,
                  float beta, const float *q, float scale, float *out) {
-    const float e = expf(g);
-    for (int32_t j = 0; j < d_v; j++) {
-        const float *ms = src + (int64_t)j * d_k;
-        float *md = dst + (int64_t)j * d_k;
-        for (int32_t i = 0; i < d_k; i++) md[i] = ms[i] * e;
-        const float d = (v[j] - dot16(md, k, d_k)) * beta;
-        for (int32_t i = 0; i < d_k; i++) md[i] += k[i] * d;
-        if (q) out[j] = dot16(md, q, d_k) * scale;
-    }
+    bd_kernels_get()->gdn_step(src, dst, d_k, d_v, k, v, g, beta, q, scale, out);
 }
 
 /* ------------------------------------------------------------------------

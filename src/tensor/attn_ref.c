@@ -18,6 +18,8 @@
  *   accum   out[i] = fma(p[j], v_j[i], out[i]) for j = 0, 1, ..., starting
  *           from the caller's out (so a long j range may be split into
  *           consecutive calls without changing a bit).
+ * The Gated DeltaNet step of the hybrid models (linear attention) is here
+ * too; its order is stated in kernels.h.
  */
 #include <math.h>
 
@@ -102,8 +104,35 @@ static void silu_mul_ref(int64_t n, float *g, const float *u) {
     for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + bd_expf_dd(-g[i])) * u[i];
 }
 
+/* Gated DeltaNet step (kernels.h, bd_gdn_step_fn): dots in 16 lanes of
+ * plain adds, merged by bd_lanes16_tree. */
+static float gdn_dot16(const float *a, const float *b, int32_t n) {
+    float acc[16] = {0};
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
+    return bd_lanes16_tree(acc);
+}
+
+/* Rows are independent, so each row is finished before the next: one pass
+ * over the state instead of four, the same arithmetic per element. */
+void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k, const float *v,
+                     float g, float beta, const float *q, float scale, float *out) {
+    const float e = expf(g);
+    for (int32_t j = 0; j < d_v; j++) {
+        const float *ms = src + (int64_t)j * d_k;
+        float *md = dst + (int64_t)j * d_k;
+        for (int32_t i = 0; i < d_k; i++) md[i] = ms[i] * e;
+        const float d = (v[j] - gdn_dot16(md, k, d_k)) * beta;
+        for (int32_t i = 0; i < d_k; i++) md[i] += k[i] * d;
+        if (q) out[j] = gdn_dot16(md, q, d_k) * scale;
+    }
+}
+
 void bd_attn_kernels_fill_ref(bd_kernels *k) {
     k->silu_mul = silu_mul_ref;
+    k->gdn_step = bd_gdn_step_ref;
     k->attn_scores = scores_ref;
     k->attn_softmax = softmax_ref;
     k->attn_accum = accum_ref;

@@ -103,6 +103,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
     if (top->attn_softmax) k->attn_softmax = top->attn_softmax;
     if (top->attn_accum) k->attn_accum = top->attn_accum;
     if (top->silu_mul) k->silu_mul = top->silu_mul;
+    if (top->gdn_step) k->gdn_step = top->gdn_step;
     if (top->tile) k->tile = top->tile;
 }
 

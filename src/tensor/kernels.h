@@ -45,6 +45,19 @@ typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int
  * in every table. */
 typedef void (*bd_silu_mul_fn)(int64_t n, float *g, const float *u);
 
+/* One Gated DeltaNet step of one value head (qwen35-hybrid.md §3.4): the
+ * state M [d_v][d_k] (row j for value lane j, key lanes contiguous) goes
+ * from src to dst (src == dst allowed: in place) and, if q is not NULL,
+ * out[j] = scale * dot(M'[j], q). Per row j, in ggml's order:
+ *   M[j] *= e^g;  d_j = (v_j - dot(M[j], k)) * beta;  M[j] += d_j k
+ * with plain multiplies and adds (no fma); each dot puts element i into
+ * lane i mod 16 (a lane is a chain of adds in increasing i from +0) and
+ * sums the lanes with bd_lanes16_tree. Every table gives the same bits:
+ * a token's state and output do not depend on the kernel level, on the
+ * batch it came in, or on whether a rollback replays it. */
+typedef void (*bd_gdn_step_fn)(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k,
+                               const float *v, float g, float beta, const float *q, float scale, float *out);
+
 /* ISA levels, in order of preference (a later one is the faster where the
  * CPU runs it). BLOCKDRAFT_ISA takes their names. */
 typedef enum bd_isa {
@@ -92,6 +105,7 @@ typedef struct bd_kernels {
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
     bd_silu_mul_fn silu_mul;
+    bd_gdn_step_fn gdn_step;
     const bd_tile_ops *tile;                     /* row-group matmul; NULL where there is none */
 } bd_kernels;
 
@@ -167,6 +181,10 @@ float bd_expf_poly(float x);
 float bd_expf_dd(float x);
 /* a[l] + a[l+8], then + [l+4], then + [l+2], then lane 0 + lane 1 */
 float bd_lanes16_tree(const float a[16]);
+/* The reference table's gdn_step (attn_ref.c); the SIMD tables hand it the
+ * widths they have no loop for (d_k not a multiple of 16). */
+void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k, const float *v,
+                     float g, float beta, const float *q, float scale, float *out);
 
 /* ------------------------------------------------------------------------
  * Matrix multiply

@@ -632,6 +632,45 @@ static void silu_mul(int64_t n, float *g, const float *u) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + bd_expf_dd(-g[i])) * u[i];
 }
 
+/* Gated DeltaNet step (kernels.h): the 16 lanes of each dot in two ymm
+ * (elements i..i+7 of a 16-block in the first); multiplies and adds stay
+ * separate (no fma), as in the scalar twin. */
+static void gdn_step(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k, const float *v,
+                     float g, float beta, const float *q, float scale, float *out) {
+    if (d_k % 16 != 0) {
+        bd_gdn_step_ref(src, dst, d_k, d_v, k, v, g, beta, q, scale, out);
+        return;
+    }
+    const __m256 e = _mm256_set1_ps(expf(g));
+    for (int32_t j = 0; j < d_v; j++) {
+        const float *ms = src + (int64_t)j * d_k;
+        float *md = dst + (int64_t)j * d_k;
+        __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+        for (int32_t i = 0; i < d_k; i += 16) {
+            const __m256 m0 = _mm256_mul_ps(_mm256_loadu_ps(ms + i), e);
+            const __m256 m1 = _mm256_mul_ps(_mm256_loadu_ps(ms + i + 8), e);
+            _mm256_storeu_ps(md + i, m0);
+            _mm256_storeu_ps(md + i + 8, m1);
+            lo = _mm256_add_ps(lo, _mm256_mul_ps(m0, _mm256_loadu_ps(k + i)));
+            hi = _mm256_add_ps(hi, _mm256_mul_ps(m1, _mm256_loadu_ps(k + i + 8)));
+        }
+        const __m256 d = _mm256_set1_ps((v[j] - tree16x2(lo, hi)) * beta);
+        lo = hi = _mm256_setzero_ps();
+        for (int32_t i = 0; i < d_k; i += 16) {
+            const __m256 m0 = _mm256_add_ps(_mm256_loadu_ps(md + i), _mm256_mul_ps(_mm256_loadu_ps(k + i), d));
+            const __m256 m1 =
+                _mm256_add_ps(_mm256_loadu_ps(md + i + 8), _mm256_mul_ps(_mm256_loadu_ps(k + i + 8), d));
+            _mm256_storeu_ps(md + i, m0);
+            _mm256_storeu_ps(md + i + 8, m1);
+            if (q) {
+                lo = _mm256_add_ps(lo, _mm256_mul_ps(m0, _mm256_loadu_ps(q + i)));
+                hi = _mm256_add_ps(hi, _mm256_mul_ps(m1, _mm256_loadu_ps(q + i + 8)));
+            }
+        }
+        if (q) out[j] = tree16x2(lo, hi) * scale;
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Table
  * ---------------------------------------------------------------------- */

@@ -913,6 +913,35 @@ static void silu_mul(int64_t n, float *g, const float *u) {
     }
 }
 
+/* Gated DeltaNet step (kernels.h): a zmm holds the 16 lanes of each dot;
+ * multiplies and adds stay separate (no fma), as in the scalar twin. */
+static void gdn_step(const float *src, float *dst, int32_t d_k, int32_t d_v, const float *k, const float *v,
+                     float g, float beta, const float *q, float scale, float *out) {
+    if (d_k % 16 != 0) {
+        bd_gdn_step_ref(src, dst, d_k, d_v, k, v, g, beta, q, scale, out);
+        return;
+    }
+    const __m512 e = _mm512_set1_ps(expf(g));
+    for (int32_t j = 0; j < d_v; j++) {
+        const float *ms = src + (int64_t)j * d_k;
+        float *md = dst + (int64_t)j * d_k;
+        __m512 acc = _mm512_setzero_ps();
+        for (int32_t i = 0; i < d_k; i += 16) {
+            const __m512 m = _mm512_mul_ps(_mm512_loadu_ps(ms + i), e);
+            _mm512_storeu_ps(md + i, m);
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(m, _mm512_loadu_ps(k + i)));
+        }
+        const __m512 d = _mm512_set1_ps((v[j] - tree16(acc)) * beta);
+        acc = _mm512_setzero_ps();
+        for (int32_t i = 0; i < d_k; i += 16) {
+            const __m512 m = _mm512_add_ps(_mm512_loadu_ps(md + i), _mm512_mul_ps(_mm512_loadu_ps(k + i), d));
+            _mm512_storeu_ps(md + i, m);
+            if (q) acc = _mm512_add_ps(acc, _mm512_mul_ps(m, _mm512_loadu_ps(q + i)));
+        }
+        if (q) out[j] = tree16(acc) * scale;
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Row groups (verify batches and prompts): 16 weight rows against a batch
  * of activation rows (kernels.h's bd_tile_ops; matmul.c sends them the

@@ -426,6 +426,7 @@ BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
         (k)->attn_softmax = attn_softmax;                       \
         (k)->attn_accum = attn_accum;                           \
         (k)->silu_mul = silu_mul;                               \
+        (k)->gdn_step = gdn_step;                               \
         (k)->tile = &k_rg_ops;                                  \
     } while (0)
 

@@ -17,7 +17,9 @@
  *     output (matmul.c).
  *   - attention kernels (attn_scores / attn_softmax / attn_accum) are
  *     bit-identical to their scalar twins, and the softmax exp is within
- *     2 ulp of libm's double exp.
+ *     2 ulp of libm's double exp; so is the Gated DeltaNet step of the
+ *     hybrid models (check_gdn), and its twin agrees with the delta rule
+ *     computed in double.
  * Inputs: random raw block bytes (so every nibble / bit pattern occurs)
  * with f16 scales from moderate, huge (near 65504) and tiny (subnormal)
  * ranges, and activations from the reference quantizer (which never emits
@@ -328,6 +330,69 @@ static void check_silu(const bd_kernels *k) {
     }
 }
 
+/*
+ * Gated DeltaNet step: every table bit-identical to the scalar twin (new
+ * state, in place and into another buffer, and the output), for key widths
+ * the SIMD loops take (multiples of 16) and one they hand back (20); the
+ * twin within 1e-5 (relative to the row's magnitudes) of the delta rule
+ * computed in double precision straight from its definition.
+ */
+static void check_gdn(const bd_kernels *k) {
+    const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
+    static const int32_t dks[] = {16, 20, 48, 128};
+    static const int32_t dvs[] = {1, 5, 128};
+    const size_t cap = 128 * 128;
+    float *m0 = xalloc(cap * sizeof(float)), *ma = xalloc(cap * sizeof(float)), *mb = xalloc(cap * sizeof(float));
+    float kk[128], vv[128], qq[128], oa[128], ob[128];
+    for (size_t di = 0; di < sizeof dks / sizeof dks[0]; di++)
+        for (size_t vi = 0; vi < sizeof dvs / sizeof dvs[0]; vi++)
+            for (int with_q = 0; with_q < 2; with_q++)
+                for (int inplace = 0; inplace < 2; inplace++) {
+                    const int32_t dk = dks[di], dv = dvs[vi];
+                    for (int32_t i = 0; i < dk * dv; i++) m0[i] = rng_gauss() * 0.5f;
+                    for (int32_t i = 0; i < dk; i++) {
+                        kk[i] = rng_gauss() / sqrtf((float)dk);
+                        qq[i] = rng_gauss() / sqrtf((float)dk);
+                    }
+                    for (int32_t j = 0; j < dv; j++) vv[j] = rng_gauss();
+                    const float g = -3.0f * rng_unit(), beta = rng_unit(), scale = 1.0f / sqrtf((float)dk);
+                    memcpy(ma, m0, sizeof(float) * (size_t)(dk * dv));
+                    memcpy(mb, m0, sizeof(float) * (size_t)(dk * dv));
+                    ref->gdn_step(inplace ? ma : m0, ma, dk, dv, kk, vv, g, beta, with_q ? qq : NULL, scale, oa);
+                    k->gdn_step(inplace ? mb : m0, mb, dk, dv, kk, vv, g, beta, with_q ? qq : NULL, scale, ob);
+                    if (memcmp(ma, mb, sizeof(float) * (size_t)(dk * dv)) != 0 ||
+                        (with_q && memcmp(oa, ob, sizeof(float) * (size_t)dv) != 0)) {
+                        print_error("gdn_step %s d_k=%d d_v=%d q=%d in place=%d differs from the twin\n", k->name, dk,
+                                    dv, with_q, inplace);
+                        fail();
+                    }
+                    /* the twin against the definition, in double */
+                    for (int32_t j = 0; j < dv; j++) {
+                        /* error bounds: f32 rounding (~6e-8 per step, a few dozen steps) of
+                         * each term's magnitude, with a wide margin */
+                        double row[128], dot = 0.0, mag = 0.0, o = 0.0, omag = 0.0;
+                        const double e = exp((double)g);
+                        for (int32_t i = 0; i < dk; i++) {
+                            row[i] = (double)m0[j * dk + i] * e;
+                            dot += row[i] * kk[i];
+                            mag += fabs(row[i] * kk[i]);
+                        }
+                        const double d = ((double)vv[j] - dot) * beta;
+                        for (int32_t i = 0; i < dk; i++) {
+                            row[i] += kk[i] * d;
+                            const double term = fabs(row[i]) + fabs(kk[i]) * (fabs(vv[j]) + mag);
+                            assert_true(fabs((double)ma[j * dk + i] - row[i]) <= 1e-5 * term);
+                            o += row[i] * qq[i];
+                            omag += term * fabs(qq[i]);
+                        }
+                        if (with_q) assert_true(fabs((double)oa[j] - o * scale) <= 1e-5 * omag * scale);
+                    }
+                }
+    free(m0);
+    free(ma);
+    free(mb);
+}
+
 static void check_attention(const bd_kernels *k) {
     const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
     static const int32_t hds[] = {8, 24, 64, 100, 128, 256};
@@ -521,6 +586,7 @@ static void run_isa(bd_isa isa) {
     check_batch_invariance(k);
     check_attention(k);
     check_silu(k);
+    check_gdn(k);
     if (k->tile) check_tiles(k);
 }
 
