@@ -163,14 +163,16 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
 
 /* x += FFN(RMSNorm(x) * ffn_norm): dense SwiGLU, or the mixture of
  * experts when the layer has a router. In near-equal row chunks of at most
- * BD_FFN_ROWS (the gate/up buffers are the largest per-row scratch; a batch
- * of more than BD_MATMUL_EXACT_ROWS rows never leaves a chunk that small,
- * so every row of a batch takes the same kernels). */
+ * BD_FFN_ROWS, or BD_MOE_ROWS for a mixture (the gate/up buffers are the
+ * largest per-row scratch; a batch of more than BD_MATMUL_EXACT_ROWS rows
+ * never leaves a chunk that small, so every row of a batch takes the same
+ * kernels). */
 void bd_fwd_ffn(bd_session *s, const bd_layer *L, int32_t n) {
     const bd_hparams *hp = &s->m->hp;
     const int64_t E = hp->n_embd, FF = hp->n_ff;
     bd_fwd_rmsnorm(s, s->h, s->x, L->ffn_norm, n, E);
-    const int32_t n_chunks = (n + BD_FFN_ROWS - 1) / BD_FFN_ROWS;
+    const int32_t max_rows = L->router.data ? BD_MOE_ROWS : BD_FFN_ROWS;
+    const int32_t n_chunks = (n + max_rows - 1) / max_rows;
     for (int32_t c = 0; c < n_chunks; c++) {
         const int32_t r0 = (int32_t)((int64_t)n * c / n_chunks);
         const int32_t rows = (int32_t)((int64_t)n * (c + 1) / n_chunks) - r0;

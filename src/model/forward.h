@@ -25,7 +25,7 @@ void bd_fwd_rmsnorm(bd_session *s, float *out, const float *x, const float *w, i
 void bd_fwd_add(bd_session *s, float *x, const float *h, int64_t count);
 void bd_fwd_silu_mul(bd_session *s, float *g, const float *u, int64_t count);
 
-/* moe.c: h ([n][n_embd], n <= BD_FFN_ROWS) := the routed experts' weighted
+/* moe.c: h ([n][n_embd], n <= BD_MOE_ROWS) := the routed experts' weighted
  * sum plus the gated shared expert. */
 void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n);
 /* The routing of one row: probs = softmax(logits) (may be logits itself),

@@ -24,8 +24,13 @@
 #include "../tokenizer/tokenizer.h"
 #include "arch.h"
 
-/* Rows of one feed-forward pass within a batch (forward.c). */
+/* Rows of one feed-forward pass within a batch (forward.c): dense layers,
+ * and mixture-of-experts layers, whose chunks are larger because each
+ * expert sees only about rows * n_used / n_expert of them (~16 of 512 at
+ * 8 of 256): a larger chunk reads every expert's weights fewer times and
+ * gives its matmuls batches worth unpacking a weight block for. */
 #define BD_FFN_ROWS 128
+#define BD_MOE_ROWS 512
 
 typedef struct bd_hparams {
     int32_t n_vocab;
@@ -212,7 +217,7 @@ struct bd_session {
     float *agate;                 /* [n_b][n_head*hd] the attention's output gate */
     float *z;                     /* [n_b][value_dim] GDN output gate */
     float *o;                     /* [n_b][value_dim] GDN output */
-    /* mixture-of-experts scratch, for min(n_b, BD_FFN_ROWS) rows */
+    /* mixture-of-experts scratch, for FR = min(n_b, BD_MOE_ROWS) rows */
     float *moe_logits;            /* [FR][n_expert] router logits, then probabilities */
     int32_t *moe_sel;             /* [FR][n_used] chosen experts, best first */
     float *moe_w;                 /* [FR][n_used] their weights */

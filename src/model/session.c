@@ -15,7 +15,7 @@ bd_session_params bd_session_default_params(void) {
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
-    const int32_t FR = n_batch < BD_FFN_ROWS ? n_batch : BD_FFN_ROWS;
+    const int32_t MR = n_batch < BD_MOE_ROWS ? n_batch : BD_MOE_ROWS; /* rows of one MoE pass */
 #define UPD(W, n)                                                           \
     do {                                                                    \
         if ((W).data) {                                                     \
@@ -37,15 +37,15 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
         UPD(L->w_beta, n_batch);
         UPD(L->w_alpha, n_batch);
         UPD(L->ssm_out, n_batch);
-        UPD(L->router, FR);
-        UPD(L->gate_exps, FR);
-        UPD(L->up_exps, FR);
-        UPD(L->gate_up_exps, FR);
-        UPD(L->down_exps, FR);
-        UPD(L->shexp_gate_inp, FR);
-        UPD(L->gate_shexp, FR);
-        UPD(L->up_shexp, FR);
-        UPD(L->down_shexp, FR);
+        UPD(L->router, MR);
+        UPD(L->gate_exps, MR);
+        UPD(L->up_exps, MR);
+        UPD(L->gate_up_exps, MR);
+        UPD(L->down_exps, MR);
+        UPD(L->shexp_gate_inp, MR);
+        UPD(L->gate_shexp, MR);
+        UPD(L->up_shexp, MR);
+        UPD(L->down_shexp, MR);
     }
     UPD(m->output, n_out);
 #undef UPD
@@ -148,16 +148,17 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         if (!bd_recurrent_create(&s->rs, m, n_save, s->n_batch, err, errlen)) goto fail;
     }
     if (hp->n_expert > 0) {
+        const int64_t MR = B < BD_MOE_ROWS ? B : BD_MOE_ROWS; /* rows of one MoE pass */
         const int64_t U = hp->n_expert_used, FE = hp->n_ff_exp,
                       FS = hp->n_ff_shexp > FE ? hp->n_ff_shexp : FE;
-        s->moe_logits = bd_alloc((size_t)(FR * hp->n_expert) * sizeof(float));
-        s->moe_sel = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
-        s->moe_w = bd_alloc((size_t)(FR * U) * sizeof(float));
-        s->moe_out = bd_alloc((size_t)(FR * U * E) * sizeof(float));
-        s->moe_rows = bd_alloc((size_t)(FR * U) * sizeof(int32_t));
-        s->moe_x = bd_alloc((size_t)(FR * E) * sizeof(float));
-        s->moe_gu = bd_alloc((size_t)(FR * 2 * FS) * sizeof(float));
-        s->moe_y = bd_alloc((size_t)(FR * E) * sizeof(float));
+        s->moe_logits = bd_alloc((size_t)(MR * hp->n_expert) * sizeof(float));
+        s->moe_sel = bd_alloc((size_t)(MR * U) * sizeof(int32_t));
+        s->moe_w = bd_alloc((size_t)(MR * U) * sizeof(float));
+        s->moe_out = bd_alloc((size_t)(MR * U * E) * sizeof(float));
+        s->moe_rows = bd_alloc((size_t)(MR * U) * sizeof(int32_t));
+        s->moe_x = bd_alloc((size_t)(MR * E) * sizeof(float));
+        s->moe_gu = bd_alloc((size_t)(MR * 2 * FS) * sizeof(float));
+        s->moe_y = bd_alloc((size_t)(MR * E) * sizeof(float));
         if (!s->moe_logits || !s->moe_sel || !s->moe_w || !s->moe_out || !s->moe_rows || !s->moe_x ||
             !s->moe_gu || !s->moe_y)
             goto oom;
