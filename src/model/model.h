@@ -306,7 +306,5 @@ void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, 
 void bd_softmax(float *x, int64_t n);
 /* 1 / (1 + e^-x) with libm's expf, as ggml's CPU sigmoid. */
 float bd_sigmoid(float x);
-/* x / (1 + e^-x), with the e^x of the SiLU kernel (bd_expf_dd). */
-float bd_silu(float x);
 
 #endif

@@ -94,4 +94,3 @@ void bd_softmax(float *x, int64_t n) {
 
 float bd_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-float bd_silu(float x) { return x / (1.0f + bd_expf_dd(-x)); }
