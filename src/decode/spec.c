@@ -308,11 +308,16 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * right is detected within a few steps and one that always is gets long
  * drafts. Cost(n) is the measured wall time of a step drafting n (0 =
  * plain step); unmeasured n are interpolated linearly between measured
- * neighbours. Pick the n with the best E(n)/Cost(n). While plain steps win,
- * a one-token draft probes the drafter after ADAPT_PROBE_EVERY plain steps,
- * that gap doubling after each rejected probe (up to ADAPT_PROBE_MAX), so a
- * drafter that starts agreeing is noticed and one that never does costs
- * little. The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up
+ * neighbours, and beyond the longest measured draft extrapolated with the
+ * slope between the two longest measured drafts (or, with one, between it
+ * and the plain step). Pick the n with the best E(n)/Cost(n). While plain
+ * steps win, a draft probes the drafter after ADAPT_PROBE_EVERY plain
+ * steps, that gap doubling after each rejected probe (up to
+ * ADAPT_PROBE_MAX), so a drafter that starts agreeing is noticed and one
+ * that never does costs little. A probe drafts the length rated best among
+ * drafts: one token for a drafter that has been wrong, a long draft for one
+ * that has been right (whose cost may be known only by extrapolation from
+ * a warm-up slowed by page faults until it is measured). The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up
  * (page faults of the drafter's weights); its time counts only until a real
  * measurement of that length replaces it. The second step is a plain one
  * (the cost of not drafting). Plain steps hold their features
@@ -328,7 +333,21 @@ static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_ma
     for (int32_t i = n + 1; i <= n_max; i++)
         if (cost_n[i]) { hi = i; break; }
     if (lo >= 0 && hi >= 0) return cost[lo] + (cost[hi] - cost[lo]) * (n - lo) / (double)(hi - lo);
-    if (lo >= 1 && cost_n[0]) return cost[lo] + (cost[lo] - cost[0]) / lo * (n - lo); /* extrapolate */
+    if (lo >= 1) {
+        /* beyond the longest measured draft: its cost plus the marginal cost
+         * of a drafted token, taken between two measured draft lengths when
+         * there are two (the drafter's pass is a fixed cost of every draft
+         * length: a slope from the plain step would charge it to every
+         * token, and a drafter whose pass is slow against a cheap verify --
+         * MoE targets: ~90 ms pass, t(16) ~7 t(1) -- was never tried long) */
+        int32_t lo2 = -1;
+        for (int32_t i = lo - 1; i >= 1; i--)
+            if (cost_n[i]) { lo2 = i; break; }
+        double slope = -1;
+        if (lo2 >= 1) slope = (cost[lo] - cost[lo2]) / (lo - lo2);
+        else if (cost_n[0]) slope = (cost[lo] - cost[0]) / lo;
+        if (slope >= 0) return cost[lo] + slope * (n - lo);
+    }
     if (lo >= 0) return cost[lo];
     if (hi >= 0) return cost[hi];
     return 0;
@@ -369,11 +388,14 @@ static int32_t adapt_pick(bd_spec *sp) {
     int32_t best_draft_n;
     int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->cost_n, sp->n_max, &best_draft_n);
     if (n == 0) {
-        /* re-probe the first position cheaply: the other estimates follow
-         * once drafts are accepted again */
+        /* re-probe with the draft length the estimates rate best among
+         * drafts: one token when the drafter has been wrong (E(n) is flat,
+         * the shortest draft is the cheapest), a long one when it has been
+         * right -- whose cost may be known only by extrapolation (from a
+         * warm-up step slowed by page faults, say) until it is measured */
         if (++sp->plain_run >= sp->probe_every) {
             sp->plain_run = 0;
-            return 1;
+            return best_draft_n;
         }
         return 0;
     }

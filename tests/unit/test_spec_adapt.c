@@ -85,11 +85,33 @@ static void moderate_acceptance_picks_the_optimum(void **st) {
     assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 4);
 }
 
+static void slow_drafter_cheap_verify_extrapolates_from_drafts(void **st) {
+    (void)st;
+    /* measured (the MoE case): plain 31 ms, a 1-token draft 140 ms (a 90 ms
+     * drafter pass + a 2-row verify), a 4-token draft 164 ms; alpha 1.
+     * Beyond 4 the marginal cost of a drafted token is (164 - 140) / 3 = 8 ms
+     * (the drafter's pass is paid once per draft): cost(15) = 164 + 11 * 8 =
+     * 252, rate(15) = 16 / 252 = 0.063 > 1 / 31 = 0.032. (A slope from the
+     * plain step, 33 ms per token, gives cost(15) = 527 and 16 / 527 = 0.030:
+     * plain forever, though full drafts pay 2x.) */
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 31, cost_n[0] = 1;
+    cost[1] = 140, cost_n[1] = 1;
+    cost[4] = 164, cost_n[4] = 1;
+    set_alpha(1.0);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), N);
+    /* one measured draft only: the slope from the plain step, as before */
+    cost_n[1] = 0;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
         cmocka_unit_test(first_k_right_stops_after_k),     cmocka_unit_test(expensive_verify_goes_plain),
         cmocka_unit_test(moderate_acceptance_picks_the_optimum),
+        cmocka_unit_test(slow_drafter_cheap_verify_extrapolates_from_drafts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
