@@ -62,6 +62,13 @@ typedef struct bd_fmap {
  * device is refused without blocking. */
 bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen);
 void bd_fmap_close(bd_fmap *m);
+/* Read the mapped file in and map its pages now, so that the first
+ * forward pass does not pay one page fault per few pages of weights (a
+ * drafter's first draft, a mixture's first use of an expert). llama.cpp
+ * prefetches its model files the same way (MAP_POPULATE). Best effort:
+ * nothing for a file larger than half the physical memory, where reading
+ * it all ahead would only push its own first pages out again. */
+void bd_fmap_prefetch(const bd_fmap *m);
 
 /* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
  *

@@ -615,6 +615,8 @@ bd_gguf_file *bd_gguf_open(const char *path, char *err, size_t errlen) {
     return f;
 }
 
+void bd_gguf_prefetch(const bd_gguf_file *f) { bd_fmap_prefetch(&f->map); }
+
 bool bd_gguf_intact(const bd_gguf_file *f) { return bd_fmap_intact(&f->map); }
 
 void bd_gguf_close(bd_gguf_file *f) {

@@ -309,6 +309,7 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
         m->chat_template[tlen] = '\0';
     }
     if (!m->arch_info->load(m, err, errlen)) goto fail;
+    bd_gguf_prefetch(m->gguf);
     return m;
 fail:
     bd_model_free(m);
