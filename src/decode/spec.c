@@ -37,7 +37,8 @@
 #define ADAPT_BETA 0.15      /* EMA weight of one observation */
 #define ADAPT_PROBE_EVERY 16 /* plain steps between re-probing the drafter */
 #define ADAPT_PROBE_MAX 256  /* ... doubling after each failed probe, up to this */
-#define ADAPT_WARMUP 4       /* draft length of the first step */
+#define ADAPT_PROBE_SHARE 0.02 /* a probe's loss against plain steps: at most this share of their time */
+#define ADAPT_WARMUP 1       /* draft length of the first step */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
 struct bd_spec {
@@ -59,9 +60,12 @@ struct bd_spec {
     double alpha[SPEC_MAX_DRAFT + 1];  /* P(accept pos i | accepted pos i-1) */
     int32_t alpha_n[SPEC_MAX_DRAFT + 1]; /* observations behind alpha[i] */
     double cost[SPEC_MAX_DRAFT + 1];   /* EMA ms of one step drafting n (0 = plain) */
+    double vcost[SPEC_MAX_DRAFT + 1];  /* ... of its verify forward alone */
     int32_t cost_n[SPEC_MAX_DRAFT + 1];
     int32_t plain_run;
     int32_t probe_every;    /* plain steps before the next probe (backs off) */
+    double probe_ms;        /* the last drafting step's time ... */
+    int32_t probe_tokens;   /* ... and the tokens it emitted (0: none yet) */
     int32_t step_no;
     /* draft-dflash: target features of plain steps not yet given to the
      * drafter ([SPEC_PEND][n_taps * n_embd]); appended in one batch before
@@ -309,23 +313,34 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * drafts. Cost(n) is the measured wall time of a step drafting n (0 =
  * plain step); unmeasured n are interpolated linearly between measured
  * neighbours, and beyond the longest measured draft extrapolated with the
- * slope between the two longest measured drafts (or, with one, between it
- * and the plain step). Pick the n with the best E(n)/Cost(n). While plain
- * steps win, a draft probes the drafter after ADAPT_PROBE_EVERY plain
- * steps, that gap doubling after each rejected probe (up to
- * ADAPT_PROBE_MAX), so a drafter that starts agreeing is noticed and one
- * that never does costs little. A probe drafts the length rated best among
- * drafts: one token for a drafter that has been wrong, a long draft for one
- * that has been right (whose cost may be known only by extrapolation from
- * a warm-up slowed by page faults until it is measured). The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up
- * (page faults of the drafter's weights); its time counts only until a real
- * measurement of that length replaces it. The second step is a plain one
- * (the cost of not drafting). Plain steps hold their features
+ * slope between the two longest measured drafts or, with one measured
+ * draft, with the slope of the verify forwards alone for a DFlash drafter
+ * (its pass is paid once per draft whatever its length; charged to every
+ * drafted token it would make a slow drafter on a cheap verify look unable
+ * to pay at any length) and of whole steps for the others. Pick the n with
+ * the best E(n)/Cost(n).
+ *
+ * While plain steps win, a draft probes the drafter now and then, so a
+ * drafter that starts agreeing is noticed. A probe drafts the length rated
+ * best among drafts (one token for a drafter that has been wrong, a long
+ * draft for one that has been right). The plain steps before the next
+ * probe: ADAPT_PROBE_EVERY, doubling after each probe with nothing accepted
+ * (up to ADAPT_PROBE_MAX), and always enough that the last probe's loss
+ * against plain steps (its time minus its tokens' time at the plain rate)
+ * is at most ADAPT_PROBE_SHARE of the plain steps' time (again up to
+ * ADAPT_PROBE_MAX; the warm-up's own loss does not count, its time is
+ * inflated by cold caches): a drafter whose pass costs three target tokens
+ * (MoE targets) is probed rarely, a cheap one often.
+ *
+ * The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up (first
+ * acceptance estimate, page faults of the drafter's weights: its time counts
+ * only until a real measurement of that length replaces it). The second is a
+ * plain step (the cost of not drafting). Plain steps hold their features
  * back from a DFlash drafter (SPEC_PEND rows at most) and hand them over in
  * one batch before the next draft.
  * ---------------------------------------------------------------------- */
 
-static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_max, int32_t n) {
+static double adapt_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {
     if (cost_n[n]) return cost[n];
     int32_t lo = -1, hi = -1;
     for (int32_t i = n - 1; i >= 0; i--)
@@ -336,16 +351,13 @@ static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_ma
     if (lo >= 1) {
         /* beyond the longest measured draft: its cost plus the marginal cost
          * of a drafted token, taken between two measured draft lengths when
-         * there are two (the drafter's pass is a fixed cost of every draft
-         * length: a slope from the plain step would charge it to every
-         * token, and a drafter whose pass is slow against a cheap verify --
-         * MoE targets: ~90 ms pass, t(16) ~7 t(1) -- was never tried long) */
+         * there are two, else from the verify forwards alone */
         int32_t lo2 = -1;
         for (int32_t i = lo - 1; i >= 1; i--)
             if (cost_n[i]) { lo2 = i; break; }
         double slope = -1;
         if (lo2 >= 1) slope = (cost[lo] - cost[lo2]) / (lo - lo2);
-        else if (cost_n[0]) slope = (cost[lo] - cost[0]) / lo;
+        else if (cost_n[0]) slope = ((vcost ? vcost[lo] : cost[lo]) - (vcost ? vcost[0] : cost[0])) / lo;
         if (slope >= 0) return cost[lo] + slope * (n - lo);
     }
     if (lo >= 0) return cost[lo];
@@ -353,15 +365,15 @@ static double adapt_cost(const double *cost, const int32_t *cost_n, int32_t n_ma
     return 0;
 }
 
-int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int32_t *cost_n, int32_t n_max,
-                             int32_t *best_draft_n) {
+int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
+                             int32_t n_max, int32_t *best_draft_n) {
     double best_rate = cost_n[0] ? 1.0 / cost[0] : 0.0;
     int32_t best_n = 0, bdn = 1;
     double best_draft_rate = -1, e = 1.0, prod = 1.0;
     for (int32_t n = 1; n <= n_max; n++) {
         prod *= alpha[n];
         e += prod;
-        double c = adapt_cost(cost, cost_n, n_max, n);
+        double c = adapt_cost(cost, vcost, cost_n, n_max, n);
         double rate = c > 0 ? e / c : 0;
         if (rate > best_draft_rate) {
             best_draft_rate = rate;
@@ -373,27 +385,33 @@ int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int3
     return best_n;
 }
 
+int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens, double plain_ms) {
+    int32_t gap = backoff;
+    if (plain_ms <= 0 || probe_tokens <= 0) return gap;
+    double loss = probe_ms - probe_tokens * plain_ms;
+    if (loss <= 0) return gap;
+    double g = ceil(loss / (ADAPT_PROBE_SHARE * plain_ms));
+    if (g > ADAPT_PROBE_MAX) g = ADAPT_PROBE_MAX;
+    return g > gap ? (int32_t)g : gap;
+}
+
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
-    /* probes: one short draft (warm-up: pages in the drafter's weights,
-     * first acceptance estimates; short, because a drafter that is never
-     * right should cost one small verify, not a full block), then one
-     * plain step */
+    /* a one-token warm-up draft (a drafter that is never right should cost
+     * one small verify, not a full block), then one plain step. (Skipping
+     * the plain step after an accepted warm-up raises tau on an always-right
+     * drafter, but then a drafter that is right yet too slow to pay --
+     * stories260K -- is never found out: tried and measured.) */
     if (sp->step_no == 1) return sp->n_max < ADAPT_WARMUP ? sp->n_max : ADAPT_WARMUP;
-    /* then one plain step: the cost every draft length is compared with.
-     * (Skipping it after a fully accepted warm-up raises tau on an
-     * always-right drafter, but then a drafter that is right yet too slow
-     * to pay -- stories260K -- is never found out: tried and measured.) */
     if (sp->step_no == 2) return 0;
     int32_t best_draft_n;
-    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->cost_n, sp->n_max, &best_draft_n);
+    /* a DFlash pass costs the same for every draft length; a draft model's
+     * autoregressive drafting grows with it: whole steps' slope there */
+    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->df ? sp->vcost : NULL, sp->cost_n, sp->n_max,
+                                     &best_draft_n);
     if (n == 0) {
-        /* re-probe with the draft length the estimates rate best among
-         * drafts: one token when the drafter has been wrong (E(n) is flat,
-         * the shortest draft is the cheapest), a long one when it has been
-         * right -- whose cost may be known only by extrapolation (from a
-         * warm-up step slowed by page faults, say) until it is measured */
-        if (++sp->plain_run >= sp->probe_every) {
+        if (++sp->plain_run >= bd_spec_probe_gap(sp->probe_every, sp->probe_ms, sp->probe_tokens,
+                                                 sp->cost_n[0] ? sp->cost[0] : 0)) {
             sp->plain_run = 0;
             return best_draft_n;
         }
@@ -403,11 +421,19 @@ static int32_t adapt_pick(bd_spec *sp) {
     return n;
 }
 
-static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double ms) {
-    if (n_drafted > 0)
+/* One step's observation: n_drafted drafts, n_acc accepted, ms for the whole
+ * step, vms of it in the verify forward. */
+static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double ms, double vms) {
+    if (n_drafted > 0) {
         sp->probe_every = n_acc > 0                              ? ADAPT_PROBE_EVERY
                           : 2 * sp->probe_every > ADAPT_PROBE_MAX ? ADAPT_PROBE_MAX
                                                                   : 2 * sp->probe_every;
+        /* the warm-up's time is no measure of a probe's loss (the first
+         * run of a process: cold caches, first touch of scratch buffers,
+         * twice a later draft's time): after it only the back-off counts */
+        sp->probe_ms = ms;
+        sp->probe_tokens = sp->step_no == 1 ? 0 : n_acc + 1;
+    }
     for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
         double obs = i <= n_acc ? 1.0 : 0.0;
         double beta = 1.0 / (sp->alpha_n[i] + 2);
@@ -423,6 +449,7 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
      * provisional figure until the first real measurement replaces it. */
     if (sp->step_no == 1) {
         sp->cost[n_drafted] = ms;
+        sp->vcost[n_drafted] = vms;
         sp->cost_n[n_drafted] = 1;
         sp->cost_provisional = n_drafted;
         return;
@@ -430,10 +457,16 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
     if (sp->cost_provisional == n_drafted) {
         sp->cost_provisional = -1;
         sp->cost[n_drafted] = ms;
+        sp->vcost[n_drafted] = vms;
         return;
     }
-    if (sp->cost_n[n_drafted]) sp->cost[n_drafted] += ADAPT_BETA * (ms - sp->cost[n_drafted]);
-    else sp->cost[n_drafted] = ms;
+    if (sp->cost_n[n_drafted]) {
+        sp->cost[n_drafted] += ADAPT_BETA * (ms - sp->cost[n_drafted]);
+        sp->vcost[n_drafted] += ADAPT_BETA * (vms - sp->vcost[n_drafted]);
+    } else {
+        sp->cost[n_drafted] = ms;
+        sp->vcost[n_drafted] = vms;
+    }
     sp->cost_n[n_drafted]++;
 }
 
@@ -664,10 +697,12 @@ static int32_t spec_reset(bd_spec *sp, const int32_t *prompt, int32_t n_prompt) 
     for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
         sp->alpha[i] = 1.0;
         sp->alpha_n[i] = 0;
-        sp->cost[i] = 0;
+        sp->cost[i] = sp->vcost[i] = 0;
         sp->cost_n[i] = 0;
     }
     sp->plain_run = sp->step_no = 0;
+    sp->probe_ms = 0;
+    sp->probe_tokens = 0;
     sp->probe_every = ADAPT_PROBE_EVERY;
     sp->n_pend = 0;
     sp->cost_provisional = -1;
@@ -836,14 +871,14 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         emit(&r.e, tok, 0);
     }
     while (ok && !r.e.done) {
-        double ts = bd_time_ms();
+        double ts = bd_time_ms(), vms0 = st->spec.verify_ms;
         int32_t P = bd_session_length(t), nd, a, tok;
         /* the target cache holds every committed token but the anchor; the
          * DFlash context (plus the held-back rows) the same tokens */
         BD_ASSERT(P == sp->n_hist - 1);
         BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) + sp->n_pend == P);
         ok = spec_draft(&r, &nd) && spec_verify(&r, nd, &a, &tok) && spec_commit(&r, P, nd, a, tok);
-        if (ok && sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts);
+        if (ok && sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts, st->spec.verify_ms - vms0);
     }
     st->gen_ms = bd_time_ms() - t1;
     st->spec.other_ms = st->gen_ms - st->spec.draft_ms - st->spec.verify_ms;

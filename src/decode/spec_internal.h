@@ -20,10 +20,17 @@ extern bool bd_spec_test_wrong_history;
 
 /* The adaptive draft-length decision (pure function of its inputs):
  * alpha[1..n_max] acceptance estimates, cost[0..n_max] measured step
- * times with cost_n[i] observations each. Returns the draft length to use
- * (0 = a plain step) and the best drafting length in *best_draft_n. */
+ * times with cost_n[i] observations each, vcost[0..n_max] the verify
+ * forward's part of them (NULL: extrapolate from whole steps). Returns the
+ * draft length to use (0 = a plain step) and the best drafting length in
+ * *best_draft_n. */
 #include <stdint.h>
-int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const int32_t *cost_n, int32_t n_max,
-                             int32_t *best_draft_n);
+int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
+                             int32_t n_max, int32_t *best_draft_n);
+
+/* Plain steps before the next probe: the back-off gap, raised so that the
+ * last probe's loss (probe_ms against probe_tokens plain steps of plain_ms
+ * each) is at most 2 % of the plain steps' time; at most 256. */
+int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens, double plain_ms);
 
 #endif

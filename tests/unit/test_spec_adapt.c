@@ -35,7 +35,7 @@ static void always_right_drafts_full_blocks(void **st) {
     cheap_verify();
     set_alpha(1.0); /* E(15) = 16 at 15 ms vs 1 token at 10 ms */
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), N);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), N);
 }
 
 static void never_right_goes_plain(void **st) {
@@ -43,7 +43,7 @@ static void never_right_goes_plain(void **st) {
     cheap_verify();
     set_alpha(0.0); /* E(n) = 1 for every n: nothing beats the 10 ms plain step */
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 0);
     assert_int_equal(bd, 1); /* the probe length is the cheapest draft */
 }
 
@@ -55,7 +55,7 @@ static void first_k_right_stops_after_k(void **st) {
     set_alpha(1.0);
     for (int i = 6; i <= N; i++) alpha[i] = 0.0;
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 5);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 5);
 }
 
 static void expensive_verify_goes_plain(void **st) {
@@ -68,7 +68,7 @@ static void expensive_verify_goes_plain(void **st) {
     }
     set_alpha(0.9);
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 0);
 }
 
 static void moderate_acceptance_picks_the_optimum(void **st) {
@@ -82,7 +82,7 @@ static void moderate_acceptance_picks_the_optimum(void **st) {
     }
     set_alpha(0.8);
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 4);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 4);
 }
 
 static void slow_drafter_cheap_verify_extrapolates_from_drafts(void **st) {
@@ -100,10 +100,52 @@ static void slow_drafter_cheap_verify_extrapolates_from_drafts(void **st) {
     cost[4] = 164, cost_n[4] = 1;
     set_alpha(1.0);
     int32_t bd;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), N);
-    /* one measured draft only: the slope from the plain step, as before */
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), N);
+    /* one measured draft only and no verify times: the slope of whole steps
+     * from the plain step, (164 - 31) / 4 = 33 ms per token, says plain */
     cost_n[1] = 0;
-    assert_int_equal(bd_spec_adapt_choose(alpha, cost, cost_n, N, &bd), 0);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 0);
+}
+
+static void one_measured_draft_extrapolates_from_verify_times(void **st) {
+    (void)st;
+    /* measured: plain 31 ms (its verify 31 ms), a 1-token draft 140 ms of
+     * which the verify forward took 36 ms. Per drafted token beyond it the
+     * verify costs 36 - 31 = 5 ms more; the 104 ms drafter pass is paid once:
+     * cost(15) = 140 + 14 * 5 = 210, rate 16 / 210 = 0.076 > 1 / 31 = 0.032,
+     * so draft 15. (Whole steps from the plain step, 109 ms per token, would
+     * give cost(15) = 1666 and plain.) */
+    double vcost[N + 1] = {0};
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 31, vcost[0] = 31, cost_n[0] = 1;
+    cost[1] = 140, vcost[1] = 36, cost_n[1] = 1;
+    set_alpha(1.0);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), N);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 0);
+    /* the same costs with a drafter that has been wrong: E(n) = 1, plain,
+     * and the probe length is the cheapest draft */
+    set_alpha(0.0);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 0);
+    assert_int_equal(bd, 1);
+}
+
+static void probe_gap_bounds_the_probes_loss(void **st) {
+    (void)st;
+    /* no plain time measured yet, or no probe yet: the back-off gap alone */
+    assert_int_equal(bd_spec_probe_gap(16, 140, 1, 0), 16);
+    assert_int_equal(bd_spec_probe_gap(32, 0, 0, 31), 32);
+    /* a probe that paid (3 tokens in 80 ms against 3 x 31): no loss */
+    assert_int_equal(bd_spec_probe_gap(16, 80, 3, 31), 16);
+    /* a cheap probe's loss, 40 - 31 = 9 ms, needs 9 / (0.02 x 31) = 14.5 ->
+     * 15 plain steps: the back-off gap (16) is larger */
+    assert_int_equal(bd_spec_probe_gap(16, 40, 1, 31), 16);
+    /* the MoE drafter: a 121 ms probe for one token at 31 ms a plain token
+     * loses 90 ms; 90 / 0.62 = 145.2 -> 146 plain steps */
+    assert_int_equal(bd_spec_probe_gap(16, 121, 1, 31), 146);
+    assert_int_equal(bd_spec_probe_gap(200, 121, 1, 31), 200);
+    /* a very slow probe: capped at 256 */
+    assert_int_equal(bd_spec_probe_gap(16, 2000, 1, 31), 256);
 }
 
 int main(void) {
@@ -112,6 +154,8 @@ int main(void) {
         cmocka_unit_test(first_k_right_stops_after_k),     cmocka_unit_test(expensive_verify_goes_plain),
         cmocka_unit_test(moderate_acceptance_picks_the_optimum),
         cmocka_unit_test(slow_drafter_cheap_verify_extrapolates_from_drafts),
+        cmocka_unit_test(one_measured_draft_extrapolates_from_verify_times),
+        cmocka_unit_test(probe_gap_bounds_the_probes_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
