@@ -38,7 +38,7 @@
 #define ADAPT_PROBE_EVERY 16 /* plain steps between re-probing the drafter */
 #define ADAPT_PROBE_MAX 256  /* ... doubling after each failed probe, up to this */
 #define ADAPT_PROBE_SHARE 0.02 /* a probe's loss against plain steps: at most this share of their time */
-#define ADAPT_WARMUP 1       /* draft length of the first step */
+#define ADAPT_WARMUP 4       /* draft length of the first step */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
 struct bd_spec {
@@ -397,8 +397,12 @@ int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens
 
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
-    /* a one-token warm-up draft (a drafter that is never right should cost
-     * one small verify, not a full block), then one plain step. (Skipping
+    /* a short warm-up draft, then one plain step. Short: a drafter that is
+     * never right should cost a small verify, not a full block. Not one
+     * token: a 2-row verify costs ~1.8x one row on CPUs (4B, Zen 5), 5 rows
+     * ~2.2x, 16 rows ~4.6x, so the slope from a one-token draft charges each
+     * drafted token three times its share and a right drafter stays plain
+     * until the next probe (4B always-right 2.29x -> 1.97x: tried). (Skipping
      * the plain step after an accepted warm-up raises tau on an always-right
      * drafter, but then a drafter that is right yet too slow to pay --
      * stories260K -- is never found out: tried and measured.) */
