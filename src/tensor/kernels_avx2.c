@@ -214,27 +214,46 @@ static const char k_q4_minsel[32] __attribute__((aligned(32))) = {S_(0), S_(0), 
                                                                    S_(4), S_(4), S_(5), S_(5), S_(6), S_(6), S_(7), S_(7)};
 #undef S_
 
-/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
-BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+/* One Q4_K block unpacked for any number of rows: the codes of each chunk
+ * (low and high nibbles), the chunks' pair scales, the mins. */
+typedef struct {
+    __m256i lo[4], hi[4], sc[4], mn;
+} q4k_unit;
+
+BD_INLINE void q4k_unpack(const block_q4_K *w, q4k_unit *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     uint64_t sc8, m8;
     kq_unpack_scales(w->scales, &sc8, &m8);
     const __m256i scb = _mm256_set1_epi64x((long long)sc8);
-    __m256i si = _mm256_setzero_si256();
     UNROLL for (int c = 0; c < 4; c++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
-        const __m256i d0 = dot4_u8s8(_mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
-        const __m256i d1 = dot4_u8s8(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                     _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
-        const __m256i sc = _mm256_shuffle_epi8(scb, _mm256_load_si256((const __m256i *)k_q4_pairsel[c]));
-        si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
+        u->lo[c] = _mm256_and_si256(q, m4);
+        u->hi[c] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        u->sc[c] = _mm256_shuffle_epi8(scb, _mm256_load_si256((const __m256i *)k_q4_pairsel[c]));
     }
-    const __m256i mn = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_minsel));
-    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mn);
+    u->mn = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)m8), _mm256_load_si256((const __m256i *)k_q4_minsel));
+}
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_row_z(const q4k_unit *u, const block_q8_K *y) {
+    __m256i si = _mm256_setzero_si256();
+    UNROLL for (int c = 0; c < 4; c++) {
+        const __m256i d0 = dot4_u8s8(u->lo[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c)));
+        const __m256i d1 = dot4_u8s8(u->hi[c], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * c + 32)));
+        si = _mm256_add_epi32(si, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), u->sc[c]));
+    }
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->mn);
     return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+    q4k_unit u;
+    q4k_unpack(w, &u);
+    return q4k_row_z(&u, y);
+}
+
 BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
+BD_KQ_FEW_ROWS(q4k_few_rows, q4k, block_q4_K, 5, ONE_ROW_AHEAD)
 
 /* Q6_K codes of elements 32k .. 32k + 31 (k = 4h + j) of a block */
 BD_INLINE void q6k_codes(const block_q6_K *w, __m256i q[8]) {
@@ -260,26 +279,39 @@ BD_INLINE void q6k_codes(const block_q6_K *w, __m256i q[8]) {
 static const char k_q6_pairsel[2][32] __attribute__((aligned(32))) = {{P_(0, 2), P_(1, 3)}, {P_(4, 6), P_(5, 7)}};
 #undef P_
 
-/* One Q6_K block's sumi for one row, in 8 lanes. */
-BD_INLINE __m256i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
-    __m256i q[8];
-    q6k_codes(w, q);
+/* One Q6_K block unpacked for any number of rows: its codes, the pair
+ * scales of each chunk pair, and -32 sc_g (the codes' offset). */
+typedef struct {
+    __m256i q[8], sc[4], off;
+} q6k_unit;
+
+BD_INLINE void q6k_unpack(const block_q6_K *w, q6k_unit *u) {
+    q6k_codes(w, u->q);
     const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
-    /* -32 sc_g against the group sums of y: the codes' offset */
-    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
-                                  _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5)));
+    u->off = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(s16, 5));
     UNROLL for (int p = 0; p < 2; p++) {
         /* groups 8p .. 8p + 7 (immediates spelled out: -O1 builds do not fold p) */
         const __m256i sp = p ? _mm256_permute2x128_si256(s16, s16, 0x11) : _mm256_permute2x128_si256(s16, s16, 0x00);
-        UNROLL for (int jj = 0; jj < 2; jj++) {
-            const int j = 2 * p + jj; /* chunks 2j, 2j + 1 */
-            const __m256i d0 = dot4_u8s8(q[2 * j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
-            const __m256i d1 = dot4_u8s8(q[2 * j + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
-            const __m256i sc = _mm256_shuffle_epi8(sp, _mm256_load_si256((const __m256i *)k_q6_pairsel[jj]));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), sc));
-        }
+        UNROLL for (int jj = 0; jj < 2; jj++)
+            u->sc[2 * p + jj] = _mm256_shuffle_epi8(sp, _mm256_load_si256((const __m256i *)k_q6_pairsel[jj]));
+    }
+}
+
+/* One Q6_K block's sumi for one row, in 8 lanes. */
+BD_INLINE __m256i q6k_row_z(const q6k_unit *u, const block_q8_K *y) {
+    __m256i s = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->off);
+    UNROLL for (int j = 0; j < 4; j++) { /* chunks 2j, 2j + 1 */
+        const __m256i d0 = dot4_u8s8(u->q[2 * j], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j)));
+        const __m256i d1 = dot4_u8s8(u->q[2 * j + 1], _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32)));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_packs_epi32(d0, d1), u->sc[j]));
     }
     return s;
+}
+
+BD_INLINE __m256i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
+    q6k_unit u;
+    q6k_unpack(w, &u);
+    return q6k_row_z(&u, y);
 }
 
 static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
@@ -299,8 +331,11 @@ static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
     return acc;
 }
 
+BD_KQ_FEW_ROWS(q6k_few_rows, q6k, block_q6_K, 7, ONE_ROW_AHEAD)
+
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     if (NX == 1) out[0] = q4k_one_row(n, w, x);
+    else if (NX <= 4) q4k_few_rows(n, w, x, xs, out, NX);
     else kq45_kernel(n, w, x, xs, out, NX, 0);
 }
 BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
@@ -316,6 +351,10 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     const block_q6_K *w = vw;
     if (NX == 1) {
         out[0] = q6k_one_row(n, w, x);
+        return;
+    }
+    if (NX <= 4) {
+        q6k_few_rows(n, w, x, xs, out, NX);
         return;
     }
     _Alignas(32) uint8_t wq[QK_K];
@@ -978,17 +1017,20 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m25
 #include "kernels_rows.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
- * from these row counts on they measured faster than vec_dot_n
- * (tools/kbench, one Zen 5 core, 2560-column rows, AVX2 and AVX-VNNI builds
- * alike). Q8_0: the tile order (see above). */
+ * from 5 rows on: below, vec_dot_n's few-row dots (kernels_simd.h) read
+ * each weight row once for all rows and measured faster (tools/kbench,
+ * Zen 5, 2 threads, weights streamed from memory: Q4_K 9728x2560 at 2 / 3
+ * / 4 rows 24 / 30-35 / 38-42 ms per 512 MiB against the row groups' 28-29
+ * / 34-39 / 39-48; Q6_K at 4 rows 27 against 43-46), AVX2 and AVX-VNNI
+ * builds alike. Q8_0: the tile order (see above). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4},
+    .exact_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 5},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
-    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 4, [BD_TYPE_Q8_0] = 8},
+    .fast_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 5, [BD_TYPE_Q8_0] = 8},
 };
 
 /* kernels_avxvnni.c builds this file again under another name */

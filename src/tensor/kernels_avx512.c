@@ -258,19 +258,33 @@ BD_INLINE void store_lanes(float *out, __m512 acc, const int NX) {
 
 #define ONE_ROW_AHEAD 2048 /* software prefetch distance of the one-row paths, bytes */
 
-/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
-BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+/* One Q4_K block unpacked: codes, scales, mins (shared by all rows). */
+typedef struct {
     __m512i W[4], SCP[2];
     __m256i MN;
-    kq_block_codes(w->qs, NULL, W);
-    q4k_block_scales(w->scales, SCP, &MN);
-    const __m512i t = q4k_block_sums(W, SCP, y);
+} q4k_unit;
+
+BD_INLINE void q4k_unpack(const block_q4_K *w, q4k_unit *u) {
+    kq_block_codes(w->qs, NULL, u->W);
+    q4k_block_scales(w->scales, u->SCP, &u->MN);
+}
+
+/* Q4_K block sums of one row: lanes 0-3 add up to sumi, 4-7 to summ. */
+BD_INLINE __m256i q4k_row_z(const q4k_unit *u, const block_q8_K *y) {
+    const __m512i t = q4k_block_sums(u->W, u->SCP, y);
     const __m256i si = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
-    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), MN);
+    const __m256i sm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->MN);
     return _mm256_add_epi32(_mm256_permute2x128_si256(si, sm, 0x20), _mm256_permute2x128_si256(si, sm, 0x31));
 }
 
+BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
+    q4k_unit u;
+    q4k_unpack(w, &u);
+    return q4k_row_z(&u, y);
+}
+
 BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
+BD_KQ_FEW_ROWS(q4k_few_rows, q4k, block_q4_K, 5, ONE_ROW_AHEAD)
 
 /* Q4_K x Q8_K, tile order. Z[r]: lanes 0-7 the row's sumi parts (the two
  * halves of the chunk sums added), lanes 8-15 its summ parts (vpmaddwd of
@@ -281,6 +295,10 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     const block_q4_K *w = vw;
     if (NX == 1) {
         out[0] = q4k_one_row(n, w, x);
+        return;
+    }
+    if (NX <= 4) {
+        q4k_few_rows(n, w, x, xs, out, NX);
         return;
     }
     const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -409,6 +427,20 @@ BD_INLINE __m512i q6k_block_z(const block_q6_K *w, const block_q8_K *y) {
     return q6k_block_sums(W, SC, SCB, y);
 }
 
+/* The few-row dot's unit and row sums (kernels_simd.h) */
+typedef struct {
+    __m512i W[4], SC[2], SCB;
+} q6k_unit;
+
+BD_INLINE void q6k_unpack(const block_q6_K *w, q6k_unit *u) { q6k_block(w, u->W, u->SC, &u->SCB); }
+
+BD_INLINE __m256i q6k_row_z(const q6k_unit *u, const block_q8_K *y) {
+    const __m512i t = q6k_block_sums(u->W, u->SC, u->SCB, y);
+    return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+
+BD_KQ_FEW_ROWS(q6k_few_rows, q6k, block_q6_K, 7, ONE_ROW_AHEAD)
+
 /* One activation row, two blocks per step as q4k_one_row. */
 static float q6k_one_row(int64_t n, const block_q6_K *w, const block_q8_K *y) {
     const int64_t nb = n / QK_K;
@@ -437,6 +469,10 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
     const block_q6_K *w = vw;
     if (NX == 1) {
         out[0] = q6k_one_row(n, w, x);
+        return;
+    }
+    if (NX <= 4) {
+        q6k_few_rows(n, w, x, xs, out, NX);
         return;
     }
     __m512 acc = _mm512_setzero_ps();
@@ -1233,15 +1269,19 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
  * from these sizes on the row groups measured faster than vec_dot_n
  * (tools/kbench, one Zen 5 core, 2560-column rows in cache; Q6_K's
- * unpacking costs more). Q8_0: the tile order (see rg8_pack). */
+ * unpacking costs more). Q4_K below 5 rows: vec_dot_n's few-row dot
+ * (kernels_simd.h) reads each weight row once for all rows, and with
+ * weights streamed from memory (2 threads, 9728x2560) took 18 / 21-24 /
+ * 24-29 ms per 512 MiB at 2 / 3 / 4 rows against the row groups' 30-31 /
+ * 35-37 / 37-41 (one row: 16-18). Q8_0: the tile order (see rg8_pack). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12},
+    .exact_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 12},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
-    .fast_rows = {[BD_TYPE_Q4_K] = 2, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
+    .fast_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
 };
 
 /* ------------------------------------------------------------------------

@@ -276,6 +276,112 @@ BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
     }
 
 /* ------------------------------------------------------------------------
+ * Q4_K / Q6_K few-row dots (verify batches of 2-4 rows), the same f32
+ * steps per row as the one-row dots: each weight block is unpacked once
+ * (the including file's q4k_unpack / q6k_unpack into its q4k_unit /
+ * q6k_unit) and dotted against every row (q4k_row_z: the 8 lanes of
+ * q4k_block_z; q6k_row_z: 8 int32 lanes adding up to the block's sumi),
+ * two blocks per step. The integers of two blocks x NX rows are finished
+ * in one horizontal-add tree: h_r = hadd(z_i, z_i+1) of row r, then
+ * hadd(h_0, h_1) and hadd(h_2, h_3) hold, per 128-bit lane, the (row,
+ * block) sums in the order [r0 i, r0 i+1, r1 i, r1 i+1] (Q4_K: sumi in the
+ * low lane, summ in the high; Q6_K: the two lanes' parts, added), and
+ * shufps gathers block i's sums of all rows into one vector. The f32 steps
+ * then run for the rows at once (lane r = row r): the same multiplies and
+ * fused adds, in the same block order, as the one-row dot, so each row
+ * gets its bits whatever the batch. With one weight row streamed once for
+ * all of them, 2-4 rows cost little more than one where the weights come
+ * from memory (the row groups' 16-row unpacking pays only from more rows).
+ * ---------------------------------------------------------------------- */
+
+/* The activation rows' scales of block i, lane r = row r < NX (built in
+ * registers: a vector load of scalar stores would stall on forwarding). */
+BD_INLINE __m128 kq_rows_dx(const void *x, size_t xs, int64_t i, const int NX) {
+    __m128 v = _mm_load_ss(&((const block_q8_K *)x)[i].d);
+    if (NX > 1) v = _mm_insert_ps(v, _mm_load_ss(&((const block_q8_K *)row_at(x, xs, 1))[i].d), 0x10);
+    if (NX > 2) v = _mm_insert_ps(v, _mm_load_ss(&((const block_q8_K *)row_at(x, xs, 2))[i].d), 0x20);
+    if (NX > 3) v = _mm_insert_ps(v, _mm_load_ss(&((const block_q8_K *)row_at(x, xs, 3))[i].d), 0x30);
+    return v;
+}
+
+/* The tree's second level: g01 = hadd(h_0, h_1), g23 = hadd(h_2, h_3)
+ * (absent rows repeat present ones; their lanes are never stored). */
+BD_INLINE void kq_rows_g(const __m256i hh[4], __m256i *g01, __m256i *g23, const int NX) {
+    *g01 = _mm256_hadd_epi32(hh[0], NX > 1 ? hh[1] : hh[0]);
+    *g23 = NX > 2 ? _mm256_hadd_epi32(hh[2], NX > 3 ? hh[3] : hh[2]) : *g01;
+}
+
+/* Q4_K: Si, Sj = [sumi of the rows | summ of the rows] of blocks i, i+1 */
+BD_INLINE void q4k_rows_sums(const __m256i hh[4], __m256 *si, __m256 *sj, const int NX) {
+    __m256i g01, g23;
+    kq_rows_g(hh, &g01, &g23, NX);
+    const __m256 f01 = _mm256_cvtepi32_ps(g01), f23 = _mm256_cvtepi32_ps(g23);
+    *si = _mm256_shuffle_ps(f01, f23, 0x88);
+    *sj = _mm256_shuffle_ps(f01, f23, 0xDD);
+}
+
+/* Q6_K: the two 128-bit lanes hold parts of each sum, added as integers
+ * before the one conversion (float(a) + float(b) need not be float(a + b));
+ * the low halves of Si, Sj hold the rows' sumi of blocks i, i+1 */
+BD_INLINE void q6k_rows_sums(const __m256i hh[4], __m256 *si, __m256 *sj, const int NX) {
+    __m256i g01, g23;
+    kq_rows_g(hh, &g01, &g23, NX);
+    const __m128 f01 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(g01), _mm256_extracti128_si256(g01, 1)));
+    const __m128 f23 = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(g23), _mm256_extracti128_si256(g23, 1)));
+    *si = _mm256_castps128_ps256(_mm_shuffle_ps(f01, f23, 0x88));
+    *sj = _mm256_castps128_ps256(_mm_shuffle_ps(f01, f23, 0xDD));
+}
+
+BD_INLINE void kq_rows_store(__m128 acc, float *out, const int NX) {
+    float o[4];
+    _mm_storeu_ps(o, acc);
+    UNROLL for (int r = 0; r < NX; r++) out[r] = o[r];
+}
+
+/* Q4_K f32 steps of one block for the rows: S = [sumi of rows | summ of rows] */
+BD_INLINE __m128 q4k_rows_f32(__m128 acc, const block_q4_K *w, __m128 dx, __m256 S) {
+    int32_t h;
+    memcpy(&h, w, 4);
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(h));
+    const __m128 d = _mm_shuffle_ps(dd, dd, 0x00), dmin = _mm_shuffle_ps(dd, dd, 0x55);
+    acc = _mm_fmadd_ps(_mm_mul_ps(dx, d), _mm256_castps256_ps128(S), acc);
+    return _mm_fnmadd_ps(_mm_mul_ps(dx, dmin), _mm256_extractf128_ps(S, 1), acc);
+}
+
+/* Q6_K: S's low half = the rows' sumi */
+BD_INLINE __m128 q6k_rows_f32(__m128 acc, const block_q6_K *w, __m128 dx, __m256 S) {
+    return _mm_fmadd_ps(_mm_mul_ps(dx, _mm_set1_ps(f16f(w->d))), _mm256_castps256_ps128(S), acc);
+}
+
+/* NAME(n, w, x, xs, out, NX) for TYPE (q4k or q6k), NX <= 4. */
+#define BD_KQ_FEW_ROWS(NAME, TYPE, BLOCK, LINES, AHEAD)                                                          \
+    BD_INLINE void NAME(int64_t n, const BLOCK *w, const void *x, size_t xs, float *out, const int NX) {         \
+        const int64_t nb = n / QK_K;                                                                             \
+        __m128 acc = _mm_setzero_ps();                                                                           \
+        for (int64_t i = 0; i < nb; i += 2) {                                                                    \
+            UNROLL for (int l = 0; l < (LINES); l++)                                                             \
+                _mm_prefetch((const char *)(w + i) + (AHEAD) + 64 * l, _MM_HINT_T0);                             \
+            const bool two = i + 1 < nb;                                                                         \
+            TYPE##_unit u;                                                                                       \
+            __m256i z[4], hh[4];                                                                                 \
+            TYPE##_unpack(w + i, &u);                                                                            \
+            UNROLL for (int r = 0; r < NX; r++) z[r] = TYPE##_row_z(&u, (const block_q8_K *)row_at(x, xs, r) + i); \
+            if (two) {                                                                                           \
+                TYPE##_unpack(w + i + 1, &u);                                                                    \
+                UNROLL for (int r = 0; r < NX; r++)                                                              \
+                    hh[r] = _mm256_hadd_epi32(z[r], TYPE##_row_z(&u, (const block_q8_K *)row_at(x, xs, r) + i + 1)); \
+            } else {                                                                                             \
+                UNROLL for (int r = 0; r < NX; r++) hh[r] = _mm256_hadd_epi32(z[r], _mm256_setzero_si256());     \
+            }                                                                                                    \
+            __m256 si, sj;                                                                                       \
+            TYPE##_rows_sums(hh, &si, &sj, NX);                                                                  \
+            acc = TYPE##_rows_f32(acc, w + i, kq_rows_dx(x, xs, i, NX), si);                                     \
+            if (two) acc = TYPE##_rows_f32(acc, w + i + 1, kq_rows_dx(x, xs, i + 1, NX), sj);                    \
+        }                                                                                                        \
+        kq_rows_store(acc, out, NX);                                                                             \
+    }
+
+/* ------------------------------------------------------------------------
  * F32 / F16 / BF16 dots in ggml's summation order (llama.cpp's build for
  * the same ISA): four W-lane accumulators over steps of 4 W elements,
  * reduced by REDUCE4 (the width's own order, see the files), then the

@@ -121,6 +121,25 @@ static void fill_random_weight(uint32_t type, void *buf, int64_t n, int mode) {
     }
 }
 
+/* Q4_K / Q6_K codes and scales near their largest values (a few low bits
+ * flipped at random), so that against large positive activations a block's
+ * integer sum passes 2^24: a kernel that converts partial sums to f32
+ * before adding them all then rounds differently from the twin. */
+static void saturate_weight(uint32_t type, void *buf, int64_t n) {
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        if (type == BD_TYPE_Q4_K) {
+            block_q4_K *b = (block_q4_K *)buf + i;
+            for (int j = 0; j < 12; j++) b->scales[j] = (uint8_t)(0xFF ^ (rng_u64() & 0x01));
+            for (int j = 0; j < QK_K / 2; j++) b->qs[j] = (uint8_t)(0xFF ^ (rng_u64() & 0x11));
+        } else if (type == BD_TYPE_Q6_K) {
+            block_q6_K *b = (block_q6_K *)buf + i;
+            for (int j = 0; j < QK_K / 16; j++) b->scales[j] = (int8_t)(127 - (int)(rng_u64() % 3));
+            for (int j = 0; j < QK_K / 2; j++) b->ql[j] = (uint8_t)(0xFF ^ (rng_u64() & 0x11));
+            for (int j = 0; j < QK_K / 4; j++) b->qh[j] = 0xFF;
+        }
+    }
+}
+
 /* sum |w_i x_i| over the dequantized operands: the tolerance scale. */
 static double dot_magnitude(uint32_t type, const void *w, const void *x, int64_t n) {
     uint32_t atype = bd_type_get(type)->vec_dot_type;
@@ -185,10 +204,14 @@ static void check_dots(const bd_kernels *k) {
             void *w = xalloc(wb);
             uint8_t *x = xalloc(16 * stride);
             float *f = xalloc((size_t)n * sizeof(float));
-            for (int rep = 0; rep < 3; rep++) {
-                fill_random_weight(type, w, n, rep);
+            /* rep 3: Q4_K / Q6_K block sums above 2^24 (saturate_weight) */
+            const int reps = type == BD_TYPE_Q4_K || type == BD_TYPE_Q6_K ? 4 : 3;
+            for (int rep = 0; rep < reps; rep++) {
+                fill_random_weight(type, w, n, rep == 3 ? 0 : rep);
+                if (rep == 3) saturate_weight(type, w, n);
                 for (int r = 0; r < 16; r++) {
-                    for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (r == 5 ? 1e-3f : 1.0f);
+                    for (int64_t i = 0; i < n; i++)
+                        f[i] = rep == 3 ? 1.0f + 0.01f * rng_gauss() : rng_gauss() * (r == 5 ? 1e-3f : 1.0f);
                     if (r == 7) memset(f, 0, (size_t)n * sizeof(float));
                     assert_true(bd_quantize_row(atype, f, x + r * stride, n));
                 }
