@@ -335,7 +335,7 @@ BD_KQ_FEW_ROWS(q6k_few_rows, q6k, block_q6_K, 7, ONE_ROW_AHEAD)
 
 BD_INLINE void q4k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     if (NX == 1) out[0] = q4k_one_row(n, w, x);
-    else if (NX <= 4) q4k_few_rows(n, w, x, xs, out, NX);
+    else if (NX <= 8) q4k_few_rows(n, w, x, xs, out, NX);
     else kq45_kernel(n, w, x, xs, out, NX, 0);
 }
 BD_INLINE void q5k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
@@ -353,7 +353,7 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         out[0] = q6k_one_row(n, w, x);
         return;
     }
-    if (NX <= 4) {
+    if (NX <= 8) {
         q6k_few_rows(n, w, x, xs, out, NX);
         return;
     }
@@ -1017,20 +1017,21 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m25
 #include "kernels_rows.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
- * from 5 rows on: below, vec_dot_n's few-row dots (kernels_simd.h) read
+ * from 9 rows on: below, vec_dot_n's few-row dots (kernels_simd.h) read
  * each weight row once for all rows and measured faster (tools/kbench,
- * Zen 5, 2 threads, weights streamed from memory: Q4_K 9728x2560 at 2 / 3
- * / 4 rows 24 / 30-35 / 38-42 ms per 512 MiB against the row groups' 28-29
- * / 34-39 / 39-48; Q6_K at 4 rows 27 against 43-46), AVX2 and AVX-VNNI
- * builds alike. Q8_0: the tile order (see above). */
+ * Zen 5, 2 threads, weights streamed from memory, ms per 512 MiB, few-row
+ * dot against row groups: Q4_K 9728x2560 at 2 / 4 / 5 / 6 / 8 rows 24 /
+ * 37 / 44 / 52 / 65 against 28 / 44 / 49 / 54 / 68; Q6_K 16384x2560 at 4
+ * / 8 rows 28 / 49 against 43 / 60), AVX2 and AVX-VNNI builds alike.
+ * Q8_0: the tile order (see above). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 5},
+    .exact_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 9},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
-    .fast_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 5, [BD_TYPE_Q8_0] = 8},
+    .fast_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 9, [BD_TYPE_Q8_0] = 8},
 };
 
 /* kernels_avxvnni.c builds this file again under another name */

@@ -286,7 +286,8 @@ BD_INLINE __m256i q4k_block_z(const block_q4_K *w, const block_q8_K *y) {
 BD_Q4K_ONE_ROW(q4k_one_row, ONE_ROW_AHEAD)
 BD_KQ_FEW_ROWS(q4k_few_rows, q4k, block_q4_K, 5, ONE_ROW_AHEAD)
 
-/* Q4_K x Q8_K, tile order. Z[r]: lanes 0-7 the row's sumi parts (the two
+/* Q4_K x Q8_K, tile order: one row, 2-8 rows (the few-row dot), or, from
+ * 9 rows on, the multi-row form below. Z[r]: lanes 0-7 the row's sumi parts (the two
  * halves of the chunk sums added), lanes 8-15 its summ parts (vpmaddwd of
  * bsums and mins); three levels of rows_reduce leave each row's (sumi,
  * summ) in two neighbouring lanes, eight rows per vector. */
@@ -297,7 +298,7 @@ BD_INLINE void q4k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         out[0] = q4k_one_row(n, w, x);
         return;
     }
-    if (NX <= 4) {
+    if (NX <= 8) {
         q4k_few_rows(n, w, x, xs, out, NX);
         return;
     }
@@ -471,7 +472,7 @@ BD_INLINE void q6k_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         out[0] = q6k_one_row(n, w, x);
         return;
     }
-    if (NX <= 4) {
+    if (NX <= 8) {
         q6k_few_rows(n, w, x, xs, out, NX);
         return;
     }
@@ -1267,21 +1268,23 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
 #include "kernels_rows.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
- * from these sizes on the row groups measured faster than vec_dot_n
- * (tools/kbench, one Zen 5 core, 2560-column rows in cache; Q6_K's
- * unpacking costs more). Q4_K below 5 rows: vec_dot_n's few-row dot
- * (kernels_simd.h) reads each weight row once for all rows, and with
- * weights streamed from memory (2 threads, 9728x2560) took 18 / 21-24 /
- * 24-29 ms per 512 MiB at 2 / 3 / 4 rows against the row groups' 30-31 /
- * 35-37 / 37-41 (one row: 16-18). Q8_0: the tile order (see rg8_pack). */
+ * from these sizes on the row groups measured faster than vec_dot_n.
+ * Below 9 rows vec_dot_n's few-row dots (kernels_simd.h) read each weight
+ * row once for all rows (tools/kbench, Zen 5, 2 threads, weights streamed
+ * from memory, ms per 512 MiB, few-row dot against row groups: Q4_K
+ * 9728x2560 at 2 / 4 / 5 / 6 / 8 rows 18 / 25 / 28 / 33 / 41 against 31 /
+ * 36 / 40 / 42 / 49; one row 16-18); Q6_K's row groups (its unpacking
+ * costs more) pay from 12 rows (one Zen 5 core, 2560-column rows in
+ * cache), its 9-11 rows go to the multi-row dot. Q8_0: the tile order
+ * (see rg8_pack). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
     .pack = rg_pack,
     .rows = rg_rows,
-    .exact_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 12},
+    .exact_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
-    .fast_rows = {[BD_TYPE_Q4_K] = 5, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
+    .fast_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
 };
 
 /* ------------------------------------------------------------------------

@@ -353,17 +353,18 @@ BD_INLINE __m128 q6k_rows_f32(__m128 acc, const block_q6_K *w, __m128 dx, __m256
     return _mm_fmadd_ps(_mm_mul_ps(dx, _mm_set1_ps(f16f(w->d))), _mm256_castps256_ps128(S), acc);
 }
 
-/* NAME(n, w, x, xs, out, NX) for TYPE (q4k or q6k), NX <= 4. */
+/* NAME(n, w, x, xs, out, NX) for TYPE (q4k or q6k), NX <= 8: rows in
+ * quads (acc[h]: rows 4h .. 4h + 3), one unpacking for all of them. */
 #define BD_KQ_FEW_ROWS(NAME, TYPE, BLOCK, LINES, AHEAD)                                                          \
     BD_INLINE void NAME(int64_t n, const BLOCK *w, const void *x, size_t xs, float *out, const int NX) {         \
         const int64_t nb = n / QK_K;                                                                             \
-        __m128 acc = _mm_setzero_ps();                                                                           \
+        __m128 acc[2] = {_mm_setzero_ps(), _mm_setzero_ps()};                                                    \
         for (int64_t i = 0; i < nb; i += 2) {                                                                    \
             UNROLL for (int l = 0; l < (LINES); l++)                                                             \
                 _mm_prefetch((const char *)(w + i) + (AHEAD) + 64 * l, _MM_HINT_T0);                             \
             const bool two = i + 1 < nb;                                                                         \
             TYPE##_unit u;                                                                                       \
-            __m256i z[4], hh[4];                                                                                 \
+            __m256i z[8], hh[8];                                                                                 \
             TYPE##_unpack(w + i, &u);                                                                            \
             UNROLL for (int r = 0; r < NX; r++) z[r] = TYPE##_row_z(&u, (const block_q8_K *)row_at(x, xs, r) + i); \
             if (two) {                                                                                           \
@@ -373,12 +374,17 @@ BD_INLINE __m128 q6k_rows_f32(__m128 acc, const block_q6_K *w, __m128 dx, __m256
             } else {                                                                                             \
                 UNROLL for (int r = 0; r < NX; r++) hh[r] = _mm256_hadd_epi32(z[r], _mm256_setzero_si256());     \
             }                                                                                                    \
-            __m256 si, sj;                                                                                       \
-            TYPE##_rows_sums(hh, &si, &sj, NX);                                                                  \
-            acc = TYPE##_rows_f32(acc, w + i, kq_rows_dx(x, xs, i, NX), si);                                     \
-            if (two) acc = TYPE##_rows_f32(acc, w + i + 1, kq_rows_dx(x, xs, i + 1, NX), sj);                    \
+            UNROLL for (int h = 0; h < (NX + 3) / 4; h++) {                                                      \
+                const int nh = NX - 4 * h < 4 ? NX - 4 * h : 4;                                                  \
+                const void *xh = row_at(x, xs, 4 * h);                                                           \
+                __m256 si, sj;                                                                                   \
+                TYPE##_rows_sums(hh + 4 * h, &si, &sj, nh);                                                      \
+                acc[h] = TYPE##_rows_f32(acc[h], w + i, kq_rows_dx(xh, xs, i, nh), si);                          \
+                if (two) acc[h] = TYPE##_rows_f32(acc[h], w + i + 1, kq_rows_dx(xh, xs, i + 1, nh), sj);         \
+            }                                                                                                    \
         }                                                                                                        \
-        kq_rows_store(acc, out, NX);                                                                             \
+        UNROLL for (int h = 0; h < (NX + 3) / 4; h++)                                                            \
+            kq_rows_store(acc[h], out + 4 * h, NX - 4 * h < 4 ? NX - 4 * h : 4);                                 \
     }
 
 /* ------------------------------------------------------------------------
