@@ -276,7 +276,7 @@ BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
     }
 
 /* ------------------------------------------------------------------------
- * Q4_K / Q6_K few-row dots (verify batches of 2-4 rows), the same f32
+ * Q4_K / Q6_K few-row dots (verify batches of 2-8 rows), the same f32
  * steps per row as the one-row dots: each weight block is unpacked once
  * (the including file's q4k_unpack / q6k_unpack into its q4k_unit /
  * q6k_unit) and dotted against every row (q4k_row_z: the 8 lanes of
@@ -289,9 +289,11 @@ BD_INLINE __m128 q4k_dd(const block_q4_K *w, float dx) {
  * shufps gathers block i's sums of all rows into one vector. The f32 steps
  * then run for the rows at once (lane r = row r): the same multiplies and
  * fused adds, in the same block order, as the one-row dot, so each row
- * gets its bits whatever the batch. With one weight row streamed once for
- * all of them, 2-4 rows cost little more than one where the weights come
- * from memory (the row groups' 16-row unpacking pays only from more rows).
+ * gets its bits whatever the batch. Rows go in quads (each with its own
+ * tree and accumulator), all quads of a call sharing one unpacking. With
+ * one weight row streamed once for all of them, 2-8 rows cost far less
+ * than the row groups' 16-row unpacking where the weights come from
+ * memory (the tables' exact_rows say from where the row groups pay).
  * ---------------------------------------------------------------------- */
 
 /* The activation rows' scales of block i, lane r = row r < NX (built in
