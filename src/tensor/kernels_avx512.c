@@ -1100,7 +1100,10 @@ BD_INLINE __m512i bcast32(const void *p) { return _mm512_broadcastd_epi32(_mm_lo
 
 /* NT (<= 8) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
  * block: acc[j] lane r = row r's dot so far. A sub-block's 8 code vectors
- * stay in registers while the rows go by, two vpdpbusd chains per row. */
+ * stay in registers while the rows go by, one vpdpbusd chain per row with
+ * the rows interleaved: 8 code vectors, 8 chains and 8 sums fit the 32
+ * registers (two chains per row spilled to the stack: 11 % slower in
+ * cache). The integer sums are exact, so their order is free. */
 BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
     const rg_q4k *u = vu;
     __m512i sumi[8], summ[8];
@@ -1108,16 +1111,13 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *
     UNROLL for (int s = 0; s < 8; s++) {
         __m512i U[8];
         UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[s][g]);
-        UNROLL for (int j = 0; j < NT; j++) {
-            const int8_t *q = x[j]->qs + 32 * s;
-            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
-            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
-            UNROLL for (int g = 2; g < 8; g += 2) {
-                a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(q + 4 * g));
-                a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(q + 4 * g + 4));
-            }
-            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[s]));
-        }
+        __m512i a[8];
+        UNROLL for (int j = 0; j < NT; j++)
+            a[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(x[j]->qs + 32 * s));
+        UNROLL for (int g = 1; g < 8; g++)
+            UNROLL for (int j = 0; j < NT; j++)
+                a[j] = _mm512_dpbusd_epi32(a[j], U[g], bcast32(x[j]->qs + 32 * s + 4 * g));
+        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(a[j], u->sc[s]));
     }
     UNROLL for (int j = 0; j < NT; j++) {
         UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
@@ -1185,14 +1185,13 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m512 *
     UNROLL for (int G = 0; G < 16; G++) {
         __m512i U[4];
         UNROLL for (int k = 0; k < 4; k++) U[k] = _mm512_load_si512(&u->u[G][k]);
-        UNROLL for (int j = 0; j < NT; j++) {
-            const int8_t *q = x[j]->qs + 16 * G;
-            __m512i a0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(q));
-            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(q + 4));
-            a0 = _mm512_dpbusd_epi32(a0, U[2], bcast32(q + 8));
-            a1 = _mm512_dpbusd_epi32(a1, U[3], bcast32(q + 12));
-            sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(_mm512_add_epi32(a0, a1), u->sc[G]));
-        }
+        __m512i a[8];
+        UNROLL for (int j = 0; j < NT; j++)
+            a[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(x[j]->qs + 16 * G));
+        UNROLL for (int k = 1; k < 4; k++)
+            UNROLL for (int j = 0; j < NT; j++)
+                a[j] = _mm512_dpbusd_epi32(a[j], U[k], bcast32(x[j]->qs + 16 * G + 4 * k));
+        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(a[j], u->sc[G]));
     }
     UNROLL for (int j = 0; j < NT; j++)
         acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
@@ -1262,8 +1261,8 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
 #define RG_V __m512
 #define RG_VZERO _mm512_setzero_ps
 #define RG_VSTORE(p, n, v) _mm512_mask_storeu_ps(p, (__mmask16)((n) >= 16 ? 0xFFFFu : (1u << (n)) - 1), v)
-#define RG_NT_Q4 8 /* Q4_K 8 activation rows per call, Q6_K 4 (it keeps fewer registers free) */
-#define RG_NT_Q6 4
+#define RG_NT_Q4 8 /* activation rows per block-kernel call */
+#define RG_NT_Q6 8
 #define RG_NT_Q8 8
 #include "kernels_rows.h"
 
