@@ -175,7 +175,7 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
         }
     }
     in.matmul_params += mat_params(&m->output);
-    /* The session's cache is f32: [n_attn_layers][n_ctx][n_kv*hd] for K and for V. */
+    /* The session's cache is f32: [n_attn_layers][n_kv][n_ctx][hd] for K and for V. */
     in.kv_pos_bytes =
         (uint64_t)m->hp.n_attn_layers * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
     in.n_layer = m->hp.n_layer;

@@ -12,8 +12,9 @@
 
 typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */
-    const float *k_cache;  /* [n_ctx][n_kv*hd] of this layer */
-    const float *v_cache;  /* [n_ctx][n_kv*hd] of this layer */
+    const float *k_cache;  /* [n_kv][capacity][hd] of this layer: a head's rows are contiguous */
+    const float *v_cache;  /* [n_kv][capacity][hd] likewise */
+    int64_t kv_head_stride; /* floats from one KV head's rows to the next head's (capacity * hd) */
     float *out;            /* [n][n_head*hd]; may be q itself: each (row, head)
                               slot's q is read whole before its output is written */
     float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */

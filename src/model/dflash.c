@@ -34,8 +34,8 @@ struct bd_dflash {
     int32_t n_ctx, n_batch, max_rows, B, K;
     int32_t n_rows;        /* committed context rows */
     bd_mat embd, out;      /* borrowed from the target unless the drafter ships its own */
-    float *k_cache;        /* [n_layer][n_ctx + B][n_kv*hd] */
-    float *v_cache;        /* [n_layer][n_ctx + B][n_kv*hd] */
+    float *k_cache;        /* [n_layer][n_kv][n_ctx + B][hd] head-major (attention.c) */
+    float *v_cache;        /* [n_layer][n_kv][n_ctx + B][hd] */
     float *c;              /* [max_rows][n_embd] projected context rows */
     float *x;              /* [max_rows][n_embd] */
     float *h;              /* [max_rows][n_embd] */
@@ -153,6 +153,16 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
  * Context rows
  * ---------------------------------------------------------------------- */
 
+/* Row pos of one layer's head-major cache (kc, vc) := k, v ([n_kv*hd] each). */
+static void kv_store(const bd_dflash *d, float *kc, float *vc, int32_t pos, const float *k, const float *v) {
+    const bd_hparams *hp = &d->dm->hp;
+    const int64_t hs = (int64_t)(d->n_ctx + d->B) * hp->hd;
+    for (int32_t h = 0; h < hp->n_kv; h++) {
+        memcpy(kc + h * hs + (int64_t)pos * hp->hd, k + (int64_t)h * hp->hd, (size_t)hp->hd * sizeof(float));
+        memcpy(vc + h * hs + (int64_t)pos * hp->hd, v + (int64_t)h * hp->hd, (size_t)hp->hd * sizeof(float));
+    }
+}
+
 bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, size_t errlen) {
     const bd_model *dm = d->dm;
     const bd_hparams *hp = &dm->hp;
@@ -173,8 +183,7 @@ bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, si
             for (int32_t h = 0; h < hp->n_kv; h++)
                 bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, d->n_rows + t, hp->rope_base, BD_ROPE_NEOX);
-            memcpy(kc + (int64_t)(d->n_rows + t) * KV, k, (size_t)KV * sizeof(float));
-            memcpy(vc + (int64_t)(d->n_rows + t) * KV, d->v + t * KV, (size_t)KV * sizeof(float));
+            kv_store(d, kc, vc, d->n_rows + t, k, d->v + t * KV);
         }
     }
     d->n_rows += n;
@@ -216,11 +225,11 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, hp->rope_base, BD_ROPE_NEOX);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, P + i, hp->rope_base, BD_ROPE_NEOX);
             /* block K/V go above the committed rows: scratch, never committed */
-            memcpy(kc + (int64_t)(P + i) * KV, k, (size_t)KV * sizeof(float));
-            memcpy(vc + (int64_t)(P + i) * KV, d->v + i * KV, (size_t)KV * sizeof(float));
+            kv_store(d, kc, vc, P + i, k, d->v + i * KV);
         }
         bd_attn_args aa = {
-            .q = d->q, .k_cache = kc, .v_cache = vc, .out = d->att, .scores = d->scores,
+            .q = d->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)(d->n_ctx + d->B) * hp->hd,
+            .out = d->att, .scores = d->scores,
             .scores_stride = d->n_ctx + d->B, .n = b, .n_head = hp->n_head, .n_kv = hp->n_kv,
             .hd = hp->hd, .n_past = P, .causal = dm->dflash.causal,
             .window = dm->dflash.swa_layer[il] ? dm->dflash.swa_window : 0,

@@ -58,14 +58,21 @@ static void rows_worker(void *arg, int ith, int nth) {
         break;
     case ROWS_QK: {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
+        const int64_t hs = (int64_t)c->s->n_ctx * hp->hd; /* cache floats per head */
         for (int64_t t = lo; t < hi; t++) {
-            float *q = c->s->q + t * Q, *k = c->kc + (c->p0 + t) * KV;
+            float *q = c->s->q + t * Q, *k = c->s->kn + t * KV;
+            const float *v = c->s->vn + t * KV;
             if (c->L->q_norm) {
                 bd_rmsnorm_rows(q, q, c->L->q_norm, hp->hd, hp->rms_eps, hp->n_head, hp->hd);
                 bd_rmsnorm_rows(k, k, c->L->k_norm, hp->hd, hp->rms_eps, hp->n_kv, hp->hd);
             }
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, hp->rope_base, hp->rope_type);
+            for (int32_t h = 0; h < hp->n_kv; h++) {
+                const int64_t at = h * hs + (c->p0 + t) * hp->hd;
+                memcpy(c->kc + at, k + h * hp->hd, (size_t)hp->hd * sizeof(float));
+                memcpy(c->vc + at, v + h * hp->hd, (size_t)hp->hd * sizeof(float));
+            }
         }
         break;
     }
@@ -129,14 +136,12 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     const int32_t p0 = s->n_past;
     const bool gated = L->wq.nrows == 2 * Q;
     bd_fwd_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
-    /* Q, K and V in one run over one converted input; K and V rows go
-     * straight into the cache (q/k norm and RoPE then work on the cached K
-     * rows in place) */
+    /* Q, K and V in one run over one converted input; q/k norm and RoPE
+     * then work on the new rows, which go to the head-major cache */
     float *kc = s->k_cache + (int64_t)L->kv_slot * s->n_ctx * KV;
     float *vc = s->v_cache + (int64_t)L->kv_slot * s->n_ctx * KV;
-    const bd_matmul_out qkv[3] = {{&L->wq, gated ? s->qg : s->q, gated ? 2 * Q : Q},
-                                  {&L->wk, kc + (int64_t)p0 * KV, KV},
-                                  {&L->wv, vc + (int64_t)p0 * KV, KV}};
+    const bd_matmul_out qkv[3] = {
+        {&L->wq, gated ? s->qg : s->q, gated ? 2 * Q : Q}, {&L->wk, s->kn, KV}, {&L->wv, s->vn, KV}};
     bd_matmul_multi(s->pool, qkv, 3, s->h, E, n, s->mm_scratch);
     if (gated)
         for (int32_t t = 0; t < n; t++)
@@ -148,7 +153,8 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     rows_ctx qk = {.op = ROWS_QK, .L = L, .count = n, .kc = kc, .vc = vc, .p0 = p0};
     rows_run(s, &qk, 2);
     bd_attn_args aa = {
-        .q = s->q, .k_cache = kc, .v_cache = vc, .out = s->q /* in place */, .scores = s->scores,
+        .q = s->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)s->n_ctx * hd,
+        .out = s->q /* in place */, .scores = s->scores,
         .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
         .hd = hp->hd, .n_past = p0, .causal = true,
     };

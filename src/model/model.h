@@ -199,14 +199,15 @@ struct bd_session {
     int32_t tap_layers[BD_MAX_TAPS];
     int32_t tap_slot[BD_MAX_LAYERS + 1]; /* layer -> index into taps or -1; [n_layer+1] used */
 
-    float *k_cache;               /* [n_attn_layers][n_ctx][n_kv*hd] */
-    float *v_cache;               /* [n_attn_layers][n_ctx][n_kv*hd] */
+    float *k_cache;               /* [n_attn_layers][n_kv][n_ctx][hd] head-major (attention.c) */
+    float *v_cache;               /* [n_attn_layers][n_kv][n_ctx][hd] */
     bd_recurrent rs;              /* hybrid targets only (hp.n_rec_layers > 0) */
 
     /* per-forward scratch, sized for n_batch rows */
     float *x;                     /* [n_b][n_embd] residual stream */
     float *h;                     /* [n_b][n_embd] normed input */
     float *q;                     /* [n_b][n_head*hd] queries, then (in place) attention output */
+    float *kn, *vn;               /* [n_b][n_kv*hd] the batch's new K / V rows, before the cache */
     float *gate;                  /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *up;                    /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *scores;                /* [n_threads][BD_ATTN_QB][n_ctx + n_b] attention rows */

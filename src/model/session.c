@@ -55,7 +55,7 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
-/* One of the K and V caches: [n_attn_layers][n_ctx][n_kv * hd] floats. */
+/* One of the K and V caches: [n_attn_layers][n_kv][n_ctx][hd] floats. */
 static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx) {
     const bd_hparams *hp = &m->hp;
     return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) * sizeof(float);
@@ -127,6 +127,12 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
+    if (kv_bytes) {
+        const int64_t KV = (int64_t)hp->n_kv * hp->hd;
+        s->kn = bd_alloc((size_t)(B * KV) * sizeof(float));
+        s->vn = bd_alloc((size_t)(B * KV) * sizeof(float));
+        if (!s->kn || !s->vn) goto oom;
+    }
     const int64_t FR = B < BD_FFN_ROWS ? B : BD_FFN_ROWS;
     if (FF > 0) {
         s->gate = bd_alloc((size_t)(FR * FF) * sizeof(float));
@@ -193,6 +199,8 @@ void bd_session_free(bd_session *s) {
     bd_free(s->gate);
     bd_free(s->up);
     bd_recurrent_free(&s->rs);
+    bd_free(s->kn);
+    bd_free(s->vn);
     bd_free(s->qg);
     bd_free(s->agate);
     bd_free(s->z);
