@@ -74,7 +74,7 @@ struct bd_spec {
     float *pend;
     int32_t n_pend;
     int64_t pend_row;       /* floats per row */
-    int32_t cost_provisional; /* n whose cost is the warm-up's, or -1 */
+    int32_t cost_provisional; /* n whose next time replaces its cost (the warm-up's length; 0 after a stale plain time), or -1 */
     bd_spec_trace_fn trace;
     void *trace_user;
 };
@@ -385,6 +385,10 @@ int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const doub
     return best_n;
 }
 
+bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {
+    return n > 0 && cost_n[0] > 0 && adapt_cost(cost, vcost, cost_n, n_max, n) < cost[0];
+}
+
 int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens, double plain_ms) {
     int32_t gap = backoff;
     if (plain_ms <= 0 || probe_tokens <= 0) return gap;
@@ -411,8 +415,16 @@ static int32_t adapt_pick(bd_spec *sp) {
     int32_t best_draft_n;
     /* a DFlash pass costs the same for every draft length; a draft model's
      * autoregressive drafting grows with it: whole steps' slope there */
-    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, sp->df ? sp->vcost : NULL, sp->cost_n, sp->n_max,
-                                     &best_draft_n);
+    const double *vcost = sp->df ? sp->vcost : NULL;
+    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, vcost, sp->cost_n, sp->n_max, &best_draft_n);
+    if (bd_spec_plain_stale(sp->cost, vcost, sp->cost_n, sp->n_max, n)) {
+        /* re-measure plain: the next plain step's time replaces cost[0]
+         * (seen on a 39 MB target: one 10x plain step, then 45 one-token
+         * drafts in a row against a drafter that was never right) */
+        if (sp->cost_provisional < 0) sp->cost_provisional = 0;
+        sp->plain_run = 0;
+        return 0;
+    }
     if (n == 0) {
         if (++sp->plain_run >= bd_spec_probe_gap(sp->probe_every, sp->probe_ms, sp->probe_tokens,
                                                  sp->cost_n[0] ? sp->cost[0] : 0)) {

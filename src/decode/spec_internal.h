@@ -28,6 +28,14 @@ extern bool bd_spec_test_wrong_history;
 int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
                              int32_t n_max, int32_t *best_draft_n);
 
+/* True when draft length n (> 0) is estimated cheaper than a plain step.
+ * A drafting step does a plain step's work and more (a verify of n + 1
+ * rows, a drafter pass), so that is a stale plain time (a hiccup during
+ * the one plain step measured), not evidence for drafting: without a
+ * fresh plain step the driver would keep drafting and never measure plain
+ * again. */
+bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n);
+
 /* Plain steps before the next probe: the back-off gap, raised so that the
  * last probe's loss (probe_ms against probe_tokens plain steps of plain_ms
  * each) is at most 2 % of the plain steps' time; at most 256. */

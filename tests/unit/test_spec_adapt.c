@@ -130,6 +130,29 @@ static void one_measured_draft_extrapolates_from_verify_times(void **st) {
     assert_int_equal(bd, 1);
 }
 
+static void a_draft_cheaper_than_plain_means_a_stale_plain_time(void **st) {
+    (void)st;
+    /* a plain step measured once at 10 ms during a hiccup (really ~1 ms), a
+     * 4-token draft at 2 ms: with nothing ever accepted (E(n) = 1) the rule
+     * alone drafts 4 (1 / 2 > 1 / 10), and a one-token draft, interpolated
+     * at 10 - 8 / 4 = 8 ms, would look cheaper than plain too */
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 10, cost_n[0] = 1;
+    cost[4] = 2, cost_n[4] = 1;
+    set_alpha(0.0);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 4);
+    assert_true(bd_spec_plain_stale(cost, NULL, cost_n, N, 4));
+    assert_true(bd_spec_plain_stale(cost, NULL, cost_n, N, 1));
+    /* measured drafts dearer than plain (every real case): not stale */
+    cheap_verify();
+    for (int n = 1; n <= N; n++) assert_false(bd_spec_plain_stale(cost, NULL, cost_n, N, n));
+    assert_false(bd_spec_plain_stale(cost, NULL, cost_n, N, 0));
+    /* no plain time at all: nothing to call stale */
+    cost_n[0] = 0;
+    assert_false(bd_spec_plain_stale(cost, NULL, cost_n, N, N));
+}
+
 static void probe_gap_bounds_the_probes_loss(void **st) {
     (void)st;
     /* no plain time measured yet, or no probe yet: the back-off gap alone */
@@ -155,6 +178,7 @@ int main(void) {
         cmocka_unit_test(moderate_acceptance_picks_the_optimum),
         cmocka_unit_test(slow_drafter_cheap_verify_extrapolates_from_drafts),
         cmocka_unit_test(one_measured_draft_extrapolates_from_verify_times),
+        cmocka_unit_test(a_draft_cheaper_than_plain_means_a_stale_plain_time),
         cmocka_unit_test(probe_gap_bounds_the_probes_loss),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
