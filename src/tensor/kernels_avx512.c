@@ -1098,12 +1098,23 @@ BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
  * can take it as its {1to16} operand) */
 BD_INLINE __m512i bcast32(const void *p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
 
+/* sumi[j] += sc * (the products of NU code vectors U with the 4 NU bytes
+ * at offset off of activation row x[j]), j < NT (<= 8): one vpdpbusd chain
+ * per row, the rows interleaved. 8 code vectors, 8 chains and 8 sums fit
+ * the 32 registers (two chains per row spilled to the stack: 11 % slower
+ * in cache). The integer sums are exact, so their order is free. */
+BD_INLINE void rg_scaled_sums(const __m512i *U, const int NU, const block_q8_K *const *x, int off, __m512i sc,
+                              __m512i *sumi, const int NT) {
+    __m512i a[8];
+    UNROLL for (int j = 0; j < NT; j++) a[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(x[j]->qs + off));
+    UNROLL for (int g = 1; g < NU; g++)
+        UNROLL for (int j = 0; j < NT; j++) a[j] = _mm512_dpbusd_epi32(a[j], U[g], bcast32(x[j]->qs + off + 4 * g));
+    UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(a[j], sc));
+}
+
 /* NT (<= 8) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
  * block: acc[j] lane r = row r's dot so far. A sub-block's 8 code vectors
- * stay in registers while the rows go by, one vpdpbusd chain per row with
- * the rows interleaved: 8 code vectors, 8 chains and 8 sums fit the 32
- * registers (two chains per row spilled to the stack: 11 % slower in
- * cache). The integer sums are exact, so their order is free. */
+ * stay in registers while the rows go by (rg_scaled_sums). */
 BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *acc, const int NT) {
     const rg_q4k *u = vu;
     __m512i sumi[8], summ[8];
@@ -1111,13 +1122,7 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *
     UNROLL for (int s = 0; s < 8; s++) {
         __m512i U[8];
         UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_load_si512(&u->u[s][g]);
-        __m512i a[8];
-        UNROLL for (int j = 0; j < NT; j++)
-            a[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(x[j]->qs + 32 * s));
-        UNROLL for (int g = 1; g < 8; g++)
-            UNROLL for (int j = 0; j < NT; j++)
-                a[j] = _mm512_dpbusd_epi32(a[j], U[g], bcast32(x[j]->qs + 32 * s + 4 * g));
-        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(a[j], u->sc[s]));
+        rg_scaled_sums(U, 8, x, 32 * s, u->sc[s], sumi, NT);
     }
     UNROLL for (int j = 0; j < NT; j++) {
         UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
@@ -1185,13 +1190,7 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m512 *
     UNROLL for (int G = 0; G < 16; G++) {
         __m512i U[4];
         UNROLL for (int k = 0; k < 4; k++) U[k] = _mm512_load_si512(&u->u[G][k]);
-        __m512i a[8];
-        UNROLL for (int j = 0; j < NT; j++)
-            a[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[0], bcast32(x[j]->qs + 16 * G));
-        UNROLL for (int k = 1; k < 4; k++)
-            UNROLL for (int j = 0; j < NT; j++)
-                a[j] = _mm512_dpbusd_epi32(a[j], U[k], bcast32(x[j]->qs + 16 * G + 4 * k));
-        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(a[j], u->sc[G]));
+        rg_scaled_sums(U, 4, x, 16 * G, u->sc[G], sumi, NT);
     }
     UNROLL for (int j = 0; j < NT; j++)
         acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
