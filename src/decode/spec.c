@@ -39,6 +39,7 @@
 #define ADAPT_PROBE_MAX 256  /* ... doubling after each failed probe, up to this */
 #define ADAPT_PROBE_SHARE 0.02 /* a probe's loss against plain steps: at most this share of their time */
 #define ADAPT_WARMUP 4       /* draft length of the first step */
+#define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
 struct bd_spec {
@@ -317,8 +318,9 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * draft, with the slope of the verify forwards alone for a DFlash drafter
  * (its pass is paid once per draft whatever its length; charged to every
  * drafted token it would make a slow drafter on a cheap verify look unable
- * to pay at any length) and of whole steps for the others. Pick the n with
- * the best E(n)/Cost(n).
+ * to pay at any length) and of whole steps for the others. A DFlash
+ * drafter with two or more measured lengths takes a line fitted to all of
+ * them instead (adapt_fit_cost). Pick the n with the best E(n)/Cost(n).
  *
  * While plain steps win, a draft probes the drafter now and then, so a
  * drafter that starts agreeing is noticed. A probe drafts the length rated
@@ -340,7 +342,41 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * one batch before the next draft.
  * ---------------------------------------------------------------------- */
 
+/* A DFlash drafting step's cost as a line over its draft length, fitted
+ * to every measured draft: the drafter's pass (step minus verify, the same
+ * for every length) plus a + b n for the verify forward, by least squares
+ * over the measured lengths weighted by their observation counts (at most
+ * ADAPT_FIT_WEIGHT each). Per-length averages are noisy, and a noisy
+ * figure for one more verify row can make a drafted token look free (the
+ * 4B right-for-5 pair drafted 6 on 13 of 22 steps); one slope from all
+ * drafts rises with n by construction. False (no fit) with fewer than two
+ * measured lengths or a falling verify time (the warm-up's cold figure):
+ * the per-length rule then. */
+static bool adapt_fit_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n,
+                           double *out) {
+    double sw = 0, sn = 0, snn = 0, sv = 0, snv = 0, sp = 0;
+    int32_t lengths = 0;
+    for (int32_t i = 1; i <= n_max; i++) {
+        if (!cost_n[i]) continue;
+        const double w = cost_n[i] < ADAPT_FIT_WEIGHT ? cost_n[i] : ADAPT_FIT_WEIGHT;
+        sw += w;
+        sn += w * i;
+        snn += w * i * i;
+        sv += w * vcost[i];
+        snv += w * i * vcost[i];
+        sp += w * (cost[i] - vcost[i]);
+        lengths++;
+    }
+    if (lengths < 2) return false;
+    const double b = (sw * snv - sn * sv) / (sw * snn - sn * sn);
+    if (!(b >= 0)) return false;
+    *out = sp / sw + (sv - b * sn) / sw + b * n;
+    return true;
+}
+
 static double adapt_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {
+    double fit;
+    if (n > 0 && vcost && adapt_fit_cost(cost, vcost, cost_n, n_max, n, &fit)) return fit;
     if (cost_n[n]) return cost[n];
     int32_t lo = -1, hi = -1;
     for (int32_t i = n - 1; i >= 0; i--)

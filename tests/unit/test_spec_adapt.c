@@ -130,6 +130,45 @@ static void one_measured_draft_extrapolates_from_verify_times(void **st) {
     assert_int_equal(bd, 1);
 }
 
+static void one_line_through_all_drafts_prices_one_more_row(void **st) {
+    (void)st;
+    /* A DFlash drafter right for the first 5 positions; position 6 rejected
+     * twice (alpha 1/3). Measured step / verify times: 5 drafts 250 / 170 ms
+     * (6 steps), 6 drafts 245 / 165 (6 steps: noise made one more row look
+     * cheaper), 15 drafts 400 / 320 (the first step). Per length, rate(6) =
+     * 6.33 / 245 = 0.0259 beats rate(5) = 6 / 250 = 0.0240: drafting 6 would
+     * go on. The line through all drafts (weights 6, 6, 1): sw 13, sum w n
+     * 81, sum w n^2 591, sum w v 2330, sum w n v 15840; b = (13 x 15840 -
+     * 81 x 2330) / (13 x 591 - 81^2) = 17190 / 1122 = 15.32 ms per row, a =
+     * (2330 - 15.32 x 81) / 13 = 83.76, drafter pass 80: cost(5) = 240.4,
+     * cost(6) = 255.7; rate(5) = 0.02496 > rate(6) = 6.33 / 255.7 = 0.02477,
+     * and rate(15) = 6.33 / 393.6 = 0.0161, plain 1 / 75 = 0.0133. */
+    double vcost[N + 1] = {0};
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 75, vcost[0] = 75, cost_n[0] = 20;
+    cost[5] = 250, vcost[5] = 170, cost_n[5] = 6;
+    cost[6] = 245, vcost[6] = 165, cost_n[6] = 6;
+    cost[15] = 400, vcost[15] = 320, cost_n[15] = 1;
+    set_alpha(1.0);
+    alpha[6] = 1.0 / 3;
+    for (int i = 7; i <= N; i++) alpha[i] = 0.0;
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 5);
+    /* without verify times (a draft model, not DFlash) the per-length costs
+     * stand: 6 */
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 6);
+    /* after one rejection only (alpha 1/2) one more position is still worth
+     * a try: 6.5 / 255.7 = 0.0254 > 0.02496 */
+    alpha[6] = 0.5;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 6);
+    /* a verify time that falls with the draft length (a cold warm-up figure
+     * at 5): no line; the per-length rule, which drafts 6 */
+    alpha[6] = 1.0 / 3;
+    cost_n[15] = 0;
+    vcost[5] = 200;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 6);
+}
+
 static void a_draft_cheaper_than_plain_means_a_stale_plain_time(void **st) {
     (void)st;
     /* a plain step measured once at 10 ms during a hiccup (really ~1 ms), a
@@ -178,6 +217,7 @@ int main(void) {
         cmocka_unit_test(moderate_acceptance_picks_the_optimum),
         cmocka_unit_test(slow_drafter_cheap_verify_extrapolates_from_drafts),
         cmocka_unit_test(one_measured_draft_extrapolates_from_verify_times),
+        cmocka_unit_test(one_line_through_all_drafts_prices_one_more_row),
         cmocka_unit_test(a_draft_cheaper_than_plain_means_a_stale_plain_time),
         cmocka_unit_test(probe_gap_bounds_the_probes_loss),
     };
