@@ -21,7 +21,9 @@ extern bool bd_spec_test_wrong_history;
 /* The adaptive draft-length decision (pure function of its inputs):
  * alpha[1..n_max] acceptance estimates, cost[0..n_max] measured step
  * times with cost_n[i] observations each, vcost[0..n_max] the verify
- * forward's part of them (NULL: extrapolate from whole steps). Returns the
+ * forward's part of them (a DFlash drafter: with two or more measured
+ * draft lengths a drafting step then costs one line fitted to all of them;
+ * NULL: per-length costs, extrapolated from whole steps). Returns the
  * draft length to use (0 = a plain step) and the best drafting length in
  * *best_draft_n. */
 #include <stdint.h>
