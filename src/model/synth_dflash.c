@@ -335,6 +335,15 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
     }
     rng r = {o->seed * 0x2545f4914f6cdd1dull + 17};
     uint32_t wt = o->weight_type;
+    /* The crafted layer-0 matrices take the file's type too, so that a
+     * constructed drafter costs what a published one does (those are Q8_0
+     * throughout; F32 here made layer 0's attention four times the bytes and
+     * charged that to every draft). 8-bit quantization keeps the construction:
+     * zero rows stay exactly zero, and the crafted rows' relative error
+     * (~1/254 per element) is far inside the margins built below (scores at
+     * least 25 from the boundary, the output row scaled by 1000). Types
+     * narrower than 8 bits would not be, so those keep F32 for it. */
+    const uint32_t wt_craft = (wt == BD_TYPE_Q8_0 || wt == BD_TYPE_F16 || wt == BD_TYPE_BF16) ? wt : BD_TYPE_F32;
     char name[64];
 
     /* anchor (token 0) and mask rows as the drafter's layer 0 sees them:
@@ -386,7 +395,7 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
         if (craft) {                                                                            \
             fill_const(buf, (size_t)((ne0) * (ne1)), 0.0f);                                     \
             __VA_ARGS__;                                                                        \
-            if (!add_tensor(w, name, BD_TYPE_F32, ne0, ne1, buf, err, errlen)) goto done;       \
+            if (!add_tensor(w, name, wt_craft, ne0, ne1, buf, err, errlen)) goto done;          \
         } else {                                                                                \
             fill_random(&r, buf, (size_t)((ne0) * (ne1)), nscale * (scl));                      \
             if (!add_tensor(w, name, wt, ne0, ne1, buf, err, errlen)) goto done;                \

@@ -31,7 +31,10 @@
  *     target's output row 0, so rows <= k produce logits ~ W_out W_out[0]
  *     (argmax 0) and rows > k keep the mask embedding (argmax != 0).
  * The generator evaluates both row kinds against the real output matrix
- * and fails if either argmax is not as intended.
+ * and fails if either argmax is not as intended. The crafted matrices are
+ * written in the file's weight type when it has 8 bits or more (Q8_0, F16,
+ * BF16: a constructed drafter then costs what a published Q8_0 one does),
+ * else in F32.
  *
  * Targets: qwen3 and llama, and the hybrid qwen35 / qwen35moe (read straight
  * from the GGUF, so drafters can be made before the engine runs a target).
