@@ -2,8 +2,9 @@
  * blockdraft.h - public API of the blockdraft inference engine.
  *
  * Handles (all opaque; each has a create/open and a free):
- *   bd_model      - weights of one GGUF file (mmapped, read-only, shareable
- *                   by many sessions and threads) plus its tokenizer.
+ *   bd_model      - weights of one GGUF file (mapped, or copied into 2 MiB
+ *                   pages: bd_use_mmap; read-only, shareable by many
+ *                   sessions and threads) plus its tokenizer.
  *   bd_session    - one mutable timeline over a model: the KV cache, scratch
  *                   buffers, logits of the last forward and the captured
  *                   ("tapped") layer inputs. A session can be truncated to
@@ -85,7 +86,8 @@ uint64_t bd_model_weight_bytes(const bd_model *m); /* bytes of all tensors */
  * has none. */
 const char *bd_model_chat_template(const bd_model *m);
 
-/* Model files are memory-mapped: a file truncated or rewritten in place
+/* Model files are memory-mapped (those bd_use_mmap does not have copied
+ * at open, below): a file truncated or rewritten in place
  * while a model uses it (a `cp` over it) makes reads of the lost pages
  * raise SIGBUS, which kills the process. bd_mmap_guard_install (once, at
  * start; process-wide: it installs a SIGBUS handler) makes such a fault
@@ -99,6 +101,16 @@ const char *bd_model_chat_template(const bd_model *m);
 bool bd_mmap_guard_install(char *err, size_t errlen);
 /* false once the model's file has been found truncated (see above). */
 bool bd_model_intact(const bd_model *m);
+/* How model files are held, process-wide, for models opened after the call.
+ * false (the default, llama.cpp's --no-mmap): a file of 64 MiB or more that
+ * fits in half the physical memory is copied at open into anonymous memory
+ * backed by 2 MiB pages (when the kernel's transparent huge pages are not
+ * off); the matmuls then read their weights through a few hundred TLB
+ * entries instead of one per 4 KiB page, which the page cache may or may
+ * not have given the mapping. RSS is the same; the copy is private (not
+ * shared with other processes) and no longer sees the file change. true
+ * (llama.cpp's default, --mmap): files stay mapped, read in at open. */
+void bd_use_mmap(bool on);
 
 /* ------------------------------------------------------------------------
  * Tokens

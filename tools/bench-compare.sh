@@ -262,7 +262,10 @@ elif [ "$BUSY" != only ]; then
             continue
         fi
         for k in all 5 0; do
-            d="$MDIR/dflash-$st-k$k.gguf"
+            # "-q8": every matrix Q8_0, the crafted layer too (as published
+            # drafters; files from before that change had it in F32 and are
+            # not reused)
+            d="$MDIR/dflash-$st-q8-k$k.gguf"
             if [ ! -f "$d" ]; then
                 log "writing $d (constructed drafter, right for the first $k positions)"
                 if ! why=$("$BD_BIN" make-model --arch dflash --target "$tgt" --drafter constructed --accept "$k" \
@@ -285,6 +288,18 @@ for pair in "${PAIRS[@]+"${PAIRS[@]}"}"; do
     printf '%s\t%s\t%s\n' "$(basename "$tgt" .gguf)+$(basename "$dft" .gguf)" "$tgt" "$dft" >>"$OUT/pairs.tsv"
 done
 [ ${#MODELS[@]} -gt 0 ] || [ ${#PAIRS[@]} -gt 0 ] || die "nothing to run (see $OUT/skipped.txt)"
+
+# Page cache: a file just written sits there in 4 KiB pages, one read back
+# after eviction mostly in 2 MiB folios, and through a mapping the second
+# reads faster (docs/perf-notes.md, "Measuring: traps"). blockdraft copies
+# big files into huge pages at load either way; llama.cpp maps what it does
+# not repack. Each file is dropped from the cache and read back, so that both
+# engines meet it as a user's file that has been read before.
+for f in "${MODELS[@]+"${MODELS[@]}"}" $(cut -f2,3 "$OUT/pairs.tsv" 2>/dev/null | tr '\t' ' '); do
+    [ -f "$f" ] || continue
+    dd if="$f" iflag=nocache count=0 status=none 2>/dev/null || true
+    cat "$f" >/dev/null
+done
 
 # ---- machine -------------------------------------------------------------------
 CPU_FLAGS=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "

@@ -153,6 +153,7 @@ bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen) {
     m->data = NULL;
     m->size = 0;
     m->guard = -1;
+    m->copied = false;
     /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a
      * writer; anything but a regular file is refused below */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -181,10 +182,66 @@ bool bd_fmap_open(bd_fmap *m, const char *path, char *err, size_t errlen) {
     return true;
 }
 
-void bd_fmap_prefetch(const bd_fmap *m) {
-    if (!m->data || m->size == 0) return;
+/* Copying mapped files into anonymous huge pages (bd_fmap_prefetch). */
+#define FMAP_HUGE (2u << 20)          /* a transparent huge page on x86-64 */
+#define FMAP_COPY_MIN (64u << 20)     /* smaller files stay mapped: few huge pages to gain */
+#define FMAP_COPY_CHUNK (64u << 20)   /* file pages held at once while copying */
+static atomic_bool g_fmap_copy = true;
+
+void bd_fmap_set_copy(bool on) { atomic_store(&g_fmap_copy, on); }
+
+/* Transparent huge pages on, for madvise'd regions at least. */
+static bool thp_available(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n > 0 && !strstr(buf, "[never]");
+}
+
+/* Replace m's mapping by an anonymous copy backed by huge pages, at the same
+ * addresses (so every pointer into the file stays valid): an anonymous
+ * region placed at the same offset modulo 2 MiB, MADV_HUGEPAGE, the file
+ * copied in chunks whose file pages are dropped from this process as soon as
+ * they are copied (peak RSS: the file plus one chunk), then mremap over the
+ * file's range. False, with the mapping left in place, if anything fails or
+ * the file turns out truncated while being copied (the SIGBUS guard's
+ * verdict then stands). */
+static bool fmap_copy_huge(bd_fmap *m, long pg) {
+    const size_t len = (size_t)((m->size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1)), span = len + FMAP_HUGE;
+    uint8_t *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return false;
+    const size_t off = ((uintptr_t)m->data - (uintptr_t)raw) & (FMAP_HUGE - 1);
+    uint8_t *a = raw + off;
+    if (off) munmap(raw, off);
+    if (span - off > len) munmap(a + len, span - off - len);
+    bool ok = madvise(a, len, MADV_HUGEPAGE) == 0;
+    for (uint64_t o = 0; ok && o < m->size; o += FMAP_COPY_CHUNK) {
+        const size_t n = (size_t)(m->size - o < FMAP_COPY_CHUNK ? m->size - o : FMAP_COPY_CHUNK);
+        void *src = (void *)(m->data + o);
+#ifdef MADV_POPULATE_READ
+        (void)madvise(src, n, MADV_POPULATE_READ); /* one read-ahead instead of a fault per few pages */
+#endif
+        memcpy(a + o, src, n);
+        ok = bd_fmap_intact(m);
+        (void)madvise(src, n, MADV_DONTNEED); /* this chunk's file pages leave our RSS */
+    }
+    ok = ok && mprotect(a, len, PROT_READ) == 0 &&
+         mremap(a, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)m->data) != MAP_FAILED;
+    if (!ok) munmap(a, len);
+    return ok;
+}
+
+void bd_fmap_prefetch(bd_fmap *m) {
+    if (!m->data || m->size == 0 || m->copied) return;
     long pg = sysconf(_SC_PAGESIZE), np = sysconf(_SC_PHYS_PAGES);
     if (pg <= 0 || np <= 0 || m->size > (uint64_t)pg * (uint64_t)np / 2) return;
+    if (atomic_load(&g_fmap_copy) && m->size >= FMAP_COPY_MIN && thp_available() && fmap_copy_huge(m, pg)) {
+        m->copied = true;
+        return;
+    }
     void *p = (void *)m->data;
 #ifdef MADV_POPULATE_READ
     /* EFAULT: the file is shorter than the mapping now (truncated since it
@@ -209,6 +266,7 @@ void bd_fmap_close(bd_fmap *m) {
     m->data = NULL;
     m->size = 0;
     m->guard = -1;
+    m->copied = false;
 }
 
 /* ------------------------------------------------------------------------

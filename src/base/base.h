@@ -55,6 +55,7 @@ typedef struct bd_fmap {
     const uint8_t *data; /* [size] bytes, read-only, private mapping */
     uint64_t size;
     int guard;           /* its slot in the SIGBUS guard's table, -1 none */
+    bool copied;         /* bd_fmap_prefetch replaced the mapping by an anonymous copy */
 } bd_fmap;
 
 /* Map a whole file read-only. An empty file maps to data=NULL, size=0.
@@ -67,8 +68,23 @@ void bd_fmap_close(bd_fmap *m);
  * drafter's first draft, a mixture's first use of an expert). llama.cpp
  * prefetches its model files the same way (MAP_POPULATE). Best effort:
  * nothing for a file larger than half the physical memory, where reading
- * it all ahead would only push its own first pages out again. */
-void bd_fmap_prefetch(const bd_fmap *m);
+ * it all ahead would only push its own first pages out again.
+ *
+ * Files of 64 MiB or more are copied instead, at the same addresses, into
+ * anonymous memory the kernel backs with 2 MiB pages (unless
+ * bd_fmap_set_copy(false), or transparent huge pages are off): whether the
+ * page cache holds a file in 2 MiB folios or in 4 KiB pages depends on how
+ * it got there (a file just written or downloaded: 4 KiB pages; read back
+ * after eviction: mostly 2 MiB), and on 4 KiB pages the row-group matmuls,
+ * which read 16-64 weight rows side by side, ran up to twice as slow (a
+ * TLB miss per page, costlier under a hypervisor). The copy's file pages
+ * are dropped from the process as it goes: RSS stays the file's size. It
+ * is private memory: two processes running the same file no longer share
+ * its pages, and a later truncation of the file no longer reaches it. */
+void bd_fmap_prefetch(bd_fmap *m);
+/* Process-wide: false keeps files mapped (llama.cpp's --mmap), true (the
+ * default) lets bd_fmap_prefetch copy them as above (--no-mmap). */
+void bd_fmap_set_copy(bool on);
 
 /* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
  *

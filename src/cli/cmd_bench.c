@@ -91,6 +91,7 @@ static void bench_usage(FILE *out) {
             "                          machine of shared/reference/performance.md)\n"
             "  --bw-probe              measure the read bandwidth here instead (1 GiB, -t threads)\n"
             "  --peak-gops X           int8 peak for the GOPS share (default 925)\n"
+            "  --mmap / --no-mmap      keep model files mapped / copy them into 2 MiB pages (default)\n"
             "  --json                  one JSON object on stdout\n",
             BENCH_VERIFY_MAX);
 }
@@ -669,6 +670,8 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
             o->peak_gops = arg_f32(a, v, 0.001f, 1e9f);
         else if (arg_is(a, "--bw-probe", NULL)) o->bw_probe = true;
         else if (arg_is(a, "--json", NULL)) o->json = true;
+        else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
+        else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
         else if (arg_is(a, "-h", "--help")) {
             bench_usage(stdout);
             return 0;

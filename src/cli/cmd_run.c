@@ -97,6 +97,8 @@ static void usage(void) {
             "  -b, --batch-size N     prompt batch (default 512)\n"
             "  --ignore-eos           keep generating past end-of-text tokens\n"
             "  --no-display-prompt    do not echo the prompt\n"
+            "  --mmap / --no-mmap     keep model files mapped / copy files of 64 MiB or more into\n"
+            "                         anonymous 2 MiB pages at load (default; see bd_use_mmap)\n"
             "  --json                 print one JSON object with ids, text and stats\n"
             "speculative decoding (llama.cpp's flag names):\n"
             "  -md, --model-draft FILE  draft model: a DFlash drafter or a small model of the same vocabulary\n"
@@ -215,6 +217,8 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         } else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;
+        else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
+        else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
         else if (arg_is(a, "-h", "--help")) {
             usage();
             return 0;

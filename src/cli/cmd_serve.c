@@ -91,11 +91,12 @@ static void usage(void) {
             "  --queue N                  requests that may wait for a slot before 503 (default 16)\n"
             "  --max-body BYTES           request body limit (default 8388608)\n"
             "  --max-tokens N             largest max_tokens a request may ask for (default: context)\n"
-            "  --conn-limit N             simultaneous connections (default 64)\n"
+            "  --conn-limit N             simultaneous connections (default 64)\n"            "  --mmap / --no-mmap         keep model files mapped / copy files of 64 MiB or more into\n"
+            "                             anonymous 2 MiB pages at load (default)\n"
             "  --shutdown-grace SEC       on SIGTERM, time for running requests to finish (default 10)\n"
             "\n"
             "Accepted with a one-line note (nothing to act on here): -ngl/-ngld, -dev, -sm, -ts, -mg,\n"
-            "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --no-mmap, --mlock, -cb/-nocb,\n"
+            "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --mlock, -cb/-nocb,\n"
             "--cache-reuse, --no-cache-prompt, -kvu, --threads-http, --no-webui, --log-*, --perf, --warmup,\n"
             "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
             "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj,\n"
@@ -167,9 +168,9 @@ static const compat_flag COMPAT_FLAGS[] = {
     {{"--cpu-range-batch", "--cpu-strict", "--cpu-strict-batch", "--prio", "--prio-batch", "--poll", "--poll-batch"},
      ARG_VALUE, ACT_NOTE, "thread placement and priority are left to the system"},
     {{"--numa", NULL}, ARG_VALUE, ACT_NOTE, "NUMA placement is left to the system"},
-    {{"--no-mmap", "--mlock", "--no-repack", "--repack", "-nr", NULL}, ARG_NONE, ACT_NOTE,
-     "models are always memory-mapped as they are"},
-    {{"-lm", "--load-mode", NULL}, ARG_VALUE, ACT_NOTE, "models are always memory-mapped"},
+    {{"--mlock", "--no-repack", "--repack", "-nr", NULL}, ARG_NONE, ACT_NOTE,
+     "weights are used as the file stores them (--mmap / --no-mmap choose how they are held)"},
+    {{"-lm", "--load-mode", NULL}, ARG_VALUE, ACT_NOTE, "--mmap / --no-mmap choose how models are held"},
     {{"-cb", "--cont-batching", "-nocb", "--no-cont-batching", NULL}, ARG_NONE, ACT_NOTE,
      "each slot runs its own request; slots share the thread pool"},
     {{"--cache-prompt", "--no-cache-prompt", NULL}, ARG_NONE, ACT_NOTE,
@@ -338,6 +339,8 @@ int cmd_serve(int argc, char **argv) {
         if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) p.model_path = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", "--spec-draft-model", NULL}, &v))
             p.draft_path = v;
+        else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
+        else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
         else if (arg_take(argc, argv, &i, (const char *[]){"--alias", "-a", NULL}, &v)) {
             /* comma-separated, repeatable; the first name is the model's id */
             char *c = n_owned < OWNED_MAX ? strdup(v) : NULL;

@@ -85,9 +85,9 @@ bd_gguf_file *bd_gguf_open(const char *path, char *err, size_t errlen);
  * the fuzzer and tests). */
 bd_gguf_file *bd_gguf_open_memory(const void *buf, uint64_t size, char *err, size_t errlen);
 void bd_gguf_close(bd_gguf_file *f);
-/* Map the whole file's pages now (base.h's bd_fmap_prefetch); nothing for a
- * file opened from memory. */
-void bd_gguf_prefetch(const bd_gguf_file *f);
+/* Read the whole file in now, mapped or copied into 2 MiB pages (base.h's
+ * bd_fmap_prefetch); nothing for a file opened from memory. */
+void bd_gguf_prefetch(bd_gguf_file *f);
 /* false once a read of the file's mapping found it truncated (base.h's
  * SIGBUS guard); true for a file opened from memory. */
 bool bd_gguf_intact(const bd_gguf_file *f);

@@ -615,7 +615,7 @@ bd_gguf_file *bd_gguf_open(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-void bd_gguf_prefetch(const bd_gguf_file *f) { bd_fmap_prefetch(&f->map); }
+void bd_gguf_prefetch(bd_gguf_file *f) { bd_fmap_prefetch(&f->map); }
 
 bool bd_gguf_intact(const bd_gguf_file *f) { return bd_fmap_intact(&f->map); }
 

@@ -338,6 +338,7 @@ int32_t bd_model_n_ctx_train(const bd_model *m) { return m->hp.n_ctx_train; }
 uint64_t bd_model_weight_bytes(const bd_model *m) { return m->weight_bytes; }
 const char *bd_model_chat_template(const bd_model *m) { return m->chat_template; }
 bool bd_model_intact(const bd_model *m) { return bd_gguf_intact(m->gguf); }
+void bd_use_mmap(bool on) { bd_fmap_set_copy(!on); }
 bool bd_mmap_guard_install(char *err, size_t errlen) { return bd_fmap_guard_install(err, errlen); }
 
 int bd_tokenize(const bd_model *m, const char *text, size_t len, bool add_special, bool parse_special,

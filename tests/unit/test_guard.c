@@ -4,10 +4,14 @@
  * reads zeros and marks the mapping faulted instead of killing the
  * process; a model forward on such a file fails with a message; a fault
  * outside blockdraft's mappings still kills (the guard hides nothing else).
+ * And the copy of big mapped files into anonymous huge pages
+ * (bd_fmap_prefetch): same addresses, same bytes, no longer reached by a
+ * truncation; small files and bd_fmap_set_copy(false) keep the mapping.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <cmocka.h>
 
@@ -118,6 +122,111 @@ static void test_model_truncated(void **state) {
     bd_model_free(m);
 }
 
+/* Transparent huge pages on (for madvise'd memory at least)? */
+static bool thp_on(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return false;
+    char buf[128];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n > 0 && !strstr(buf, "[never]");
+}
+
+/* Byte i of the test pattern: not periodic in pages or huge pages. */
+static uint8_t pat(uint64_t i) { return (uint8_t)((i * 2654435761u) >> 13 ^ (i >> 21)); }
+
+static void write_pattern(const char *path, uint64_t size) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 16];
+    for (uint64_t o = 0; o < size; o += sizeof buf) {
+        size_t n = size - o < sizeof buf ? (size_t)(size - o) : sizeof buf;
+        for (size_t i = 0; i < n; i++) buf[i] = pat(o + i);
+        assert_int_equal(fwrite(buf, 1, n, f), n);
+    }
+    fclose(f);
+}
+
+static bool equals_pattern(const uint8_t *p, uint64_t size) {
+    for (uint64_t i = 0; i < size; i++)
+        if (p[i] != pat(i)) return false;
+    return true;
+}
+
+/* The mapping p..p+len is anonymous now: its /proc/self/maps line names no
+ * file. */
+static bool maps_anonymous(const void *p) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    char line[512];
+    bool anon = false, found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx", &lo, &hi) != 2 || (uintptr_t)p < lo || (uintptr_t)p >= hi) continue;
+        found = true;
+        anon = !strchr(line, '/');
+    }
+    fclose(f);
+    return found && anon;
+}
+
+/* A 72 MiB file (odd size) is copied into anonymous memory at the same
+ * address, byte for byte; truncating the file then changes nothing. */
+static void test_huge_copy(void **state) {
+    (void)state;
+    if (!thp_on()) {
+        printf("skip: %s: transparent huge pages are off on this machine (nothing is copied)\n", __func__);
+        skip();
+    }
+    char path[128], err[256];
+    snprintf(path, sizeof path, "%s/big.bin", g_dir);
+    const uint64_t size = (72ull << 20) + 12345;
+    write_pattern(path, size);
+    bd_fmap m;
+    assert_true(bd_fmap_open(&m, path, err, sizeof err));
+    const uint8_t *p0 = m.data;
+    assert_false(maps_anonymous(p0));
+    bd_fmap_set_copy(true);
+    bd_fmap_prefetch(&m);
+    assert_true(m.copied);
+    assert_ptr_equal(m.data, p0);
+    assert_int_equal(m.size, size);
+    assert_true(maps_anonymous(p0));
+    assert_true(equals_pattern(m.data, m.size));
+    assert_int_equal(truncate(path, 4096), 0);
+    assert_true(equals_pattern(m.data, m.size));
+    assert_true(bd_fmap_intact(&m));
+    bd_fmap_close(&m);
+}
+
+/* Files below 64 MiB, and any file after bd_fmap_set_copy(false), stay
+ * mapped. */
+static void test_huge_copy_not_taken(void **state) {
+    (void)state;
+    char path[128], err[256];
+    snprintf(path, sizeof path, "%s/small.bin", g_dir);
+    write_pattern(path, (63ull << 20));
+    bd_fmap m;
+    assert_true(bd_fmap_open(&m, path, err, sizeof err));
+    bd_fmap_set_copy(true);
+    bd_fmap_prefetch(&m);
+    assert_false(m.copied);
+    assert_false(maps_anonymous(m.data));
+    assert_true(equals_pattern(m.data, m.size));
+    bd_fmap_close(&m);
+    snprintf(path, sizeof path, "%s/big2.bin", g_dir);
+    write_pattern(path, (65ull << 20));
+    assert_true(bd_fmap_open(&m, path, err, sizeof err));
+    bd_fmap_set_copy(false);
+    bd_fmap_prefetch(&m);
+    bd_fmap_set_copy(true);
+    assert_false(m.copied);
+    assert_false(maps_anonymous(m.data));
+    assert_true(equals_pattern(m.data, m.size));
+    bd_fmap_close(&m);
+}
+
 /* A SIGBUS outside any mapping of ours is not swallowed: the process dies
  * of it as it would without the guard. */
 static void test_foreign_fault_kills(void **state) {
@@ -160,6 +269,8 @@ int main(void) {
         cmocka_unit_test(test_truncated_mapping),
         cmocka_unit_test(test_model_truncated),
         cmocka_unit_test(test_foreign_fault_kills),
+        cmocka_unit_test(test_huge_copy),
+        cmocka_unit_test(test_huge_copy_not_taken),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
