@@ -190,8 +190,7 @@ static atomic_bool g_fmap_copy = true;
 
 void bd_fmap_set_copy(bool on) { atomic_store(&g_fmap_copy, on); }
 
-/* Transparent huge pages on, for madvise'd regions at least. */
-static bool thp_available(void) {
+bool bd_fmap_thp_available(void) {
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     if (!f) return false;
     char buf[128];
@@ -238,7 +237,7 @@ void bd_fmap_prefetch(bd_fmap *m) {
     if (!m->data || m->size == 0 || m->copied) return;
     long pg = sysconf(_SC_PAGESIZE), np = sysconf(_SC_PHYS_PAGES);
     if (pg <= 0 || np <= 0 || m->size > (uint64_t)pg * (uint64_t)np / 2) return;
-    if (atomic_load(&g_fmap_copy) && m->size >= FMAP_COPY_MIN && thp_available() && fmap_copy_huge(m, pg)) {
+    if (atomic_load(&g_fmap_copy) && m->size >= FMAP_COPY_MIN && bd_fmap_thp_available() && fmap_copy_huge(m, pg)) {
         m->copied = true;
         return;
     }

@@ -85,6 +85,9 @@ void bd_fmap_prefetch(bd_fmap *m);
 /* Process-wide: false keeps files mapped (llama.cpp's --mmap), true (the
  * default) lets bd_fmap_prefetch copy them as above (--no-mmap). */
 void bd_fmap_set_copy(bool on);
+/* Transparent huge pages are on, for madvise'd memory at least (the copy
+ * above is attempted only then). */
+bool bd_fmap_thp_available(void);
 
 /* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
  *

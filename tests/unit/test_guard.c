@@ -122,17 +122,6 @@ static void test_model_truncated(void **state) {
     bd_model_free(m);
 }
 
-/* Transparent huge pages on (for madvise'd memory at least)? */
-static bool thp_on(void) {
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!f) return false;
-    char buf[128];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n > 0 && !strstr(buf, "[never]");
-}
-
 /* Byte i of the test pattern: not periodic in pages or huge pages. */
 static uint8_t pat(uint64_t i) { return (uint8_t)((i * 2654435761u) >> 13 ^ (i >> 21)); }
 
@@ -175,7 +164,7 @@ static bool maps_anonymous(const void *p) {
  * address, byte for byte; truncating the file then changes nothing. */
 static void test_huge_copy(void **state) {
     (void)state;
-    if (!thp_on()) {
+    if (!bd_fmap_thp_available()) {
         printf("skip: %s: transparent huge pages are off on this machine (nothing is copied)\n", __func__);
         skip();
     }
