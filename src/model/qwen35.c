@@ -32,6 +32,7 @@
 enum { GDN_GATES, GDN_CONV, GDN_SILU, GDN_QKNORM, GDN_SCAN, GDN_OUTNORM };
 
 #define GDN_SILU_CHUNK 256 /* floats per SiLU work item */
+#define GDN_MAX_CONV 16    /* longest convolution kernel (the loader refuses longer ones) */
 
 typedef struct {
     int phase;
@@ -64,27 +65,34 @@ static void gdn_worker(void *arg, int ith, int nth) {
             c->g[i] = sp * L->ssm_a[h];
         }
         break;
-    case GDN_CONV: /* per channel: the window, then this chunk's rows (SiLU: next phase) */
+    case GDN_CONV: { /* this thread's channels, row by row (SiLU: next phase) */
         bd_split(cd, ith, nth, &lo, &hi);
-        for (int64_t ch = lo; ch < hi; ch++) {
-            const float *w = L->conv1d + ch * K;
-            for (int32_t t = 0; t < n; t++) {
-                float sum = 0.0f;
-                for (int32_t j = 0; j < K; j++) {
-                    const int32_t i = t + j - (K - 1); /* row index; < 0: in the window */
-                    const float x = i < 0 ? c->win_src[(int64_t)(K - 1 + i) * cd + ch] : c->raw[(int64_t)i * cd + ch];
-                    sum += w[j] * x;
-                }
-                c->xc[(int64_t)t * cd + ch] = sum;
+        const float *tap[GDN_MAX_CONV]; /* tap[j]: the row that weight j meets, index t + j - (K - 1) */
+        for (int32_t t = 0; t < n; t++) {
+            for (int32_t j = 0; j < K; j++) {
+                const int32_t i = t + j - (K - 1); /* < 0: in the window */
+                tap[j] = i < 0 ? c->win_src + (int64_t)(K - 1 + i) * cd : c->raw + (int64_t)i * cd;
             }
-            /* the window after the last row: the last K-1 of [window ; rows] */
-            for (int32_t j = 0; j < K - 1; j++) {
-                const int32_t i = n - (K - 1) + j;
-                c->win_dst[(int64_t)j * cd + ch] =
-                    i < 0 ? c->win_src[(int64_t)(K - 1 + i) * cd + ch] : c->raw[(int64_t)i * cd + ch];
+            /* channels innermost: rows are read along their length (a
+             * channel-major walk hit one cache set per row, the rows being
+             * conv_dim floats apart); each sum still adds its K products in
+             * order from +0, whatever the batch */
+            float *out = c->xc + (int64_t)t * cd;
+            for (int64_t ch = lo; ch < hi; ch++) {
+                const float *w = L->conv1d + ch * K;
+                float sum = 0.0f;
+                for (int32_t j = 0; j < K; j++) sum += w[j] * tap[j][ch];
+                out[ch] = sum;
             }
         }
+        /* the window after the last row: the last K-1 of [window ; rows] */
+        for (int32_t j = 0; j < K - 1; j++) {
+            const int32_t i = n - (K - 1) + j;
+            const float *row = i < 0 ? c->win_src + (int64_t)(K - 1 + i) * cd : c->raw + (int64_t)i * cd;
+            memcpy(c->win_dst + (int64_t)j * cd + lo, row + lo, (size_t)(hi - lo) * sizeof(float));
+        }
         break;
+    }
     case GDN_SILU: { /* xc = silu(xc): the kernel table's silu_mul against ones (x * 1 is exact) */
         float ones[GDN_SILU_CHUNK];
         for (int i = 0; i < GDN_SILU_CHUNK; i++) ones[i] = 1.0f;
