@@ -50,7 +50,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Usage examples of the public API, linked against libbdcore.a alone.
 EXAMPLE_BIN = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench oracle bench-compare readme-archs check-layers
+.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench ablayout oracle bench-compare readme-archs check-layers
 
 all: $(BUILD)/blockdraft $(EXAMPLE_BIN)
 
@@ -217,6 +217,11 @@ bench-compare: all
 # matrix, alternating in one process. Not part of `make` or `make test`.
 kbench: $(BUILD)/kbench
 $(BUILD)/kbench: tools/kbench.c $(BUILD)/libbdcore.a $(HDRS)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+
+# In-process A/B of the weight layouts (tools/ablayout.c). Not part of `make` or `make test`.
+ablayout: $(BUILD)/ablayout
+$(BUILD)/ablayout: tools/ablayout.c $(BUILD)/libbdcore.a $(HDRS)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 
 # The README's model table, regenerated from the architecture table.

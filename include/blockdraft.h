@@ -82,6 +82,10 @@ int32_t bd_model_n_embd(const bd_model *m);
 int32_t bd_model_n_layer(const bd_model *m);
 int32_t bd_model_n_ctx_train(const bd_model *m);
 uint64_t bd_model_weight_bytes(const bd_model *m); /* bytes of all tensors */
+/* Bytes of weights bd_model_open rearranged for its row-group kernels (0
+ * with --mmap, without transparent huge pages, or on a level that keeps
+ * the file's layout; BLOCKDRAFT_INTERLEAVE=0 / 1 turns it off / on). */
+uint64_t bd_model_interleaved_bytes(const bd_model *m);
 /* Borrowed (valid until bd_model_free); NUL-terminated; NULL if the file
  * has none. */
 const char *bd_model_chat_template(const bd_model *m);

@@ -14,7 +14,9 @@
  * Prints per level: best and median ms per repetition, weight GB/s (best),
  * and integer GOPS (2 x weights x nx / time); a level with row-group
  * kernels for the type (the table's tile entry) is measured a second time
- * through them ("LEVEL/rows").
+ * through them ("LEVEL/rows"), and a third on an interleaved copy of the
+ * weights through its il_rows ("LEVEL/il": kernels.h's BD_LAYOUT_IL16,
+ * what bd_model_open builds; rows a multiple of 16).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,6 +46,7 @@ typedef struct {
     int nx;
     float *y; /* [nx][rows] */
     bool tiles;         /* through k->tile->rows, 64 rows per call */
+    bool il;            /* w interleaved, through k->tile->il_rows, 64 rows per call */
     const void *pack;
     atomic_llong next;
 } job;
@@ -58,6 +61,11 @@ static void run(void *arg, int ith, int nth) {
     long long c;
     while ((c = atomic_fetch_add(&j->next, 1)) * CHUNK < j->rows) {
         const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < j->rows ? r0 + CHUNK : j->rows;
+        if (j->il) {
+            j->k->tile->il_rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
+                                j->xs, j->nx, j->y + r0, j->rows);
+            continue;
+        }
         if (j->tiles) {
             j->k->tile->rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
                              j->xs, j->pack, j->nx, j->y + r0, j->rows);
@@ -123,13 +131,22 @@ int main(int argc, char **argv) {
         bd_quantize_row(type, row, w + (size_t)r * rb, cols);
     }
     for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mat, w, mat);
+    /* the interleaved copies (same bytes per copy, the layout's order) */
+    uint8_t *wi = NULL;
+    if (bd_il16_supports(type, cols) && rows % BD_IL16_ROWS == 0) {
+        wi = bd_alloc(mat * (size_t)copies);
+        if (!wi) return 1;
+        for (int64_t g = 0; g < rows / BD_IL16_ROWS; g++)
+            bd_il16_pack_group(type, cols, w + (size_t)g * BD_IL16_ROWS * rb, rb, wi + (size_t)g * BD_IL16_ROWS * rb);
+        for (int c = 1; c < copies; c++) memcpy(wi + (size_t)c * mat, wi, mat);
+    }
     for (int t = 0; t < nx; t++) {
         for (int64_t c = 0; c < cols; c++) f[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
         bd_quantize_row(tr->vec_dot_type, f, x + (size_t)t * xs, cols);
     }
-    const bd_kernels *ks[2 * BD_ISA_COUNT];
-    bool kt[2 * BD_ISA_COUNT];
-    char kname[2 * BD_ISA_COUNT][24];
+    const bd_kernels *ks[3 * BD_ISA_COUNT];
+    bool kt[3 * BD_ISA_COUNT], kil[3 * BD_ISA_COUNT];
+    char kname[3 * BD_ISA_COUNT][24];
     int nk = 0;
     for (int i = 0; i < BD_ISA_COUNT; i++) {
         const bd_kernels *k = bd_kernels_for((bd_isa)i);
@@ -142,16 +159,23 @@ int main(int argc, char **argv) {
             if (!strstr(buf, pat)) continue;
         }
         ks[nk] = k;
-        kt[nk] = false;
+        kt[nk] = kil[nk] = false;
         snprintf(kname[nk++], sizeof kname[0], "%s", k->name);
         if (k->tile && k->tile->supports(type, cols)) {
             ks[nk] = k;
             kt[nk] = true;
+            kil[nk] = false;
             snprintf(kname[nk++], sizeof kname[0], "%s/rows", k->name);
+        }
+        if (wi && k->tile && k->tile->il_rows) {
+            ks[nk] = k;
+            kt[nk] = false;
+            kil[nk] = true;
+            snprintf(kname[nk++], sizeof kname[0], "%s/il", k->name);
         }
     }
     /* packed activations for the row groups that want them */
-    void *pack[2 * BD_ISA_COUNT] = {0};
+    void *pack[3 * BD_ISA_COUNT] = {0};
     for (int i = 0; i < nk; i++)
         if (kt[i] && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
             pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
@@ -166,8 +190,9 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nk; i++) {
             const double t0 = bd_time_ms();
             for (int c = 0; c < copies; c++) {
-                job j = {.k = ks[i], .type = type, .w = w + (size_t)c * mat, .row_bytes = rb, .rows = rows,
-                         .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y, .tiles = kt[i], .pack = pack[i]};
+                job j = {.k = ks[i], .type = type, .w = (kil[i] ? wi : w) + (size_t)c * mat, .row_bytes = rb,
+                         .rows = rows, .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y, .tiles = kt[i],
+                         .il = kil[i], .pack = pack[i]};
                 atomic_init(&j.next, 0);
                 if (pool) bd_pool_run(pool, run, &j);
                 else run(&j, 0, 1);

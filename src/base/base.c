@@ -233,11 +233,30 @@ static bool fmap_copy_huge(bd_fmap *m, long pg) {
     return ok;
 }
 
+uint64_t bd_fmap_copy_min(void) {
+    const char *e = getenv("BLOCKDRAFT_COPY_MIN");
+    if (e && *e) {
+        char *end;
+        errno = 0;
+        const unsigned long long v = strtoull(e, &end, 10);
+        if (!*end && errno == 0) return (uint64_t)v;
+    }
+    return FMAP_COPY_MIN;
+}
+
+bool bd_fmap_set_writable(bd_fmap *m, bool on) {
+    if (!m->copied || !m->data || m->size == 0) return false;
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return false;
+    const size_t len = (size_t)((m->size + (uint64_t)pg - 1) & ~(uint64_t)(pg - 1));
+    return mprotect((void *)m->data, len, on ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
+}
+
 void bd_fmap_prefetch(bd_fmap *m) {
     if (!m->data || m->size == 0 || m->copied) return;
     long pg = sysconf(_SC_PAGESIZE), np = sysconf(_SC_PHYS_PAGES);
     if (pg <= 0 || np <= 0 || m->size > (uint64_t)pg * (uint64_t)np / 2) return;
-    if (atomic_load(&g_fmap_copy) && m->size >= FMAP_COPY_MIN && bd_fmap_thp_available() && fmap_copy_huge(m, pg)) {
+    if (atomic_load(&g_fmap_copy) && m->size >= bd_fmap_copy_min() && bd_fmap_thp_available() && fmap_copy_huge(m, pg)) {
         m->copied = true;
         return;
     }

@@ -88,6 +88,14 @@ void bd_fmap_set_copy(bool on);
 /* Transparent huge pages are on, for madvise'd memory at least (the copy
  * above is attempted only then). */
 bool bd_fmap_thp_available(void);
+/* The smallest file bd_fmap_prefetch copies: 64 MiB, or the environment's
+ * BLOCKDRAFT_COPY_MIN (bytes; tests set 0 to take small fixture files
+ * through the copy and what is built on it). */
+uint64_t bd_fmap_copy_min(void);
+/* A copied mapping (m->copied) made writable (on) or read-only again
+ * (off): the model loader rearranges weights in its private copy. False
+ * for a mapping of the file itself, or if mprotect refuses. */
+bool bd_fmap_set_writable(bd_fmap *m, bool on);
 
 /* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
  *

@@ -513,8 +513,10 @@ done:
  * ====================================================================== */
 
 static void print_text(const bench_opts *o, const bd_model *m, const bench_info *in, const bench_result *r) {
-    printf("model: %s (%s, %d layers, file %.3f GB, weights %.3f GB, %.3f G matmul params)\n", o->model,
-           bd_model_arch(m), in->n_layer, in->file_bytes / 1e9, in->weight_bytes / 1e9, in->matmul_params / 1e9);
+    printf("model: %s (%s, %d layers, file %.3f GB, weights %.3f GB of which %.3f GB interleaved, %.3f G matmul "
+           "params)\n",
+           o->model, bd_model_arch(m), in->n_layer, in->file_bytes / 1e9, in->weight_bytes / 1e9,
+           bd_model_interleaved_bytes(m) / 1e9, in->matmul_params / 1e9);
     printf("threads: %d | KV cache f32, %.1f KB per position | read bandwidth %.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
            o->threads, in->kv_pos_bytes / 1e3, r->peak_gbps, r->peak_probed ? "probed here" : "--peak-gbps",
            o->peak_gops);
@@ -573,6 +575,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "isa", json_string(bd_kernels_get()->name));
     json_object_set_new(j, "file_bytes", json_integer((json_int_t)in->file_bytes));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)in->weight_bytes));
+    json_object_set_new(j, "interleaved_bytes", json_integer((json_int_t)bd_model_interleaved_bytes(m)));
     json_object_set_new(j, "stream_bytes", json_integer((json_int_t)in->stream_bytes));
     json_object_set_new(j, "matmul_params", json_real(in->matmul_params));
     json_object_set_new(j, "threads", json_integer(o->threads));

@@ -88,6 +88,10 @@ void bd_gguf_close(bd_gguf_file *f);
 /* Read the whole file in now, mapped or copied into 2 MiB pages (base.h's
  * bd_fmap_prefetch); nothing for a file opened from memory. */
 void bd_gguf_prefetch(bd_gguf_file *f);
+/* The tensor data made writable (on) or read-only again, where the prefetch
+ * copied the file into private memory; false otherwise (base.h's
+ * bd_fmap_set_writable). */
+bool bd_gguf_set_writable(bd_gguf_file *f, bool on);
 /* false once a read of the file's mapping found it truncated (base.h's
  * SIGBUS guard); true for a file opened from memory. */
 bool bd_gguf_intact(const bd_gguf_file *f);

@@ -138,6 +138,7 @@ struct bd_model {
     float *owned;               /* converted 1-D tensors */
     size_t owned_used, owned_cap;
     uint64_t weight_bytes;
+    uint64_t interleaved_bytes; /* weights bd_model_open put in the IL16 layout (kernels.h) */
     char *chat_template;        /* NUL-terminated copy or NULL */
 };
 

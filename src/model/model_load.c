@@ -246,6 +246,84 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
     return bd_model_load_layers(m, p, err, errlen);
 }
 
+/* ------------------------------------------------------------------------
+ * Interleaving the weights (kernels.h's BD_LAYOUT_IL16)
+ * ---------------------------------------------------------------------- */
+
+/* The matrices only bd_matmul reads, with the row count of the views the
+ * forward takes of each (an expert's rows for expert stacks, moe.c; the
+ * whole matrix otherwise): not the embeddings, which bd_mat_get_row reads,
+ * nor an output head tied to them. Fills up to max; returns the count. */
+typedef struct {
+    bd_mat *W;
+    int64_t slab;
+} il_item;
+#define IL_PER_LAYER 19
+
+static int interleave_list(bd_model *m, il_item *it, int max) {
+    int n = 0;
+#define IL_ADD(M, S)                                              \
+    do {                                                          \
+        if ((M).data && n < max) it[n++] = (il_item){&(M), (S)}; \
+    } while (0)
+    if (!m->tied) IL_ADD(m->output, m->output.nrows);
+    IL_ADD(m->dflash.fc, m->dflash.fc.nrows);
+    const int64_t FE = m->hp.n_ff_exp, E = m->hp.n_embd;
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        bd_layer *L = &m->layers[l];
+        bd_mat *dense[] = {&L->wq,     &L->wk,      &L->wv,      &L->wo,         &L->w_gate,   &L->w_up,
+                           &L->w_down, &L->w_qkv,   &L->w_z,     &L->w_beta,     &L->w_alpha,  &L->ssm_out,
+                           &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        for (size_t i = 0; i < sizeof dense / sizeof *dense; i++) IL_ADD(*dense[i], dense[i]->nrows);
+        IL_ADD(L->gate_exps, FE);
+        IL_ADD(L->up_exps, FE);
+        IL_ADD(L->gate_up_exps, 2 * FE);
+        IL_ADD(L->down_exps, E);
+    }
+#undef IL_ADD
+    return n;
+}
+
+/* After the prefetch copied the file into private memory: the matrices of
+ * interleave_list rewritten in the IL16 layout where the kernel table has
+ * a kernel for it (kernels.h's il_rows) and their views hold whole
+ * 16-row groups. Same bytes, same results; a file left mapped (--mmap,
+ * files under bd_fmap_copy_min, no transparent huge pages) keeps the
+ * file's layout. A matrix met twice (the same bytes under two names) is
+ * interleaved once: both views then say so. Returns the bytes interleaved. */
+static uint64_t model_interleave(bd_model *m) {
+    const bd_kernels *k = bd_kernels_get();
+    /* BLOCKDRAFT_INTERLEAVE=0 / 1: off / on wherever the level has the
+     * kernels, whatever its default (A/Bs, tests) */
+    const char *env = getenv("BLOCKDRAFT_INTERLEAVE");
+    if (!k->tile || !k->tile->il_rows || !m->layers) return 0;
+    if (env && *env ? !strcmp(env, "0") : !k->tile->il_default) return 0;
+    const int max = IL_PER_LAYER * (m->hp.n_layer + 1);
+    il_item *it = calloc((size_t)max, sizeof *it);
+    if (!it) return 0;
+    const int n = interleave_list(m, it, max);
+    uint64_t max_row = 0, bytes = 0;
+    for (int i = 0; i < n; i++)
+        if (bd_il16_supports(it[i].W->type, it[i].W->ncols) && it[i].W->row_bytes > max_row)
+            max_row = it[i].W->row_bytes;
+    void *tmp = max_row ? malloc(BD_IL16_ROWS * (size_t)max_row) : NULL;
+    if (tmp && bd_gguf_set_writable(m->gguf, true)) {
+        for (int i = 0; i < n; i++) {
+            bd_mat *W = it[i].W;
+            if (it[i].slab <= 0 || it[i].slab % BD_IL16_ROWS != 0) continue;
+            const bd_mat *twin = NULL;
+            for (int j = 0; j < i && !twin; j++)
+                if (it[j].W->data == W->data) twin = it[j].W;
+            if (twin) W->layout = twin->layout;
+            else if (bd_mat_interleave(W, tmp)) bytes += W->row_bytes * (uint64_t)W->nrows;
+        }
+        bd_gguf_set_writable(m->gguf, false);
+    }
+    free(tmp);
+    free(it);
+    return bytes;
+}
+
 bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
     /* a BLOCKDRAFT_ISA this machine cannot run is an error, not a fallback */
     if (!bd_kernels_check(err, errlen)) return NULL;
@@ -310,6 +388,7 @@ bd_model *bd_model_open(const char *path, char *err, size_t errlen) {
     }
     if (!m->arch_info->load(m, err, errlen)) goto fail;
     bd_gguf_prefetch(m->gguf);
+    m->interleaved_bytes = model_interleave(m);
     return m;
 fail:
     bd_model_free(m);
@@ -336,6 +415,7 @@ int32_t bd_model_n_embd(const bd_model *m) { return m->hp.n_embd; }
 int32_t bd_model_n_layer(const bd_model *m) { return m->hp.n_layer; }
 int32_t bd_model_n_ctx_train(const bd_model *m) { return m->hp.n_ctx_train; }
 uint64_t bd_model_weight_bytes(const bd_model *m) { return m->weight_bytes; }
+uint64_t bd_model_interleaved_bytes(const bd_model *m) { return m->interleaved_bytes; }
 const char *bd_model_chat_template(const bd_model *m) { return m->chat_template; }
 bool bd_model_intact(const bd_model *m) { return bd_gguf_intact(m->gguf); }
 void bd_use_mmap(bool on) { bd_fmap_set_copy(!on); }

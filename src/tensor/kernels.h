@@ -94,6 +94,18 @@ typedef struct bd_tile_ops {
                  const void *pack, int64_t n_tok, float *y, int64_t ldy);
     int16_t exact_rows[BD_TYPE_COUNT];
     int16_t fast_rows[BD_TYPE_COUNT];
+    /* Optional (NULL: the level has none): the same product on weights in
+     * the interleaved layout (BD_LAYOUT_IL16, below) for any n_tok >= 1,
+     * xq / xs the quantized activation rows in place (no pack); w is the
+     * first of nw rows (nw a multiple of 16) and starts a group; each
+     * element in the tile order, so the bits of vec_dot_n on the rows in
+     * the file's layout. The matrices bd_model_open interleaves are those
+     * of the types il_rows takes (bd_il16_supports). */
+    void (*il_rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                    int64_t n_tok, float *y, int64_t ldy);
+    /* Whether bd_model_open interleaves by default on this level (where it
+     * measured faster; BLOCKDRAFT_INTERLEAVE=1 / 0 overrides). */
+    bool il_default;
 } bd_tile_ops;
 
 typedef struct bd_kernels {
@@ -190,14 +202,58 @@ void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, con
  * Matrix multiply
  * ---------------------------------------------------------------------- */
 
+/*
+ * Weight layouts.
+ *
+ * BD_LAYOUT_ROWS: the file's, row after row (row_bytes apart).
+ *
+ * BD_LAYOUT_IL16 (Q4_K and Q6_K; built in place at load, bd_mat_interleave):
+ * rows in groups of 16, group g taking the same 16 row_bytes bytes at
+ * data + 16 g row_bytes that its rows took. Inside a group the blocks come
+ * in order, block i of all 16 rows in 16 bb bytes at i 16 bb (bb: the
+ * type's block bytes), laid out as
+ *     byte 64 D + 4 r + b      = byte 4 D + b of row r's block i  (D < bb / 4, b < 4)
+ *     byte 64 nd + t r + b     = byte 4 nd + b of row r's block i  (nd = bb / 4, t = bb % 4, b < t)
+ * that is, each block's 32-bit words transposed across the 16 rows (Q6_K's
+ * last 2 bytes, its scale, row after row after them). A 64-byte load then
+ * holds the same word of all 16 rows, one per 32-bit lane: the form the
+ * row-group kernels work in, which they otherwise build with 16 x 16
+ * transposes on every call. The group's bytes are also one stream instead
+ * of 16, which the hardware prefetchers follow (kbench-like test, Zen 5,
+ * 2 threads, 65536 x 4096 Q4_K from memory: 16 rows 15.9 -> 12.6 ms, one
+ * row 3.8 -> 3.3 ms against the one-row kernel). Same bytes, same bits
+ * (the kernels' tile order); nothing but this file's functions and the
+ * tables' il_rows read it.
+ */
+enum { BD_LAYOUT_ROWS = 0, BD_LAYOUT_IL16 = 1 };
+#define BD_IL16_ROWS 16
+#define BD_IL16_MAX_ROW_BYTES (64u << 10) /* bd_mat_interleave's limit (a row fits a stack buffer) */
+
 /* A weight matrix view: nrows rows of ncols elements (ggml ne = {ncols, nrows}). */
 typedef struct bd_mat {
     uint32_t type;
     int64_t ncols;     /* ne[0], contiguous */
-    int64_t nrows;     /* ne[1] */
+    int64_t nrows;     /* ne[1] (times ne[2] for expert stacks) */
     uint64_t row_bytes;
     const void *data;  /* borrowed (usually from the mmap) */
+    uint32_t layout;   /* BD_LAYOUT_*; views of an IL16 matrix start and end on a group */
 } bd_mat;
+
+/* Whether a matrix of this type and width can be interleaved (Q4_K / Q6_K,
+ * whole blocks, rows within BD_IL16_MAX_ROW_BYTES; the row count is the
+ * caller's to check: a multiple of 16 per view it will take). */
+bool bd_il16_supports(uint32_t type, int64_t ncols);
+/* Interleave 16 rows (src, row stride ws) into dst (16 * row_bytes bytes;
+ * not overlapping src), per the layout above. */
+void bd_il16_pack_group(uint32_t type, int64_t ncols, const void *src, size_t ws, void *dst);
+/* Block i of row r (< 16) of the interleaved group at group, back in the
+ * type's own block layout, into blk (bb bytes). */
+void bd_il16_get_block(uint32_t type, const void *group, int r, int64_t i, void *blk);
+/* Rewrite W's rows in place in the IL16 layout (W->data must be writable
+ * whatever its const: the caller's copy of the file) and set W->layout;
+ * tmp: 16 * row_bytes bytes of scratch. False, W untouched, if the type,
+ * width or row count (nrows % 16) does not allow it. */
+bool bd_mat_interleave(bd_mat *W, void *tmp);
 
 /* Batches of up to this many rows give, row for row, bit-identical results
  * to one row at a time (vec_dot_n is batch-invariant, and the Q4_K / Q6_K

@@ -1265,6 +1265,170 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
 #define RG_NT_Q8 8
 #include "kernels_rows.h"
 
+/* ------------------------------------------------------------------------
+ * Row groups on interleaved weights (kernels.h's BD_LAYOUT_IL16): the
+ * unpacked form above, read with plain loads. Word D of the 16 rows is the
+ * vector at 64 D, so rg_unpack_q4k's transposes are gone and what is left
+ * is its masks and shifts; the block kernels are the same ones (same
+ * bits as vec_dot_n). A group's blocks are one stream: the whole block
+ * IL_AHEAD ahead is prefetched while this one is used.
+ * ---------------------------------------------------------------------- */
+
+#define IL_AHEAD 2 /* blocks of a group prefetched ahead (1-4 measured alike; 0: 25 % slower) */
+
+BD_INLINE __m512i il_word(const uint8_t *p, int D) { return _mm512_loadu_si512(p + 64 * D); }
+
+/* Q4_K words: 0 d | dmin, 1-3 the scale bytes, 4 + 16 half + j the codes
+ * rg_unpack_q4k's transpose gives as out[j]. */
+BD_INLINE void il_unpack_q4k(const uint8_t *p, int sub, rg_q4k *u) {
+    (void)sub;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    UNROLL for (int half = 0; half < 2; half++)
+        UNROLL for (int j = 0; j < 16; j++) {
+            const __m512i v = il_word(p, 4 + 16 * half + j);
+            const int c = 2 * half + j / 8, g = j % 8;
+            u->u[2 * c][g] = _mm512_and_si512(v, m4);
+            u->u[2 * c + 1][g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+    const __m512i q0 = il_word(p, 0), q1 = il_word(p, 1), q2 = il_word(p, 2), q3 = il_word(p, 3);
+    const __m512i m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30);
+    const __m512i sc_lo = _mm512_and_si512(q1, m6), m_lo = _mm512_and_si512(q2, m6);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(q3, lo4), _mm512_and_si512(_mm512_srli_epi32(q1, 2), hi2));
+    const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q3, 4), lo4),
+                                         _mm512_and_si512(_mm512_srli_epi32(q2, 2), hi2));
+    const __m512i ff = _mm512_set1_epi32(0xFF);
+    UNROLL for (int s = 0; s < 8; s++) {
+        const __m512i scs = s < 4 ? sc_lo : sc_hi, ms = s < 4 ? m_lo : m_hi;
+        u->sc[s] = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
+        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
+        u->mn[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    }
+    u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q0));
+    u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q0, 16)));
+}
+
+/* Q6_K words: 0-31 ql, 32-47 qh, 48-51 the scales, then the 16 rows' d.
+ * Word j of quarter h2's codes (rg_unpack_q6k's out[j]) takes ql word
+ * 16 h + j and qh word 8 h + j % 8 (shifted right by 2 for j >= 8: the
+ * upper half of that 64-byte stretch reads the same qh bytes' next bits). */
+BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
+    (void)sub;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    UNROLL for (int h2 = 0; h2 < 4; h2++) {
+        const int h = h2 / 2, hi = h2 % 2;
+        UNROLL for (int j = 0; j < 16; j++) {
+            const __m512i ql = il_word(p, 16 * h + j);
+            __m512i qh = il_word(p, 32 + 8 * h + j % 8);
+            if (j >= 8) qh = _mm512_srli_epi16(qh, 2);
+            u->u[4 * h2 + j / 4][j % 4] =
+                hi ? _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30))
+                   : _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+        }
+    }
+    UNROLL for (int G = 0; G < 16; G++)
+        u->sc[G] = _mm512_srai_epi32(_mm512_slli_epi32(il_word(p, 48 + G / 4), 24 - 8 * (G % 4)), 24);
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    UNROLL for (int q = 0; q < 8; q++) {
+        const __m512i a = _mm512_slli_epi32(u->sc[2 * q], 5), b = _mm512_slli_epi32(u->sc[2 * q + 1], 5);
+        u->scb[q] = _mm512_or_si512(_mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), a), lo16),
+                                    _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), b), 16));
+    }
+    u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * 52)));
+}
+
+/* One activation row (decode) against one interleaved group: the block
+ * kernels' sums with the unpacking folded in (nothing goes through
+ * memory), the same integer sums and f32 steps, so the same bits. */
+static void il_one_q4k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F),
+                  hi2 = _mm512_set1_epi8(0x30), ff = _mm512_set1_epi32(0xFF);
+    const size_t ib = 16 * sizeof(block_q4_K);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, x++) {
+        const uint8_t *p = w + (size_t)i * ib;
+        if (i + IL_AHEAD < nb)
+            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+        const __m512i q0 = il_word(p, 0), q1 = il_word(p, 1), q2 = il_word(p, 2), q3 = il_word(p, 3);
+        const __m512i sc_lo = _mm512_and_si512(q1, m6), m_lo = _mm512_and_si512(q2, m6);
+        const __m512i sc_hi =
+            _mm512_or_si512(_mm512_and_si512(q3, lo4), _mm512_and_si512(_mm512_srli_epi32(q1, 2), hi2));
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q3, 4), lo4),
+                                             _mm512_and_si512(_mm512_srli_epi32(q2, 2), hi2));
+        __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+        UNROLL for (int c = 0; c < 4; c++) {
+            __m512i alo = _mm512_setzero_si512(), ahi = _mm512_setzero_si512();
+            UNROLL for (int g = 0; g < 8; g++) {
+                const __m512i v = il_word(p, 4 + 8 * c + g);
+                alo = _mm512_dpbusd_epi32(alo, _mm512_and_si512(v, m4), bcast32(x->qs + 64 * c + 4 * g));
+                ahi = _mm512_dpbusd_epi32(ahi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                          bcast32(x->qs + 64 * c + 32 + 4 * g));
+            }
+            UNROLL for (int h = 0; h < 2; h++) {
+                const int s = 2 * c + h;
+                const __m512i scs = s < 4 ? sc_lo : sc_hi;
+                const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(h ? ahi : alo, sc));
+            }
+        }
+        UNROLL for (int s = 0; s < 8; s++) {
+            const __m512i ms = s < 4 ? m_lo : m_hi;
+            const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
+            summ = _mm512_dpwssd_epi32(summ, _mm512_or_si512(m, _mm512_slli_epi32(m, 16)), bcast32(x->bsums + 2 * s));
+        }
+        const __m512 dx = _mm512_set1_ps(x->d);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q0));
+        const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q0, 16)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sumi), acc);
+        acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(summ), acc);
+    }
+    _mm512_storeu_ps(y, acc);
+}
+
+static void il_one_q6k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), lo16 = _mm512_set1_epi32(0xFFFF);
+    const size_t ib = 16 * sizeof(block_q6_K);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, x++) {
+        const uint8_t *p = w + (size_t)i * ib;
+        if (i + IL_AHEAD < nb)
+            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+        __m512i sc[16];
+        UNROLL for (int G = 0; G < 16; G++)
+            sc[G] = _mm512_srai_epi32(_mm512_slli_epi32(il_word(p, 48 + G / 4), 24 - 8 * (G % 4)), 24);
+        __m512i sumi = _mm512_setzero_si512();
+        UNROLL for (int q = 0; q < 8; q++) {
+            const __m512i a = _mm512_slli_epi32(sc[2 * q], 5), b = _mm512_slli_epi32(sc[2 * q + 1], 5);
+            const __m512i scb = _mm512_or_si512(_mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), a), lo16),
+                                                _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), b), 16));
+            sumi = _mm512_dpwssd_epi32(sumi, scb, bcast32(x->bsums + 2 * q));
+        }
+        UNROLL for (int h2 = 0; h2 < 4; h2++) {
+            const int h = h2 / 2, hi = h2 % 2;
+            UNROLL for (int jq = 0; jq < 4; jq++) {
+                __m512i a = _mm512_setzero_si512();
+                UNROLL for (int k = 0; k < 4; k++) {
+                    const int j = 4 * jq + k;
+                    const __m512i ql = il_word(p, 16 * h + j);
+                    __m512i qh = il_word(p, 32 + 8 * h + j % 8);
+                    if (j >= 8) qh = _mm512_srli_epi16(qh, 2);
+                    const __m512i u =
+                        hi ? _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30))
+                           : _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+                    a = _mm512_dpbusd_epi32(a, u, bcast32(x->qs + 16 * (4 * h2 + jq) + 4 * k));
+                }
+                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(a, sc[4 * h2 + jq]));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * 52)));
+        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d)), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    _mm512_storeu_ps(y, acc);
+}
+
+#define IL_ONE(type, nb, wg, x, y) ((type) == BD_TYPE_Q4_K ? il_one_q4k(nb, wg, x, y) : il_one_q6k(nb, wg, x, y))
+#include "kernels_il.h"
+
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
  * from these sizes on the row groups measured faster than vec_dot_n.
  * Below 9 rows vec_dot_n's few-row dots (kernels_simd.h) read each weight
@@ -1283,6 +1447,8 @@ static const bd_tile_ops k_rg_ops = {
     .exact_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
     .fast_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
+    .il_rows = il_rows,
+    .il_default = true,
 };
 
 /* ------------------------------------------------------------------------

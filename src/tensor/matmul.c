@@ -32,8 +32,10 @@
  * caller's prompt must give the bits of one-row calls too, or a prompt
  * prefilled whole and the same prompt forwarded after a reused cached
  * prefix would differ (the server's prompt cache promises the same output
- * with the cache on and off). No weights are repacked;
- * an unpacked weight block lives on the stack.
+ * with the cache on and off). An unpacked weight block lives on the
+ * stack. Matrices bd_model_open interleaved (kernels.h's BD_LAYOUT_IL16)
+ * take the table's il_rows for every batch size, work items of whole
+ * 16-row groups: the same bits again (tile order).
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -48,7 +50,7 @@
  * rows in the scratch. See the file comment for which batches go there;
  * the table's row counts are where its kernels measured faster. */
 static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool exact) {
-    if (!k->tile) return false;
+    if (!k->tile || W->layout != BD_LAYOUT_ROWS) return false;
     const int64_t min = exact ? k->tile->exact_rows[W->type] : k->tile->fast_rows[W->type];
     return min > 0 && n_tok >= min && k->tile->supports(W->type, W->ncols);
 }
@@ -82,6 +84,7 @@ typedef struct {
     int64_t n_chunks; /* work items of this matrix on the chosen path */
     int64_t rows;     /* weight rows per work item */
     bool tiles;       /* tile path (else vec_dot_n) */
+    bool il;          /* interleaved weights through the table's il_rows (IL16 without one: il_row_dots) */
 } mm_target;
 
 typedef struct {
@@ -164,6 +167,25 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
                      nw, c->xq, c->xq_stride, c->pack, c->n_tok, t->Y + r0, t->ldy);
 }
 
+/* Interleaved weights (kernels.h's BD_LAYOUT_IL16) under a table without
+ * il_rows: each row read back into the file's layout, then vec_dot_n as
+ * on any row (the same bits). Only a table switched after load meets this;
+ * it is the slow, simple way. */
+static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+    uint8_t row[BD_IL16_MAX_ROW_BYTES] __attribute__((aligned(64)));
+    float out[MM_NX];
+    const int64_t nb = W->ncols / bd_type_get(W->type)->blck, bb = bd_type_get(W->type)->blck_bytes;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *group = (const uint8_t *)W->data + (uint64_t)(r / BD_IL16_ROWS * BD_IL16_ROWS) * W->row_bytes;
+        for (int64_t i = 0; i < nb; i++) bd_il16_get_block(W->type, group, (int)(r % BD_IL16_ROWS), i, row + i * bb);
+        for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
+            const int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
+            c->k->vec_dot_n[W->type](W->ncols, row, c->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
+            for (int j = 0; j < nx; j++) Y[(t0 + j) * ldy + r] = out[j];
+        }
+    }
+}
+
 static void mm_dot(void *arg, int ith, int nth) {
     (void)ith;
     (void)nth;
@@ -174,6 +196,16 @@ static void mm_dot(void *arg, int ith, int nth) {
     while (mm_take(c, &m, &ci)) {
         if (c->t[m].tiles) {
             mm_tile_item(c, &c->t[m], ci);
+            continue;
+        }
+        if (c->t[m].W->layout == BD_LAYOUT_IL16) {
+            const mm_target *t = &c->t[m];
+            const int64_t r0 = t->rows * ci, r1 = r0 + t->rows < t->W->nrows ? r0 + t->rows : t->W->nrows;
+            if (t->il)
+                c->k->tile->il_rows(t->W->type, t->W->ncols, (const uint8_t *)t->W->data + (uint64_t)r0 * t->W->row_bytes,
+                                    (size_t)t->W->row_bytes, (int)(r1 - r0), c->xq, c->xq_stride, c->n_tok,
+                                    t->Y + r0, t->ldy);
+            else il_row_dots(c, t->W, t->Y, t->ldy, r0, r1);
             continue;
         }
         const bd_mat *W = c->t[m].W;
@@ -230,9 +262,12 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     for (int j = 0; j < n_outs; j++) {
         const bd_mat *W = outs[j].W;
         const bool tiles = use_tiles(c.k, W, n_tok, exact);
+        const bool il = W->layout == BD_LAYOUT_IL16 && c.k->tile && c.k->tile->il_rows;
         any_tiles |= tiles;
-        const int64_t rows = tiles ? mm_tile_rows(W, pool ? bd_pool_size(pool) : 1) : mm_chunk_rows(&c, W);
-        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles};
+        /* interleaved rows: work items of whole groups, whatever the path */
+        const int64_t rows = tiles || W->layout == BD_LAYOUT_IL16 ? mm_tile_rows(W, pool ? bd_pool_size(pool) : 1)
+                                                                  : mm_chunk_rows(&c, W);
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles, .il = il};
         c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
         c.n_chunks += c.t[j].n_chunks;
         work += (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok;
@@ -285,6 +320,17 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
 
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {
     if (row < 0 || row >= W->nrows) return false;
+    if (W->layout == BD_LAYOUT_IL16) {
+        const bd_type_traits *t = bd_type_get(W->type);
+        uint8_t blk[256];
+        if (!t || t->blck_bytes > (int64_t)sizeof blk) return false;
+        const uint8_t *group = (const uint8_t *)W->data + (uint64_t)(row / BD_IL16_ROWS * BD_IL16_ROWS) * W->row_bytes;
+        for (int64_t i = 0; i < W->ncols / t->blck; i++) {
+            bd_il16_get_block(W->type, group, (int)(row % BD_IL16_ROWS), i, blk);
+            if (!bd_dequantize_row(W->type, blk, dst + i * t->blck, t->blck)) return false;
+        }
+        return true;
+    }
     return bd_dequantize_row(W->type, (const uint8_t *)W->data + (uint64_t)row * W->row_bytes, dst,
                              W->ncols);
 }

@@ -588,6 +588,81 @@ static void check_tiles(const bd_kernels *k) {
     }
 }
 
+/*
+ * Interleaved weights (kernels.h's BD_LAYOUT_IL16) through the table's
+ * il_rows: every element bit-identical to the scalar tile-order dot of the
+ * row in the file's layout (dot_ref.c), for decode, verify and prompt
+ * batch sizes, one or several groups per call. The interleaved copy is
+ * built here from the layout's definition, byte by byte, not by the
+ * library's packer, so a packer and kernel wrong the same way still fail.
+ */
+static void il16_by_definition(uint32_t type, int64_t n, const uint8_t *w, size_t wb, int nr, uint8_t *out) {
+    const size_t bb = (size_t)bd_type_get(type)->blck_bytes, nd = bb / 4, tl = bb % 4;
+    const int64_t nb = n / QK_K;
+    for (int g = 0; g < nr / 16; g++)
+        for (int64_t i = 0; i < nb; i++)
+            for (int r = 0; r < 16; r++) {
+                const uint8_t *blk = w + (size_t)(16 * g + r) * wb + (size_t)i * bb;
+                uint8_t *o = out + (size_t)g * 16 * wb + (size_t)i * 16 * bb;
+                for (size_t D = 0; D < nd; D++)
+                    for (int b = 0; b < 4; b++) o[64 * D + 4 * (size_t)r + b] = blk[4 * D + b];
+                for (size_t b = 0; b < tl; b++) o[64 * nd + tl * (size_t)r + b] = blk[4 * nd + b];
+            }
+}
+
+static void check_interleaved(const bd_kernels *k) {
+    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const int toks[] = {1, 2, 3, 7, 8, 9, 16, 17, 40, 64, 65, 70};
+    static const int64_t widths[] = {768, 256 * 17};
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t wi = 0; wi < 2; wi++) {
+            const uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
+            const int64_t n = widths[wi];
+            const int nr = 48;
+            const size_t wb = row_bytes(type, n), xs = row_bytes(xt, n) + 4; /* rows not 64-byte aligned */
+            uint8_t *w = xalloc(nr * wb), *il = xalloc(nr * wb), *lib = xalloc(nr * wb), *x = xalloc(70 * xs);
+            float *f = xalloc((size_t)n * sizeof(float)), *y = xalloc(70 * 50 * sizeof(float));
+            for (int r = 0; r < nr; r++) fill_random_weight(type, w + r * wb, n, r % 3);
+            for (int t = 0; t < 70; t++) {
+                for (int64_t i = 0; i < n; i++) f[i] = rng_gauss() * (t == 9 ? 1e-3f : 1.0f);
+                if (t == 4) memset(f, 0, (size_t)n * sizeof(float));
+                assert_true(bd_quantize_row(xt, f, x + t * xs, n));
+            }
+            il16_by_definition(type, n, w, wb, nr, il);
+            for (int g = 0; g < nr / 16; g++) bd_il16_pack_group(type, n, w + g * 16 * wb, wb, lib + g * 16 * wb);
+            assert_memory_equal(il, lib, nr * wb);
+            for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
+                for (int calls = 1; calls <= 3; calls += 2) { /* all 48 rows in one call, or 16 per call */
+                    const int nt = toks[ki];
+                    for (int i = 0; i < 70 * 50; i++) y[i] = NAN;
+                    for (int c = 0; c < calls; c++) {
+                        const int r0 = c * nr / calls;
+                        k->tile->il_rows(type, n, il + r0 * wb, wb, nr / calls, x, xs, nt, y + r0, 50);
+                    }
+                    for (int t = 0; t < nt; t++)
+                        for (int r = 0; r < 50; r++) {
+                            const float got = y[t * 50 + r];
+                            if (r >= nr) {
+                                assert_true(isnan(got));
+                                continue;
+                            }
+                            const float want = bd_vec_dot_tile_ref(type, n, w + r * wb, x + t * xs);
+                            if (memcmp(&got, &want, sizeof got) != 0) {
+                                print_error("%s il_rows %s n=%lld tokens=%d calls=%d: [t %d][r %d] %.9g, twin %.9g\n",
+                                            k->name, bd_type_name(type), (long long)n, nt, calls, t, r, got, want);
+                                fail();
+                            }
+                        }
+                }
+            free(w);
+            free(il);
+            free(lib);
+            free(x);
+            free(f);
+            free(y);
+        }
+}
+
 static void run_isa(bd_isa isa);
 
 static void test_amx(void **state) {
@@ -611,6 +686,7 @@ static void run_isa(bd_isa isa) {
     check_silu(k);
     check_gdn(k);
     if (k->tile) check_tiles(k);
+    if (k->tile && k->tile->il_rows) check_interleaved(k);
 }
 
 static void test_ref_table(void **state) {
@@ -689,6 +765,85 @@ static void test_matmul_paths(void **state) {
         free(ya);
         free(yb);
     }
+}
+
+/*
+ * bd_mat_interleave in place, then bd_matmul / bd_matmul_fast /
+ * bd_matmul_multi and bd_mat_get_row on the interleaved matrix: the same
+ * bits as on the file's layout, at every batch size. On a table with
+ * il_rows this runs its kernels; on the others matmul.c's row-by-row
+ * fallback. Matrices it must refuse (rows not whole groups, types without
+ * the layout) are left as they were.
+ */
+static void test_matmul_interleaved(void **state) {
+    (void)state;
+    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const int toks[] = {1, 2, 5, 9, 16, 17, 40};
+    const int64_t n = 512, nr = 96;
+    for (size_t ti = 0; ti < 2; ti++) {
+        const uint32_t type = types[ti];
+        const size_t wb = row_bytes(type, n);
+        uint8_t *w = xalloc(nr * wb), *wi = xalloc(nr * wb), *tmp = xalloc(16 * wb);
+        float *x = xalloc(40 * n * sizeof(float)), *ya = xalloc(40 * nr * sizeof(float));
+        float *yb = xalloc(40 * nr * sizeof(float)), *ra = xalloc(n * sizeof(float)), *rb = xalloc(n * sizeof(float));
+        for (int r = 0; r < nr; r++) fill_random_weight(type, w + r * wb, n, r % 3);
+        memcpy(wi, w, nr * wb);
+        for (int64_t i = 0; i < 40 * n; i++) x[i] = rng_gauss();
+        bd_mat W = {.type = type, .ncols = n, .nrows = nr, .row_bytes = wb, .data = w};
+        bd_mat V = W;
+        V.data = wi;
+        bd_mat odd = V;
+        odd.nrows = nr - 8;
+        assert_false(bd_mat_interleave(&odd, tmp)); /* not whole groups */
+        assert_int_equal(odd.layout, BD_LAYOUT_ROWS);
+        assert_memory_equal(w, wi, nr * wb);
+        assert_true(bd_mat_interleave(&V, tmp));
+        assert_int_equal(V.layout, BD_LAYOUT_IL16);
+        assert_true(memcmp(w, wi, nr * wb) != 0);
+        for (int r = 0; r < nr; r++) {
+            assert_true(bd_mat_get_row(&W, r, ra) && bd_mat_get_row(&V, r, rb));
+            assert_memory_equal(ra, rb, n * sizeof(float));
+        }
+        void *scratch = xalloc(bd_matmul_fast_scratch_size(&W, 40) + bd_matmul_scratch_size(&W, 40) +
+                               bd_matmul_fast_scratch_size(&V, 40));
+        for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+            const int nt = toks[ki];
+            for (int fast = 0; fast < 3; fast++) {
+                if (fast == 1) {
+                    bd_matmul_fast(NULL, &W, x, n, nt, ya, nr, scratch);
+                    bd_matmul_fast(NULL, &V, x, n, nt, yb, nr, scratch);
+                } else if (fast == 0) {
+                    bd_matmul(NULL, &W, x, n, nt, ya, nr, scratch);
+                    bd_matmul(NULL, &V, x, n, nt, yb, nr, scratch);
+                } else { /* the interleaved matrix beside one in the file's layout, one pool run */
+                    bd_matmul(NULL, &W, x, n, nt, ya, nr, scratch);
+                    float *yc = xalloc(40 * nr * sizeof(float));
+                    const bd_matmul_out o[2] = {{&V, yb, nr}, {&W, yc, nr}};
+                    bd_matmul_multi(NULL, o, 2, x, n, nt, scratch);
+                    assert_memory_equal(yc, ya, (size_t)nt * nr * sizeof(float));
+                    free(yc);
+                }
+                assert_memory_equal(ya, yb, (size_t)nt * nr * sizeof(float));
+            }
+        }
+        free(scratch);
+        free(w);
+        free(wi);
+        free(tmp);
+        free(x);
+        free(ya);
+        free(yb);
+        free(ra);
+        free(rb);
+    }
+    /* Q8_0 has no interleaved layout */
+    const size_t wb = row_bytes(BD_TYPE_Q8_0, 512);
+    uint8_t *w = xalloc(16 * wb), *tmp = xalloc(16 * wb);
+    bd_mat Q = {.type = BD_TYPE_Q8_0, .ncols = 512, .nrows = 16, .row_bytes = wb, .data = w};
+    assert_false(bd_il16_supports(BD_TYPE_Q8_0, 512));
+    assert_false(bd_mat_interleave(&Q, tmp));
+    free(w);
+    free(tmp);
 }
 
 /*
@@ -913,6 +1068,7 @@ int main(void) {
         cmocka_unit_test(test_isa_levels),
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_interleaved),
         cmocka_unit_test(test_expf_poly),
         cmocka_unit_test(test_expf_dd),
     };

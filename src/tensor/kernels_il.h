@@ -1,0 +1,81 @@
+/*
+ * kernels_il.h - the row-group driver on interleaved weights (kernels.h's
+ * BD_LAYOUT_IL16), written once for the AVX2 and AVX-512 files (included
+ * after kernels_rows.h, whose block kernels it calls).
+ *
+ * A 16-row group of the layout holds 16 / RG_R of the file's row groups
+ * ("subs": the AVX2 file's vectors have 8 lanes, so rows 0-7 are the low
+ * 32 bytes of every 64-byte word and rows 8-15 the high ones). The
+ * including file defines, besides what kernels_rows.h asks for:
+ *   il_unpack_q4k(p, sub, u), il_unpack_q6k(p, sub, u)
+ *       block p of a group (16 bb bytes) to the unpacked form of its rows
+ *       RG_R sub .. RG_R sub + RG_R - 1, as rg_unpack_* would give it;
+ *   IL_AHEAD   blocks of a group prefetched ahead;
+ *   IL_ONE(type, nb, wg, x, y)  optional: one activation row (decode)
+ *       against a whole group, y[0..15].
+ */
+#ifndef BD_KERNELS_IL_H
+#define BD_KERNELS_IL_H
+
+#define IL_SUBS (16 / RG_R)
+#define IL_GROUPS 4 /* 16-row groups per block step for prompts (activations read once per 64 weight rows) */
+
+/* Groups g0 .. g0 + ng - 1 of the interleaved rows at w (gs bytes per
+ * group) against activation rows t0 .. t0 + nt - 1 (nt <= RG_PASS), read
+ * in place. */
+static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, int g0, int ng, const uint8_t *xq,
+                      size_t xs, int64_t t0, int nt, float *y, int64_t ldy) {
+    union {
+        rg_q4k q4;
+        rg_q6k q6;
+    } ub[IL_GROUPS * IL_SUBS] __attribute__((aligned(64)));
+    RG_V acc[IL_GROUPS * IL_SUBS][RG_PASS];
+    const int nu = ng * IL_SUBS;
+    for (int g = 0; g < nu; g++)
+        for (int t = 0; t < nt; t++) acc[g][t] = RG_VZERO();
+    const bool q4 = type == BD_TYPE_Q4_K;
+    const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
+    const int step = q4 ? RG_NT_Q4 : RG_NT_Q6;
+    const size_t ib = 16 * (q4 ? sizeof(block_q4_K) : sizeof(block_q6_K)); /* bytes of a block of 16 rows */
+    for (int64_t i = 0; i < nb; i++) {
+        for (int g = 0; g < ng; g++) {
+            const uint8_t *p = w + (size_t)(g0 + g) * gs + (size_t)i * ib;
+            if (i + IL_AHEAD < nb)
+                for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+            for (int sub = 0; sub < IL_SUBS; sub++) {
+                if (q4) il_unpack_q4k(p, sub, &ub[IL_SUBS * g + sub].q4);
+                else il_unpack_q6k(p, sub, &ub[IL_SUBS * g + sub].q6);
+            }
+        }
+        for (int t = 0; t < nt; t += step) {
+            const block_q8_K *x[8];
+            const int n = nt - t < step ? nt - t : step;
+            for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
+            for (int g = 0; g < nu; g++) fn[n - 1](&ub[g], x, &acc[g][t]);
+        }
+    }
+    for (int g = 0; g < nu; g++)
+        for (int t = 0; t < nt; t++) RG_VSTORE(y + (t0 + t) * ldy + 16 * g0 + RG_R * g, RG_R, acc[g][t]);
+}
+
+/* bd_tile_ops.il_rows. Batches of up to 16 rows take one group at a time
+ * (its block stream prefetched ahead; four groups side by side measured
+ * no better), larger ones four, so that each pass of activations meets 64
+ * weight rows as in rg_rows; one row, IL_ONE where the file has it. */
+static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                    int64_t n_tok, float *y, int64_t ldy) {
+    const int ngr = nw / 16, per = n_tok <= 16 ? 1 : IL_GROUPS;
+#ifdef IL_ONE
+    if (n_tok == 1) {
+        for (int g = 0; g < ngr; g++) IL_ONE(type, ncols / QK_K, (const uint8_t *)w + (size_t)g * 16 * ws, xq, y + 16 * g);
+        return;
+    }
+#endif
+    for (int64_t t0 = 0; t0 < n_tok; t0 += RG_PASS) {
+        const int nt = (int)(n_tok - t0 < RG_PASS ? n_tok - t0 : RG_PASS);
+        for (int g0 = 0; g0 < ngr; g0 += per)
+            il_groups(type, ncols / QK_K, w, 16 * ws, g0, ngr - g0 < per ? ngr - g0 : per, xq, xs, t0, nt, y, ldy);
+    }
+}
+
+#endif
