@@ -5,7 +5,7 @@
  * the repetitions reported. Built by `make kbench`; not part of the tests.
  *
  *   kbench [-t TYPE] [-r ROWS] [-c COLS] [-n NX] [-j THREADS] [-k REPS]
- *          [-m MiB] [-l LEVELS]
+ *          [-m MiB] [-l LEVELS] [-o OFFSET]
  *
  * -m: bytes of weights streamed per repetition (copies of the matrix, so
  *     that from a few hundred MiB on they come from memory as in decode;
@@ -90,7 +90,7 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *tname = "q4_K", *levels = NULL;
     int64_t rows = 9728, cols = 2560;
-    int nx = 1, threads = 1, reps = 20;
+    int nx = 1, threads = 1, reps = 20, offset = 0;
     double mib = 512;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -102,6 +102,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-k")) reps = atoi(v);
         else if (!strcmp(a, "-m")) mib = atof(v);
         else if (!strcmp(a, "-l")) levels = v;
+        else if (!strcmp(a, "-o")) offset = atoi(v) & 63;
         else {
             fprintf(stderr, "kbench: unknown option %s\n", a);
             return 2;
@@ -134,8 +135,9 @@ int main(int argc, char **argv) {
     /* the interleaved copies (same bytes per copy, the layout's order) */
     uint8_t *wi = NULL;
     if (bd_il16_supports(type, cols) && rows % BD_IL16_ROWS == 0) {
-        wi = bd_alloc(mat * (size_t)copies);
+        wi = bd_alloc(mat * (size_t)copies + 64);
         if (!wi) return 1;
+        wi += offset;
         for (int64_t g = 0; g < rows / BD_IL16_ROWS; g++)
             bd_il16_pack_group(type, cols, w + (size_t)g * BD_IL16_ROWS * rb, rb, wi + (size_t)g * BD_IL16_ROWS * rb);
         for (int c = 1; c < copies; c++) memcpy(wi + (size_t)c * mat, wi, mat);

@@ -1024,8 +1024,6 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m25
  * block kernels are the ones above (same bits).
  * ---------------------------------------------------------------------- */
 
-#define IL_AHEAD 2 /* blocks of a group prefetched ahead */
-
 BD_INLINE __m256i il_word(const uint8_t *p, int sub, int D) {
     return _mm256_loadu_si256((const __m256i *)(p + 64 * D + 32 * sub));
 }
@@ -1088,75 +1086,98 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
     u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 64 * 52 + 16 * sub)));
 }
 
-/* One activation row (decode) against one interleaved group, both subs:
- * the block kernels' integer sums with the unpacking folded in (nothing
- * goes through memory) and their f32 steps, so the same bits. */
-static void il_one_q4k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+/* NT (<= IL_FEW_MAX) activation rows (Q8_K, row j at xq + j xs) against
+ * one interleaved group, both subs, y[j ldy + r] = row r's dot: the block
+ * kernels' integer sums with the unpacking folded in (nothing goes through
+ * memory), each code vector unpacked once for all NT rows, and per row
+ * their f32 steps, so the same bits. (Without VNNI the int16 sums of
+ * maddubs pairs are the block kernels' own, in their order.) */
+#define IL_FEW_MAX 2
+BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
+                          const int NT) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), hi2 = _mm256_set1_epi8(0x30),
                   ff = _mm256_set1_epi32(0xFF);
     const size_t ib = 16 * sizeof(block_q4_K);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++, x++) {
+    __m256 acc[2][IL_FEW_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
         const uint8_t *p = w + (size_t)i * ib;
-        if (i + IL_AHEAD < nb)
-            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+        il_prefetch(p, ib);
+        const block_q8_K *x[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) x[j] = (const block_q8_K *)(xq + (size_t)j * xs) + i;
         UNROLL for (int sub = 0; sub < 2; sub++) {
-            const __m256i q1 = il_word(p, sub, 1), q2 = il_word(p, sub, 2), q3 = il_word(p, sub, 3);
-            const __m256i sc_lo = _mm256_and_si256(q1, m6), m_lo = _mm256_and_si256(q2, m6);
+            const __m256i q1 = il_word(p, sub, 1), q3 = il_word(p, sub, 3);
+            const __m256i sc_lo = _mm256_and_si256(q1, m6);
             const __m256i sc_hi =
                 _mm256_or_si256(_mm256_and_si256(q3, m4), _mm256_and_si256(_mm256_srli_epi32(q1, 2), hi2));
-            const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), m4),
-                                                 _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2));
-            __m256i sumi = _mm256_setzero_si256(), summ = _mm256_setzero_si256();
+            __m256i sumi[IL_FEW_MAX];
+            UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm256_setzero_si256();
             UNROLL for (int c = 0; c < 4; c++) {
-                __m256i tl = _mm256_setzero_si256(), th = _mm256_setzero_si256();
+                __m256i tl[IL_FEW_MAX], th[IL_FEW_MAX];
+                UNROLL for (int j = 0; j < NT; j++) tl[j] = th[j] = _mm256_setzero_si256();
                 UNROLL for (int g = 0; g < 8; g++) {
                     const __m256i v = il_word(p, sub, 4 + 8 * c + g);
                     const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    const __m256i bl = bcast32(x->qs + 64 * c + 4 * g), bh = bcast32(x->qs + 64 * c + 32 + 4 * g);
+                    UNROLL for (int j = 0; j < NT; j++) {
+                        const __m256i bl = bcast32(x[j]->qs + 64 * c + 4 * g), bh = bcast32(x[j]->qs + 64 * c + 32 + 4 * g);
 #if defined(__AVXVNNI__)
-                    tl = _mm256_dpbusd_avx_epi32(tl, lo, bl);
-                    th = _mm256_dpbusd_avx_epi32(th, hi, bh);
+                        tl[j] = _mm256_dpbusd_avx_epi32(tl[j], lo, bl);
+                        th[j] = _mm256_dpbusd_avx_epi32(th[j], hi, bh);
 #else
-                    tl = _mm256_add_epi16(tl, _mm256_maddubs_epi16(lo, bl));
-                    th = _mm256_add_epi16(th, _mm256_maddubs_epi16(hi, bh));
+                        tl[j] = _mm256_add_epi16(tl[j], _mm256_maddubs_epi16(lo, bl));
+                        th[j] = _mm256_add_epi16(th[j], _mm256_maddubs_epi16(hi, bh));
 #endif
+                    }
                 }
                 UNROLL for (int h = 0; h < 2; h++) {
                     const int s = 2 * c + h;
                     const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
+                    UNROLL for (int j = 0; j < NT; j++)
 #if defined(__AVXVNNI__)
-                    sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(h ? th : tl, sc));
+                        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_mullo_epi32(h ? th[j] : tl[j], sc));
 #else
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(h ? th : tl, pair16(sc)));
+                        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(h ? th[j] : tl[j], pair16(sc)));
 #endif
                 }
             }
-            UNROLL for (int s = 0; s < 8; s++) {
-                const __m256i mn = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
-                summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mn, bcast32(x->bsums + 2 * s)));
-            }
-            const __m256i q0 = il_word(p, sub, 0);
-            const __m256 dx = _mm256_set1_ps(x->d);
+            const __m256i q0 = il_word(p, sub, 0), q2 = il_word(p, sub, 2);
+            const __m256i m_lo = _mm256_and_si256(q2, m6);
+            const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), m4),
+                                                 _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2));
             const __m256 d = _mm256_cvtph_ps(low16_epi32(q0)), dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q0, 16)));
-            acc[sub] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi), acc[sub]);
-            acc[sub] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ), acc[sub]);
+            UNROLL for (int j = 0; j < NT; j++) {
+                __m256i summ = _mm256_setzero_si256();
+                UNROLL for (int s = 0; s < 8; s++) {
+                    const __m256i mn = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
+                    summ = _mm256_add_epi32(summ, _mm256_madd_epi16(mn, bcast32(x[j]->bsums + 2 * s)));
+                }
+                const __m256 dx = _mm256_set1_ps(x[j]->d);
+                acc[sub][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[j]), acc[sub][j]);
+                acc[sub][j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ), acc[sub][j]);
+            }
         }
     }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
+    UNROLL for (int j = 0; j < NT; j++) {
+        _mm256_storeu_ps(y + j * ldy, acc[0][j]);
+        _mm256_storeu_ps(y + j * ldy + 8, acc[1][j]);
+    }
 }
 
-static void il_one_q6k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+/* Q6_K: as il_few_q4k, the sums and f32 step of rg_block_q6k. */
+BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
+                          const int NT) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), lo16 = _mm256_set1_epi32(0xFFFF);
     const size_t ib = 16 * sizeof(block_q6_K);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t i = 0; i < nb; i++, x++) {
+    __m256 acc[2][IL_FEW_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
         const uint8_t *p = w + (size_t)i * ib;
-        if (i + IL_AHEAD < nb)
-            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+        il_prefetch(p, ib);
+        const block_q8_K *x[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) x[j] = (const block_q8_K *)(xq + (size_t)j * xs) + i;
         UNROLL for (int sub = 0; sub < 2; sub++) {
-            __m256i sumi = _mm256_setzero_si256();
+            __m256i sumi[IL_FEW_MAX];
+            UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm256_setzero_si256();
             UNROLL for (int q = 0; q < 8; q++) {
                 const __m256i sw = il_word(p, sub, 48 + q / 2);
                 const __m256i a = _mm256_slli_epi32(_mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * (2 * q % 4)), 24), 5);
@@ -1164,7 +1185,8 @@ static void il_one_q6k(int64_t nb, const uint8_t *w, const block_q8_K *x, float 
                     _mm256_slli_epi32(_mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * ((2 * q + 1) % 4)), 24), 5);
                 const __m256i scb = _mm256_or_si256(_mm256_and_si256(_mm256_sub_epi32(_mm256_setzero_si256(), a), lo16),
                                                     _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), b), 16));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scb, bcast32(x->bsums + 2 * q)));
+                UNROLL for (int j = 0; j < NT; j++)
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(scb, bcast32(x[j]->bsums + 2 * q)));
             }
             UNROLL for (int h2 = 0; h2 < 4; h2++) {
                 const int h = h2 / 2, hi = h2 % 2;
@@ -1175,31 +1197,54 @@ static void il_one_q6k(int64_t nb, const uint8_t *w, const block_q8_K *x, float 
                     UNROLL for (int hh = 0; hh < 2; hh++) { /* two products at a time (int16 room) */
                         __m256i U[2];
                         UNROLL for (int e = 0; e < 2; e++) {
-                            const int j = 4 * jq + 2 * hh + e;
-                            const __m256i ql = il_word(p, sub, 16 * h + j);
-                            __m256i qh = il_word(p, sub, 32 + 8 * h + j % 8);
-                            if (j >= 8) qh = _mm256_srli_epi16(qh, 2);
+                            const int jw = 4 * jq + 2 * hh + e;
+                            const __m256i ql = il_word(p, sub, 16 * h + jw);
+                            __m256i qh = il_word(p, sub, 32 + 8 * h + jw % 8);
+                            if (jw >= 8) qh = _mm256_srli_epi16(qh, 2);
                             U[e] = hi ? _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m4),
                                                         _mm256_and_si256(qh, m30))
                                       : _mm256_or_si256(_mm256_and_si256(ql, m4),
                                                         _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
                         }
-                        const int8_t *q = x->qs + 16 * G + 8 * hh;
-                        const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U[0], bcast32(q)),
-                                                           _mm256_maddubs_epi16(U[1], bcast32(q + 4)));
-                        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(t, sc));
+                        UNROLL for (int j = 0; j < NT; j++) {
+                            const int8_t *q = x[j]->qs + 16 * G + 8 * hh;
+                            const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U[0], bcast32(q)),
+                                                               _mm256_maddubs_epi16(U[1], bcast32(q + 4)));
+                            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(t, sc));
+                        }
                     }
                 }
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 64 * 52 + 16 * sub)));
-            acc[sub] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d)), _mm256_cvtepi32_ps(sumi), acc[sub]);
+            UNROLL for (int j = 0; j < NT; j++)
+                acc[sub][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]),
+                                              acc[sub][j]);
         }
     }
-    _mm256_storeu_ps(y, acc[0]);
-    _mm256_storeu_ps(y + 8, acc[1]);
+    UNROLL for (int j = 0; j < NT; j++) {
+        _mm256_storeu_ps(y + j * ldy, acc[0][j]);
+        _mm256_storeu_ps(y + j * ldy + 8, acc[1][j]);
+    }
 }
 
-#define IL_ONE(type, nb, wg, x, y) ((type) == BD_TYPE_Q4_K ? il_one_q4k(nb, wg, x, y) : il_one_q6k(nb, wg, x, y))
+/* kernels_il.h's IL_FEW: the NT above as a constant, one copy each. */
+static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
+                   int64_t ldy) {
+    if (type == BD_TYPE_Q4_K) {
+        if (nt == 1) il_few_q4k(nb, w, xq, xs, y, ldy, 1);
+        else il_few_q4k(nb, w, xq, xs, y, ldy, 2);
+    } else {
+        if (nt == 1) il_few_q6k(nb, w, xq, xs, y, ldy, 1);
+        else il_few_q6k(nb, w, xq, xs, y, ldy, 2);
+    }
+}
+#define IL_FEW il_few
+/* Batches up to this many rows take il_few, larger ones il_groups (Zen 4,
+ * 2 threads, 9728 x 2560 from memory, kbench, ms per 512 MiB, il_few
+ * against il_groups: Q4_K at 3 / 4 / 8 / 16 rows 36 / 43 / 82 / 160
+ * against 38 / 48 / 75 / 125; Q6_K 33 / 37 / 69 / 127 against 34 / 35 /
+ * 51 / 83: without VNNI the unpacking is the smaller part). */
+#define IL_FEW_ROWS 4
 #include "kernels_il.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;

@@ -1270,11 +1270,8 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m51
  * unpacked form above, read with plain loads. Word D of the 16 rows is the
  * vector at 64 D, so rg_unpack_q4k's transposes are gone and what is left
  * is its masks and shifts; the block kernels are the same ones (same
- * bits as vec_dot_n). A group's blocks are one stream: the whole block
- * IL_AHEAD ahead is prefetched while this one is used.
+ * bits as vec_dot_n). A group's blocks are one stream (il_prefetch).
  * ---------------------------------------------------------------------- */
-
-#define IL_AHEAD 2 /* blocks of a group prefetched ahead (1-4 measured alike; 0: 25 % slower) */
 
 BD_INLINE __m512i il_word(const uint8_t *p, int D) { return _mm512_loadu_si512(p + 64 * D); }
 
@@ -1336,97 +1333,145 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
     u->d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * 52)));
 }
 
-/* One activation row (decode) against one interleaved group: the block
- * kernels' sums with the unpacking folded in (nothing goes through
- * memory), the same integer sums and f32 steps, so the same bits. */
-static void il_one_q4k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+/* NT (<= IL_FEW_MAX) activation rows (Q8_K, row j at xq + j xs) against
+ * one interleaved group, y[j ldy + r] = row r's dot: the block kernels'
+ * sums with the unpacking folded in (nothing goes through memory), each
+ * code vector unpacked once for all NT rows. Per row the same integer sums
+ * (exact, so their order is free) and the same f32 steps as rg_block_q4k,
+ * so the same bits. Registers at NT 4: 4 acc, 4 sumi, 8 chains, 9 masks
+ * and scale words, the code vector: 28 of 32. */
+#define IL_FEW_MAX 4
+BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
+                          const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F),
                   hi2 = _mm512_set1_epi8(0x30), ff = _mm512_set1_epi32(0xFF);
     const size_t ib = 16 * sizeof(block_q4_K);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++, x++) {
+    __m512 acc[IL_FEW_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
         const uint8_t *p = w + (size_t)i * ib;
-        if (i + IL_AHEAD < nb)
-            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+        il_prefetch(p, ib);
+        const block_q8_K *x[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) x[j] = (const block_q8_K *)(xq + (size_t)j * xs) + i;
         const __m512i q0 = il_word(p, 0), q1 = il_word(p, 1), q2 = il_word(p, 2), q3 = il_word(p, 3);
         const __m512i sc_lo = _mm512_and_si512(q1, m6), m_lo = _mm512_and_si512(q2, m6);
         const __m512i sc_hi =
             _mm512_or_si512(_mm512_and_si512(q3, lo4), _mm512_and_si512(_mm512_srli_epi32(q1, 2), hi2));
         const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q3, 4), lo4),
                                              _mm512_and_si512(_mm512_srli_epi32(q2, 2), hi2));
-        __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
+        __m512i sumi[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_setzero_si512();
         UNROLL for (int c = 0; c < 4; c++) {
-            __m512i alo = _mm512_setzero_si512(), ahi = _mm512_setzero_si512();
+            __m512i alo[IL_FEW_MAX], ahi[IL_FEW_MAX];
+            UNROLL for (int j = 0; j < NT; j++) alo[j] = ahi[j] = _mm512_setzero_si512();
             UNROLL for (int g = 0; g < 8; g++) {
                 const __m512i v = il_word(p, 4 + 8 * c + g);
-                alo = _mm512_dpbusd_epi32(alo, _mm512_and_si512(v, m4), bcast32(x->qs + 64 * c + 4 * g));
-                ahi = _mm512_dpbusd_epi32(ahi, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                          bcast32(x->qs + 64 * c + 32 + 4 * g));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                UNROLL for (int j = 0; j < NT; j++) {
+                    alo[j] = _mm512_dpbusd_epi32(alo[j], lo, bcast32(x[j]->qs + 64 * c + 4 * g));
+                    ahi[j] = _mm512_dpbusd_epi32(ahi[j], hi, bcast32(x[j]->qs + 64 * c + 32 + 4 * g));
+                }
             }
             UNROLL for (int h = 0; h < 2; h++) {
                 const int s = 2 * c + h;
-                const __m512i scs = s < 4 ? sc_lo : sc_hi;
-                const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
-                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(h ? ahi : alo, sc));
+                const __m512i sc = _mm512_and_si512(_mm512_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
+                UNROLL for (int j = 0; j < NT; j++)
+                    sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(h ? ahi[j] : alo[j], sc));
             }
         }
-        UNROLL for (int s = 0; s < 8; s++) {
-            const __m512i ms = s < 4 ? m_lo : m_hi;
-            const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
-            summ = _mm512_dpwssd_epi32(summ, _mm512_or_si512(m, _mm512_slli_epi32(m, 16)), bcast32(x->bsums + 2 * s));
-        }
-        const __m512 dx = _mm512_set1_ps(x->d);
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q0));
         const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q0, 16)));
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sumi), acc);
-        acc = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(summ), acc);
+        UNROLL for (int j = 0; j < NT; j++) {
+            __m512i summ = _mm512_setzero_si512();
+            UNROLL for (int s = 0; s < 8; s++) {
+                const __m512i m = _mm512_and_si512(_mm512_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff);
+                summ = _mm512_dpwssd_epi32(summ, _mm512_or_si512(m, _mm512_slli_epi32(m, 16)), bcast32(x[j]->bsums + 2 * s));
+            }
+            const __m512 dx = _mm512_set1_ps(x[j]->d);
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+            acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(summ), acc[j]);
+        }
     }
-    _mm512_storeu_ps(y, acc);
+    UNROLL for (int j = 0; j < NT; j++) _mm512_storeu_ps(y + j * ldy, acc[j]);
 }
 
-static void il_one_q6k(int64_t nb, const uint8_t *w, const block_q8_K *x, float *y) {
+/* Q6_K: as il_few_q4k, the sums and f32 step of rg_block_q6k. */
+BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
+                          const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), lo16 = _mm512_set1_epi32(0xFFFF);
     const size_t ib = 16 * sizeof(block_q6_K);
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++, x++) {
+    __m512 acc[IL_FEW_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
         const uint8_t *p = w + (size_t)i * ib;
-        if (i + IL_AHEAD < nb)
-            for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
-        __m512i sc[16];
-        UNROLL for (int G = 0; G < 16; G++)
-            sc[G] = _mm512_srai_epi32(_mm512_slli_epi32(il_word(p, 48 + G / 4), 24 - 8 * (G % 4)), 24);
-        __m512i sumi = _mm512_setzero_si512();
+        il_prefetch(p, ib);
+        const block_q8_K *x[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) x[j] = (const block_q8_K *)(xq + (size_t)j * xs) + i;
+        __m512i sumi[IL_FEW_MAX];
+        UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_setzero_si512();
+        /* each ql / qh word read once: its low nibbles are quarter 2 h's
+         * codes, its high ones quarter 2 h + 1's (groups G and G + 4) */
+        UNROLL for (int h = 0; h < 2; h++)
+            UNROLL for (int jq = 0; jq < 4; jq++) {
+                const int G = 8 * h + jq;
+                __m512i al[IL_FEW_MAX], ah[IL_FEW_MAX];
+                UNROLL for (int j = 0; j < NT; j++) al[j] = ah[j] = _mm512_setzero_si512();
+                UNROLL for (int k = 0; k < 4; k++) {
+                    const int jw = 4 * jq + k;
+                    const __m512i ql = il_word(p, 16 * h + jw);
+                    __m512i qh = il_word(p, 32 + 8 * h + jw % 8);
+                    if (jw >= 8) qh = _mm512_srli_epi16(qh, 2);
+                    const __m512i ul =
+                        _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
+                    const __m512i uh =
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30));
+                    UNROLL for (int j = 0; j < NT; j++) {
+                        al[j] = _mm512_dpbusd_epi32(al[j], ul, bcast32(x[j]->qs + 16 * G + 4 * k));
+                        ah[j] = _mm512_dpbusd_epi32(ah[j], uh, bcast32(x[j]->qs + 16 * (G + 4) + 4 * k));
+                    }
+                }
+                const __m512i sl = _mm512_srai_epi32(_mm512_slli_epi32(il_word(p, 48 + G / 4), 24 - 8 * (G % 4)), 24);
+                const __m512i sh =
+                    _mm512_srai_epi32(_mm512_slli_epi32(il_word(p, 48 + (G + 4) / 4), 24 - 8 * ((G + 4) % 4)), 24);
+                UNROLL for (int j = 0; j < NT; j++)
+                    sumi[j] = _mm512_add_epi32(sumi[j], _mm512_add_epi32(_mm512_mullo_epi32(al[j], sl),
+                                                                         _mm512_mullo_epi32(ah[j], sh)));
+            }
         UNROLL for (int q = 0; q < 8; q++) {
-            const __m512i a = _mm512_slli_epi32(sc[2 * q], 5), b = _mm512_slli_epi32(sc[2 * q + 1], 5);
+            const __m512i sw = il_word(p, 48 + q / 2);
+            const __m512i a = _mm512_slli_epi32(_mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * (2 * q % 4)), 24), 5);
+            const __m512i b =
+                _mm512_slli_epi32(_mm512_srai_epi32(_mm512_slli_epi32(sw, 24 - 8 * ((2 * q + 1) % 4)), 24), 5);
             const __m512i scb = _mm512_or_si512(_mm512_and_si512(_mm512_sub_epi32(_mm512_setzero_si512(), a), lo16),
                                                 _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), b), 16));
-            sumi = _mm512_dpwssd_epi32(sumi, scb, bcast32(x->bsums + 2 * q));
-        }
-        UNROLL for (int h2 = 0; h2 < 4; h2++) {
-            const int h = h2 / 2, hi = h2 % 2;
-            UNROLL for (int jq = 0; jq < 4; jq++) {
-                __m512i a = _mm512_setzero_si512();
-                UNROLL for (int k = 0; k < 4; k++) {
-                    const int j = 4 * jq + k;
-                    const __m512i ql = il_word(p, 16 * h + j);
-                    __m512i qh = il_word(p, 32 + 8 * h + j % 8);
-                    if (j >= 8) qh = _mm512_srli_epi16(qh, 2);
-                    const __m512i u =
-                        hi ? _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), _mm512_and_si512(qh, m30))
-                           : _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30));
-                    a = _mm512_dpbusd_epi32(a, u, bcast32(x->qs + 16 * (4 * h2 + jq) + 4 * k));
-                }
-                sumi = _mm512_add_epi32(sumi, _mm512_mullo_epi32(a, sc[4 * h2 + jq]));
-            }
+            UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_dpwssd_epi32(sumi[j], scb, bcast32(x[j]->bsums + 2 * q));
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 64 * 52)));
-        acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d)), _mm512_cvtepi32_ps(sumi), acc);
+        UNROLL for (int j = 0; j < NT; j++)
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[j]->d)), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
     }
-    _mm512_storeu_ps(y, acc);
+    UNROLL for (int j = 0; j < NT; j++) _mm512_storeu_ps(y + j * ldy, acc[j]);
 }
 
-#define IL_ONE(type, nb, wg, x, y) ((type) == BD_TYPE_Q4_K ? il_one_q4k(nb, wg, x, y) : il_one_q6k(nb, wg, x, y))
+/* kernels_il.h's IL_FEW: the NT above as a constant, one copy each. */
+#define IL_FEW_CASE(T, N)                                     \
+    case N:                                                   \
+        il_few_##T(nb, w, xq, xs, y, ldy, N);                 \
+        break;
+static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
+                   int64_t ldy) {
+    if (type == BD_TYPE_Q4_K) switch (nt) { IL_FEW_CASE(q4k, 1) IL_FEW_CASE(q4k, 2) IL_FEW_CASE(q4k, 3) IL_FEW_CASE(q4k, 4) }
+    else switch (nt) { IL_FEW_CASE(q6k, 1) IL_FEW_CASE(q6k, 2) IL_FEW_CASE(q6k, 3) IL_FEW_CASE(q6k, 4) }
+}
+#define IL_FEW il_few
+/* Batches up to this many rows take il_few, larger ones il_groups (Zen 4,
+ * 2 threads, 9728 x 2560 from memory, kbench, ms per 512 MiB, il_few
+ * against il_groups: Q4_K at 9 / 16 / 32 / 64 rows 36 / 52 / 102 / 195
+ * against 49 / 75 / 128 / 230, Q6_K 35 / 50 / 98 / 193 against 43 / 60 /
+ * 107 / 186; at 128 and 512 rows within 5 % either way. At 1 / 2 / 4 / 8
+ * rows il_few Q4_K 18 / 19 / 21 / 31 where the file layout's few-row dots
+ * take 19 / 22 / 40 / 61.) */
+#define IL_FEW_ROWS 64
 #include "kernels_il.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;

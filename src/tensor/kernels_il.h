@@ -10,9 +10,10 @@
  *   il_unpack_q4k(p, sub, u), il_unpack_q6k(p, sub, u)
  *       block p of a group (16 bb bytes) to the unpacked form of its rows
  *       RG_R sub .. RG_R sub + RG_R - 1, as rg_unpack_* would give it;
- *   IL_AHEAD   blocks of a group prefetched ahead;
- *   IL_ONE(type, nb, wg, x, y)  optional: one activation row (decode)
- *       against a whole group, y[0..15].
+ *   IL_FEW(type, nb, wg, xq, xs, nt, y, ldy)  optional: nt (<= IL_FEW_MAX)
+ *       activation rows against a whole group, unpacking each code vector
+ *       once for all of them (decode and short verifies), with
+ *       IL_FEW_ROWS the largest batch that goes there.
  */
 #ifndef BD_KERNELS_IL_H
 #define BD_KERNELS_IL_H
@@ -40,8 +41,7 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
     for (int64_t i = 0; i < nb; i++) {
         for (int g = 0; g < ng; g++) {
             const uint8_t *p = w + (size_t)(g0 + g) * gs + (size_t)i * ib;
-            if (i + IL_AHEAD < nb)
-                for (size_t o = 0; o < ib; o += 64) _mm_prefetch((const char *)p + IL_AHEAD * ib + o, _MM_HINT_T0);
+            il_prefetch(p, ib);
             for (int sub = 0; sub < IL_SUBS; sub++) {
                 if (q4) il_unpack_q4k(p, sub, &ub[IL_SUBS * g + sub].q4);
                 else il_unpack_q6k(p, sub, &ub[IL_SUBS * g + sub].q6);
@@ -58,16 +58,21 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
         for (int t = 0; t < nt; t++) RG_VSTORE(y + (t0 + t) * ldy + 16 * g0 + RG_R * g, RG_R, acc[g][t]);
 }
 
-/* bd_tile_ops.il_rows. Batches of up to 16 rows take one group at a time
- * (its block stream prefetched ahead; four groups side by side measured
- * no better), larger ones four, so that each pass of activations meets 64
- * weight rows as in rg_rows; one row, IL_ONE where the file has it. */
+/* bd_tile_ops.il_rows. Batches up to IL_FEW_ROWS go group by group
+ * through IL_FEW where the file has it (IL_FEW_MAX rows a call; a group
+ * met again for the next rows is in L2). Larger batches up to 16 rows take
+ * one group at a time in il_groups (il_prefetch on its block stream;
+ * four groups side by side measured no better), larger ones four, so that
+ * each pass of activations meets 64 weight rows as in rg_rows. */
 static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
                     int64_t n_tok, float *y, int64_t ldy) {
     const int ngr = nw / 16, per = n_tok <= 16 ? 1 : IL_GROUPS;
-#ifdef IL_ONE
-    if (n_tok == 1) {
-        for (int g = 0; g < ngr; g++) IL_ONE(type, ncols / QK_K, (const uint8_t *)w + (size_t)g * 16 * ws, xq, y + 16 * g);
+#ifdef IL_FEW
+    if (n_tok <= IL_FEW_ROWS) {
+        for (int g = 0; g < ngr; g++)
+            for (int64_t t0 = 0; t0 < n_tok; t0 += IL_FEW_MAX)
+                IL_FEW(type, ncols / QK_K, (const uint8_t *)w + (size_t)g * 16 * ws, (const uint8_t *)xq + t0 * xs, xs,
+                       (int)(n_tok - t0 < IL_FEW_MAX ? n_tok - t0 : IL_FEW_MAX), y + t0 * ldy + 16 * g, ldy);
         return;
     }
 #endif

@@ -612,7 +612,7 @@ static void il16_by_definition(uint32_t type, int64_t n, const uint8_t *w, size_
 
 static void check_interleaved(const bd_kernels *k) {
     static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
-    static const int toks[] = {1, 2, 3, 7, 8, 9, 16, 17, 40, 64, 65, 70};
+    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 40, 64, 65, 70};
     static const int64_t widths[] = {768, 256 * 17};
     for (size_t ti = 0; ti < 2; ti++)
         for (size_t wi = 0; wi < 2; wi++) {
