@@ -1338,13 +1338,13 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
  * sums with the unpacking folded in (nothing goes through memory), each
  * code vector unpacked once for all NT rows. Per row the same integer sums
  * (exact, so their order is free) and the same f32 steps as rg_block_q4k,
- * so the same bits. Registers at NT 4: 4 acc, 4 sumi, 8 chains, 9 masks
- * and scale words, the code vector: 28 of 32. */
+ * so the same bits. Registers at NT 4: 4 acc, 4 sumi, 8 chains, 8 masks
+ * and scale words, the code vector: 27 of 32. */
 #define IL_FEW_MAX 4
 BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
                           const int NT) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), lo4 = _mm512_set1_epi8(0x0F),
-                  hi2 = _mm512_set1_epi8(0x30), ff = _mm512_set1_epi32(0xFF);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), hi2 = _mm512_set1_epi8(0x30),
+                  ff = _mm512_set1_epi32(0xFF);
     const size_t ib = 16 * sizeof(block_q4_K);
     __m512 acc[IL_FEW_MAX];
     UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
@@ -1356,8 +1356,8 @@ BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
         const __m512i q0 = il_word(p, 0), q1 = il_word(p, 1), q2 = il_word(p, 2), q3 = il_word(p, 3);
         const __m512i sc_lo = _mm512_and_si512(q1, m6), m_lo = _mm512_and_si512(q2, m6);
         const __m512i sc_hi =
-            _mm512_or_si512(_mm512_and_si512(q3, lo4), _mm512_and_si512(_mm512_srli_epi32(q1, 2), hi2));
-        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q3, 4), lo4),
+            _mm512_or_si512(_mm512_and_si512(q3, m4), _mm512_and_si512(_mm512_srli_epi32(q1, 2), hi2));
+        const __m512i m_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(q3, 4), m4),
                                              _mm512_and_si512(_mm512_srli_epi32(q2, 2), hi2));
         __m512i sumi[IL_FEW_MAX];
         UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm512_setzero_si512();
