@@ -794,6 +794,29 @@ typedef struct {
     __m256 d, dmin;
 } rg_q4k;
 
+/* Scales, mins and super-block scales of 8 rows' Q4_K blocks from the
+ * blocks' first four 32-bit words side by side (q[k] lane r = word k of
+ * row r): what rg_unpack_q4k and il_unpack_q4k both finish with. */
+BD_INLINE void rg_q4k_scales(const __m256i q[4], rg_q4k *u) {
+    const __m256i m6 = _mm256_set1_epi8(0x3F), lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
+    const __m256i sc_lo = _mm256_and_si256(q[1], m6), m_lo = _mm256_and_si256(q[2], m6);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(q[3], lo4), _mm256_and_si256(_mm256_srli_epi32(q[1], 2), hi2));
+    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q[3], 4), lo4),
+                                         _mm256_and_si256(_mm256_srli_epi32(q[2], 2), hi2));
+    const __m256i ff = _mm256_set1_epi32(0xFF);
+    UNROLL for (int s = 0; s < 8; s++) {
+        const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
+#if defined(__AVXVNNI__)
+        u->sc[s] = sc;
+#else
+        u->sc[s] = pair16(sc);
+#endif
+        u->mn[s] = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
+    }
+    u->d = _mm256_cvtph_ps(low16_epi32(q[0]));
+    u->dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q[0], 16)));
+}
+
 BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_q4k *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int r = 0; r < nw; r++)
@@ -814,23 +837,7 @@ BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
     }
     __m256i q[4];
     rg_load8x4(w, ws, nw, sizeof(block_q4_K), i, 0, q);
-    const __m256i m6 = _mm256_set1_epi8(0x3F), lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
-    const __m256i sc_lo = _mm256_and_si256(q[1], m6), m_lo = _mm256_and_si256(q[2], m6);
-    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(q[3], lo4), _mm256_and_si256(_mm256_srli_epi32(q[1], 2), hi2));
-    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q[3], 4), lo4),
-                                         _mm256_and_si256(_mm256_srli_epi32(q[2], 2), hi2));
-    const __m256i ff = _mm256_set1_epi32(0xFF);
-    UNROLL for (int s = 0; s < 8; s++) {
-        const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
-#if defined(__AVXVNNI__)
-        u->sc[s] = sc;
-#else
-        u->sc[s] = pair16(sc);
-#endif
-        u->mn[s] = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
-    }
-    u->d = _mm256_cvtph_ps(low16_epi32(q[0]));
-    u->dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q[0], 16)));
+    rg_q4k_scales(q, u);
 }
 
 /* NT (<= 4) activation rows x[j] (Q8_K, block i) against one unpacked Q4_K
@@ -1036,24 +1043,8 @@ BD_INLINE void il_unpack_q4k(const uint8_t *p, int sub, rg_q4k *u) {
             u->u[2 * c][g] = _mm256_and_si256(v, m4);
             u->u[2 * c + 1][g] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         }
-    const __m256i q0 = il_word(p, sub, 0), q1 = il_word(p, sub, 1), q2 = il_word(p, sub, 2), q3 = il_word(p, sub, 3);
-    const __m256i m6 = _mm256_set1_epi8(0x3F), lo4 = _mm256_set1_epi8(0x0F), hi2 = _mm256_set1_epi8(0x30);
-    const __m256i sc_lo = _mm256_and_si256(q1, m6), m_lo = _mm256_and_si256(q2, m6);
-    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(q3, lo4), _mm256_and_si256(_mm256_srli_epi32(q1, 2), hi2));
-    const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), lo4),
-                                         _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2));
-    const __m256i ff = _mm256_set1_epi32(0xFF);
-    UNROLL for (int s = 0; s < 8; s++) {
-        const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
-#if defined(__AVXVNNI__)
-        u->sc[s] = sc;
-#else
-        u->sc[s] = pair16(sc);
-#endif
-        u->mn[s] = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
-    }
-    u->d = _mm256_cvtph_ps(low16_epi32(q0));
-    u->dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q0, 16)));
+    const __m256i q[4] = {il_word(p, sub, 0), il_word(p, sub, 1), il_word(p, sub, 2), il_word(p, sub, 3)};
+    rg_q4k_scales(q, u);
 }
 
 /* Codes of elements 16 G + 4 k of the 8 rows, G = 4 h2 + j / 4, k = j % 4:
