@@ -63,7 +63,7 @@ static void run(void *arg, int ith, int nth) {
         const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < j->rows ? r0 + CHUNK : j->rows;
         if (j->il) {
             j->k->tile->il_rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
-                                j->xs, j->nx, j->y + r0, j->rows);
+                                j->xs, j->pack, j->nx, j->y + r0, j->rows);
             continue;
         }
         if (j->tiles) {
@@ -176,10 +176,10 @@ int main(int argc, char **argv) {
             snprintf(kname[nk++], sizeof kname[0], "%s/il", k->name);
         }
     }
-    /* packed activations for the row groups that want them */
+    /* packed activations for the row groups that want them (and Q8_0's il_rows) */
     void *pack[3 * BD_ISA_COUNT] = {0};
     for (int i = 0; i < nk; i++)
-        if (kt[i] && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
+        if ((kt[i] || (kil[i] && type == BD_TYPE_Q8_0)) && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
             pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
             for (int64_t g = 0; g < (nx + 15) / 16; g++) ks[i]->tile->pack(type, cols, x, xs, nx, g, pack[i]);
         }

@@ -295,6 +295,7 @@ typedef struct bench_result {
     int32_t spec_n_max, spec_n_gen, spec_n_prompt;
     bool identical;
     uint64_t rss_bytes, rss_budget, kv_bytes, draft_file_bytes;
+    uint64_t draft_interleaved_bytes; /* the drafter's weights in the IL16 layout (kernels.h) */
     uint64_t recurrent_bytes; /* hybrid targets: state buffers and rollback inputs of the largest session */
     double load_before, load_after;
 } bench_result;
@@ -606,6 +607,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
         /* the statistics as run --json and the server show them, plus the bench's own */
         json_t *sp = srv_json_spec_stats(&r->spec, r->spec_n_max);
         json_object_set_new(sp, "draft", json_string(o->draft));
+        json_object_set_new(sp, "draft_interleaved_bytes", json_integer((json_int_t)r->draft_interleaved_bytes));
         json_object_set_new(sp, "tps", json_real(r->spec_tps.mean));
         json_object_set_new(sp, "tps_sd", json_real(r->spec_tps.sd));
         json_object_set_new(sp, "plain_tps", json_real(r->plain_tps.mean));
@@ -744,6 +746,7 @@ static bool bench_draft(bd_model *m, const bench_opts *o, const bench_info *in, 
     bool ok = false;
     struct stat sb;
     if (!stat(o->draft, &sb)) res->draft_file_bytes = (uint64_t)sb.st_size;
+    res->draft_interleaved_bytes = bd_model_interleaved_bytes(dm);
     uint64_t kv = 0;
     if (o->n_gen <= 0) fprintf(stderr, "blockdraft bench: the speculative test needs -n > 0\n");
     else if ((ok = run_spec(m, dm, o, res, &kv, in)) && kv > res->kv_bytes)

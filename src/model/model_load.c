@@ -250,10 +250,14 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
  * Interleaving the weights (kernels.h's BD_LAYOUT_IL16)
  * ---------------------------------------------------------------------- */
 
-/* The matrices only bd_matmul reads, with the row count of the views the
+/* The matrices bd_matmul reads, with the row count of the views the
  * forward takes of each (an expert's rows for expert stacks, moe.c; the
- * whole matrix otherwise): not the embeddings, which bd_mat_get_row reads,
- * nor an output head tied to them. Fills up to max; returns the count. */
+ * whole matrix otherwise). Embeddings only where the output head is tied
+ * to them: the head is streamed on every token (a sixth of a Qwen3-4B
+ * file, a third of 0.6B), and bd_mat_get_row reads the embedding rows
+ * back out of the layout (one row a token). Untied embeddings stay in the
+ * file's layout: nothing multiplies by them. Fills up to max; returns the
+ * count. */
 typedef struct {
     bd_mat *W;
     int64_t slab;
@@ -266,7 +270,10 @@ static int interleave_list(bd_model *m, il_item *it, int max) {
     do {                                                          \
         if ((M).data && n < max) it[n++] = (il_item){&(M), (S)}; \
     } while (0)
-    if (!m->tied) IL_ADD(m->output, m->output.nrows);
+    IL_ADD(m->output, m->output.nrows);
+    /* the same bytes (tied, or a drafter's head defaulting to its
+     * embeddings): the twin takes the head's layout */
+    if (m->tok_embd.data == m->output.data) IL_ADD(m->tok_embd, m->tok_embd.nrows);
     IL_ADD(m->dflash.fc, m->dflash.fc.nrows);
     const int64_t FE = m->hp.n_ff_exp, E = m->hp.n_embd;
     for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -311,6 +318,11 @@ static uint64_t model_interleave(bd_model *m) {
         for (int i = 0; i < n; i++) {
             bd_mat *W = it[i].W;
             if (it[i].slab <= 0 || it[i].slab % BD_IL16_ROWS != 0) continue;
+            /* interleaved Q8_0 gives its row groups' f32 order, not
+             * vec_dot_n's (kernels.h): only where every product is
+             * bd_matmul_fast, a DFlash drafter; a target's Q8_0 keeps the
+             * bits of the file's layout */
+            if (W->type == BD_TYPE_Q8_0 && m->arch_info->role != BD_ROLE_DRAFTER) continue;
             const bd_mat *twin = NULL;
             for (int j = 0; j < i && !twin; j++)
                 if (it[j].W->data == W->data) twin = it[j].W;

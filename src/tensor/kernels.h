@@ -96,13 +96,16 @@ typedef struct bd_tile_ops {
     int16_t fast_rows[BD_TYPE_COUNT];
     /* Optional (NULL: the level has none): the same product on weights in
      * the interleaved layout (BD_LAYOUT_IL16, below) for any n_tok >= 1,
-     * xq / xs the quantized activation rows in place (no pack); w is the
+     * xq / xs the quantized activation rows in place, and for Q8_0 also
+     * pack (what pack() made of them: Q8_0 always needs it); w is the
      * first of nw rows (nw a multiple of 16) and starts a group; each
-     * element in the tile order, so the bits of vec_dot_n on the rows in
-     * the file's layout. The matrices bd_model_open interleaves are those
-     * of the types il_rows takes (bd_il16_supports). */
+     * element in the tile order: for Q4_K / Q6_K the bits of vec_dot_n
+     * on the rows in the file's layout, for Q8_0 those of its row groups
+     * (bd_vec_dot_tile_ref), not vec_dot_n's. The matrices bd_model_open
+     * interleaves are those of the types il_rows takes (bd_il16_supports),
+     * Q8_0 only in DFlash drafters, whose products are all bd_matmul_fast. */
     void (*il_rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
-                    int64_t n_tok, float *y, int64_t ldy);
+                    const void *pack, int64_t n_tok, float *y, int64_t ldy);
     /* Whether bd_model_open interleaves by default on this level (where it
      * measured faster; BLOCKDRAFT_INTERLEAVE=1 / 0 overrides). */
     bool il_default;
@@ -207,7 +210,7 @@ void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, con
  *
  * BD_LAYOUT_ROWS: the file's, row after row (row_bytes apart).
  *
- * BD_LAYOUT_IL16 (Q4_K and Q6_K; built in place at load, bd_mat_interleave):
+ * BD_LAYOUT_IL16 (Q4_K, Q6_K and Q8_0; built in place at load, bd_mat_interleave):
  * rows in groups of 16, group g taking the same 16 row_bytes bytes at
  * data + 16 g row_bytes that its rows took. Inside a group the blocks come
  * in order, block i of all 16 rows in 16 bb bytes at i 16 bb (bb: the
@@ -218,7 +221,13 @@ void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, con
  * last 2 bytes, its scale, row after row after them). A 64-byte load then
  * holds the same word of all 16 rows, one per 32-bit lane: the form the
  * row-group kernels work in, which they otherwise build with 16 x 16
- * transposes on every call. The group's bytes are also one stream instead
+ * transposes on every call. Q8_0 (34-byte blocks, whose 2-byte scale
+ * would share a word with the codes; rows of whole pairs of blocks) takes
+ * a pair of blocks i = 2 P, 2 P + 1 at a time, in 2 x 16 x 34 = 1088
+ * bytes at P 1088:
+ *     byte 512 b + 64 D + 4 r + k  = code byte 4 D + k of row r's block 2 P + b  (D < 8)
+ *     byte 1024 + 32 b + 2 r + k   = scale byte k of row r's block 2 P + b
+ * so every code load is a whole aligned 64-byte word. The group's bytes are also one stream instead
  * of 16, which the hardware prefetchers follow (kbench-like test, Zen 5,
  * 2 threads, 65536 x 4096 Q4_K from memory: 16 rows 15.9 -> 12.6 ms, one
  * row 3.8 -> 3.3 ms against the one-row kernel). Same bytes, same bits
@@ -240,7 +249,8 @@ typedef struct bd_mat {
 } bd_mat;
 
 /* Whether a matrix of this type and width can be interleaved (Q4_K / Q6_K,
- * whole blocks, rows within BD_IL16_MAX_ROW_BYTES; the row count is the
+ * whole blocks; Q8_0, whole pairs of blocks; rows within
+ * BD_IL16_MAX_ROW_BYTES; the row count is the
  * caller's to check: a multiple of 16 per view it will take). */
 bool bd_il16_supports(uint32_t type, int64_t ncols);
 /* Interleave 16 rows (src, row stride ws) into dst (16 * row_bytes bytes;

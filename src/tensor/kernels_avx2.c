@@ -1230,6 +1230,55 @@ static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *x
     }
 }
 #define IL_FEW il_few
+
+/* Q8_0 on interleaved weights (kernels.h: a pair of blocks' 16 code
+ * words, then their 32 scales; the DFlash drafter's matrices): the sums
+ * and f32 step of rg_block_q80 (the tile order) per sub, each code word
+ * loaded (AVX-VNNI: flipped; AVX2: its magnitude taken) once for all NT
+ * activation rows, whose accumulators stay in registers for the whole
+ * row of blocks. Registers at NT 4: 4 accumulators, 4 sums, the word and
+ * its magnitude, ones, the scales: 12 of 16. */
+#define IL8_MAX 4
+#define IL8_PAIR (2 * 16 * sizeof(block_q8_0))
+BD_INLINE void il8_few(int64_t nb, const uint8_t *w, int sub, const rg_x8 *x, float *y, int64_t ldy, const int NT) {
+    __m256 acc[IL8_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pair = w + (size_t)(i / 2) * IL8_PAIR, *p = pair + 512 * (size_t)(i % 2);
+        il_prefetch(p, 512 + 32 * (size_t)(i % 2));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pair + 1024 + 32 * (i % 2) + 16 * sub)));
+        const rg_x8 *xb = x + 16 * i;
+        __m256i a[IL8_MAX];
+#if defined(__AVXVNNI__)
+        UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_set1_epi32(xb[j].corr);
+        UNROLL for (int g = 0; g < 8; g++) {
+            const __m256i u = _mm256_xor_si256(il_word(p, sub, g), _mm256_set1_epi8((char)0x80));
+            UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_dpbusd_avx_epi32(a[j], u, bcast32(xb[j].qs + 4 * g));
+        }
+#else
+        const __m256i one = _mm256_set1_epi16(1);
+        UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g++) {
+            const __m256i s = il_word(p, sub, g), u = _mm256_abs_epi8(s);
+            UNROLL for (int j = 0; j < NT; j++)
+                a[j] = _mm256_add_epi32(
+                    a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(bcast32(xb[j].qs + 4 * g), s)), one));
+        }
+#endif
+        UNROLL for (int j = 0; j < NT; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[j]), _mm256_mul_ps(_mm256_set1_ps(xb[j].d), d), acc[j]);
+    }
+    UNROLL for (int j = 0; j < NT; j++) _mm256_storeu_ps(y + j * ldy + 8 * sub, acc[j]);
+}
+
+static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float *y, int64_t ldy) {
+    for (int sub = 0; sub < 2; sub++) switch (nt) {
+        case 1: il8_few(nb, w, sub, x, y, ldy, 1); break;
+        case 2: il8_few(nb, w, sub, x, y, ldy, 2); break;
+        case 3: il8_few(nb, w, sub, x, y, ldy, 3); break;
+        default: il8_few(nb, w, sub, x, y, ldy, 4); break;
+        }
+}
 /* Batches up to this many rows take il_few, larger ones il_groups (Zen 4,
  * 2 threads, 9728 x 2560 from memory, kbench, ms per 512 MiB, il_few
  * against il_groups: Q4_K at 3 / 4 / 8 / 16 rows 36 / 43 / 82 / 160

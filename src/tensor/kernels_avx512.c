@@ -1464,6 +1464,50 @@ static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *x
     else switch (nt) { IL_FEW_CASE(q6k, 1) IL_FEW_CASE(q6k, 2) IL_FEW_CASE(q6k, 3) IL_FEW_CASE(q6k, 4) }
 }
 #define IL_FEW il_few
+
+/* Q8_0 on interleaved weights (kernels.h: a pair of blocks' 16 code
+ * words, then their 32 scales; the DFlash drafter's matrices): the sums
+ * and f32 step of rg_block_q80 (the tile order), each code word loaded
+ * and flipped (+ 128) once for all NT activation rows, whose accumulators
+ * stay in registers for the whole row of blocks. Registers at NT 16: 16
+ * accumulators, 8 words, 2 chains, the scales: 27 of 32. */
+#define IL8_MAX 16
+#define IL8_PAIR (2 * 16 * sizeof(block_q8_0))
+BD_INLINE void il8_few(int64_t nb, const uint8_t *w, const rg_x8 *x, float *y, int64_t ldy, const int NT) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[IL8_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *pair = w + (size_t)(i / 2) * IL8_PAIR, *p = pair + 512 * (size_t)(i % 2);
+        il_prefetch(p, 512 + 32 * (size_t)(i % 2));
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(pair + 1024 + 32 * (i % 2))));
+        __m512i U[8];
+        UNROLL for (int g = 0; g < 8; g++) U[g] = _mm512_xor_si512(il_word(p, g), flip);
+        const rg_x8 *xb = x + 16 * i;
+        UNROLL for (int j = 0; j < NT; j++) {
+            __m512i a0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(xb[j].corr), U[0], bcast32(xb[j].qs));
+            __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), U[1], bcast32(xb[j].qs + 4));
+            UNROLL for (int g = 2; g < 8; g += 2) {
+                a0 = _mm512_dpbusd_epi32(a0, U[g], bcast32(xb[j].qs + 4 * g));
+                a1 = _mm512_dpbusd_epi32(a1, U[g + 1], bcast32(xb[j].qs + 4 * g + 4));
+            }
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                     _mm512_mul_ps(_mm512_set1_ps(xb[j].d), d), acc[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++) _mm512_storeu_ps(y + j * ldy, acc[j]);
+}
+
+#define IL8_CASE(N)                             \
+    case N:                                     \
+        il8_few(nb, w, x, y, ldy, N);           \
+        break;
+static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float *y, int64_t ldy) {
+    switch (nt) {
+        IL8_CASE(1) IL8_CASE(2) IL8_CASE(3) IL8_CASE(4) IL8_CASE(5) IL8_CASE(6) IL8_CASE(7) IL8_CASE(8)
+        IL8_CASE(9) IL8_CASE(10) IL8_CASE(11) IL8_CASE(12) IL8_CASE(13) IL8_CASE(14) IL8_CASE(15) IL8_CASE(16)
+    }
+}
 /* Batches up to this many rows take il_few, larger ones il_groups (Zen 4,
  * 2 threads, 9728 x 2560 from memory, kbench, ms per 512 MiB, il_few
  * against il_groups: Q4_K at 9 / 16 / 32 / 64 rows 36 / 52 / 102 / 195

@@ -13,7 +13,10 @@
  *   IL_FEW(type, nb, wg, xq, xs, nt, y, ldy)  optional: nt (<= IL_FEW_MAX)
  *       activation rows against a whole group, unpacking each code vector
  *       once for all of them (decode and short verifies), with
- *       IL_FEW_ROWS the largest batch that goes there.
+ *       IL_FEW_ROWS the largest batch that goes there;
+ *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
+ *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
+ *       against a whole group of nb blocks, in the tile order.
  */
 #ifndef BD_KERNELS_IL_H
 #define BD_KERNELS_IL_H
@@ -65,8 +68,19 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
  * four groups side by side measured no better), larger ones four, so that
  * each pass of activations meets 64 weight rows as in rg_rows. */
 static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
-                    int64_t n_tok, float *y, int64_t ldy) {
+                    const void *pack, int64_t n_tok, float *y, int64_t ldy) {
     const int ngr = nw / 16, per = n_tok <= 16 ? 1 : IL_GROUPS;
+    if (type == BD_TYPE_Q8_0) {
+        /* group by group, all activation rows against each: a group is
+         * read from memory once and then from L1 / L2, while the packed
+         * rows (16 x 40 bytes a block) stream past it */
+        const int64_t nb = ncols / QK8_0;
+        for (int g = 0; g < ngr; g++)
+            for (int64_t t0 = 0; t0 < n_tok; t0 += IL8_MAX)
+                il8_rows(nb, (const uint8_t *)w + (size_t)g * 16 * ws, (const rg_x8 *)pack + (t0 / 16) * 16 * nb + t0 % 16,
+                         (int)(n_tok - t0 < IL8_MAX ? n_tok - t0 : IL8_MAX), y + t0 * ldy + 16 * g, ldy);
+        return;
+    }
 #ifdef IL_FEW
     if (n_tok <= IL_FEW_ROWS) {
         for (int g = 0; g < ngr; g++)

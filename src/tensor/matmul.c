@@ -35,7 +35,8 @@
  * with the cache on and off). An unpacked weight block lives on the
  * stack. Matrices bd_model_open interleaved (kernels.h's BD_LAYOUT_IL16)
  * take the table's il_rows for every batch size, work items of whole
- * 16-row groups: the same bits again (tile order).
+ * 16-row groups: the same bits again (tile order; Q8_0, interleaved in
+ * DFlash drafters only, in its row groups' order, packed activations).
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -55,6 +56,12 @@ static bool use_tiles(const bd_kernels *k, const bd_mat *W, int64_t n_tok, bool 
     return min > 0 && n_tok >= min && k->tile->supports(W->type, W->ncols);
 }
 
+/* Interleaved Q8_0 (a DFlash drafter's, kernels.h) through il_rows: its
+ * activations are always packed, as for its row groups. */
+static bool il_packs(const bd_kernels *k, const bd_mat *W) {
+    return W->layout == BD_LAYOUT_IL16 && W->type == BD_TYPE_Q8_0 && k->tile && k->tile->il_rows && k->tile->pack;
+}
+
 static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
     const bd_type_traits *t = bd_type_get(W->type);
     if (!t) return 0;
@@ -63,7 +70,8 @@ static size_t scratch_size(const bd_mat *W, int64_t n_tok, bool exact) {
     row = (row + 63) & ~(uint64_t)63;
     size_t bytes = (size_t)(row * (uint64_t)n_tok);
     const bd_kernels *k = bd_kernels_get();
-    if (use_tiles(k, W, n_tok, exact) && k->tile->pack) bytes += k->tile->pack_bytes(W->type, W->ncols, n_tok);
+    if ((use_tiles(k, W, n_tok, exact) && k->tile->pack) || il_packs(k, W))
+        bytes += k->tile->pack_bytes(W->type, W->ncols, n_tok);
     return bytes;
 }
 
@@ -85,6 +93,7 @@ typedef struct {
     int64_t rows;     /* weight rows per work item */
     bool tiles;       /* tile path (else vec_dot_n) */
     bool il;          /* interleaved weights through the table's il_rows (IL16 without one: il_row_dots) */
+    bool packs;       /* takes the packed activations (tile path, or il_packs) */
 } mm_target;
 
 typedef struct {
@@ -97,7 +106,7 @@ typedef struct {
     uint8_t *xq;
     size_t xq_stride;
     uint32_t vdt;
-    uint8_t *pack;     /* tile path: packed activations (after xq), if any target takes it */
+    uint8_t *pack;     /* packed activations (after xq), if any target takes them */
     atomic_llong next; /* next work item to take (reset before each run) */
 } mm_ctx;
 
@@ -169,8 +178,9 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
 
 /* Interleaved weights (kernels.h's BD_LAYOUT_IL16) under a table without
  * il_rows: each row read back into the file's layout, then vec_dot_n as
- * on any row (the same bits). Only a table switched after load meets this;
- * it is the slow, simple way. */
+ * on any row (the same bits; Q8_0: its tile order, the scalar twin's,
+ * which is what il_rows gives). Only a table switched after load meets
+ * this; it is the slow, simple way. */
 static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
     uint8_t row[BD_IL16_MAX_ROW_BYTES] __attribute__((aligned(64)));
     float out[MM_NX];
@@ -178,6 +188,11 @@ static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy,
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *group = (const uint8_t *)W->data + (uint64_t)(r / BD_IL16_ROWS * BD_IL16_ROWS) * W->row_bytes;
         for (int64_t i = 0; i < nb; i++) bd_il16_get_block(W->type, group, (int)(r % BD_IL16_ROWS), i, row + i * bb);
+        if (W->type == BD_TYPE_Q8_0) {
+            for (int64_t t = 0; t < c->n_tok; t++)
+                Y[t * ldy + r] = bd_vec_dot_tile_ref(W->type, W->ncols, row, c->xq + t * c->xq_stride);
+            continue;
+        }
         for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
             const int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
             c->k->vec_dot_n[W->type](W->ncols, row, c->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
@@ -203,8 +218,8 @@ static void mm_dot(void *arg, int ith, int nth) {
             const int64_t r0 = t->rows * ci, r1 = r0 + t->rows < t->W->nrows ? r0 + t->rows : t->W->nrows;
             if (t->il)
                 c->k->tile->il_rows(t->W->type, t->W->ncols, (const uint8_t *)t->W->data + (uint64_t)r0 * t->W->row_bytes,
-                                    (size_t)t->W->row_bytes, (int)(r1 - r0), c->xq, c->xq_stride, c->n_tok,
-                                    t->Y + r0, t->ldy);
+                                    (size_t)t->W->row_bytes, (int)(r1 - r0), c->xq, c->xq_stride, c->pack,
+                                    c->n_tok, t->Y + r0, t->ldy);
             else il_row_dots(c, t->W, t->Y, t->ldy, r0, r1);
             continue;
         }
@@ -235,11 +250,11 @@ static void mm_dot(void *arg, int ith, int nth) {
 }
 
 /* The packing is the same for every type with this activation type (Q8_K:
- * Q4_K / Q6_K; Q8_0), so any tile target's type names it. */
+ * Q4_K / Q6_K; Q8_0), so any packing target's type names it. */
 static void mm_pack(void *arg, int ith, int nth) {
     mm_ctx *c = arg;
     int j = 0;
-    while (!c->t[j].tiles) j++;
+    while (!c->t[j].packs) j++;
     int64_t lo, hi;
     bd_split((c->n_tok + 15) / 16, ith, nth, &lo, &hi);
     for (int64_t g = lo; g < hi; g++)
@@ -258,16 +273,18 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     uint64_t row = 0, work = 0;
     bd_row_size(c.vdt, W0->ncols, &row);
     c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
-    bool any_tiles = false;
+    bool any_pack = false;
     for (int j = 0; j < n_outs; j++) {
         const bd_mat *W = outs[j].W;
         const bool tiles = use_tiles(c.k, W, n_tok, exact);
         const bool il = W->layout == BD_LAYOUT_IL16 && c.k->tile && c.k->tile->il_rows;
-        any_tiles |= tiles;
+        const bool packs = (tiles && c.k->tile->pack) || il_packs(c.k, W);
+        any_pack |= packs;
         /* interleaved rows: work items of whole groups, whatever the path */
         const int64_t rows = tiles || W->layout == BD_LAYOUT_IL16 ? mm_tile_rows(W, pool ? bd_pool_size(pool) : 1)
                                                                   : mm_chunk_rows(&c, W);
-        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles, .il = il};
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles, .il = il,
+                             .packs = packs};
         c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
         c.n_chunks += c.t[j].n_chunks;
         work += (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok;
@@ -277,11 +294,11 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
     const bool small = work < MM_SMALL_BYTES;
     if (n_tok >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
     else mm_quantize(&c, 0, 1);
-    uint32_t tile_type = 0;
+    uint32_t pack_type = 0;
     for (int j = n_outs - 1; j >= 0; j--)
-        if (c.t[j].tiles) tile_type = c.t[j].W->type;
+        if (c.t[j].packs) pack_type = c.t[j].W->type;
     /* packing is the kernel's choice (none for some batch sizes) */
-    if (any_tiles && c.k->tile->pack && c.k->tile->pack_bytes(tile_type, c.ncols, n_tok) > 0) {
+    if (any_pack && c.k->tile->pack_bytes(pack_type, c.ncols, n_tok) > 0) {
         c.pack = c.xq + c.xq_stride * (size_t)n_tok;
         if (n_tok >= 32 && pool && !small) bd_pool_run(pool, mm_pack, &c);
         else mm_pack(&c, 0, 1);

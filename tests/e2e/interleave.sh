@@ -12,7 +12,9 @@
 #    experts) files: identical with and without the layout.
 #  * Greedy text, plain and speculative (DFlash drafters, random and
 #    constructed, n_max 3 and 15): identical with the layout to plain
-#    decoding without it.
+#    decoding without it. The random drafters are Q8_0, which only
+#    drafters interleave: bench reports their interleaved bytes (none
+#    with BLOCKDRAFT_INTERLEAVE=0).
 # Needs transparent huge pages (the copy needs them): exit 77 without.
 set -euo pipefail
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -42,6 +44,7 @@ levels=avx2
 [[ "$flags" == *" avx_vnni "* ]] && levels="$levels avxvnni"
 [[ "$flags" == *" avx512f "* && "$flags" == *" avx512bw "* && "$flags" == *" avx512_vnni "* && "$flags" == *" avx512dq "* && "$flags" == *" avx512vl "* ]] && levels="$levels avx512"
 il_bytes() { "$BD_BIN" bench "$@" -p 0 -n 1 --no-verify -t 2 -r 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["interleaved_bytes"])'; }
+dil_bytes() { "$BD_BIN" bench "$@" -p 0 -n 4 --no-verify -t 2 -r 1 --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["draft_interleaved_bytes"])'; }
 P="The quick brown fox jumps over the lazy dog and then it runs far away into the woods"
 fail=0
 for isa in $levels; do
@@ -61,6 +64,11 @@ for isa in $levels; do
         BLOCKDRAFT_INTERLEAVE=1 run -m "$T/$t.gguf" > "$T/il.txt"
         cmp -s "$T/plain.txt" "$T/il.txt" || { echo "FAIL $isa $t: greedy text differs"; fail=1; }
         [ -f "$T/$t-rand.gguf" ] || { echo "ok $isa $t ($on bytes interleaved)"; continue; }
+        don=$(BLOCKDRAFT_INTERLEAVE=1 dil_bytes -m "$T/$t.gguf" -md "$T/$t-rand.gguf")
+        doff=$(BLOCKDRAFT_INTERLEAVE=0 dil_bytes -m "$T/$t.gguf" -md "$T/$t-rand.gguf")
+        if [ "$don" -le 0 ] || [ "$doff" -ne 0 ]; then
+            echo "FAIL $isa $t: Q8_0 drafter interleaved bytes on $don, off $doff"; fail=1
+        fi
         for d in rand cons; do
             for n in 3 15; do
                 BLOCKDRAFT_INTERLEAVE=1 run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-draft-n-max $n > "$T/spec.txt"

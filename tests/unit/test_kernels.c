@@ -598,7 +598,19 @@ static void check_tiles(const bd_kernels *k) {
  */
 static void il16_by_definition(uint32_t type, int64_t n, const uint8_t *w, size_t wb, int nr, uint8_t *out) {
     const size_t bb = (size_t)bd_type_get(type)->blck_bytes, nd = bb / 4, tl = bb % 4;
-    const int64_t nb = n / QK_K;
+    const int64_t nb = n / bd_type_get(type)->blck;
+    if (type == BD_TYPE_Q8_0) { /* pairs of blocks: 16 code words, then 32 scales */
+        for (int g = 0; g < nr / 16; g++)
+            for (int64_t i = 0; i < nb; i++)
+                for (int r = 0; r < 16; r++) {
+                    const uint8_t *blk = w + (size_t)(16 * g + r) * wb + (size_t)i * bb;
+                    uint8_t *o = out + (size_t)g * 16 * wb + (size_t)(i / 2) * 1088;
+                    for (int D = 0; D < 8; D++)
+                        for (int b = 0; b < 4; b++) o[512 * (i % 2) + 64 * D + 4 * r + b] = blk[2 + 4 * D + b];
+                    for (int b = 0; b < 2; b++) o[1024 + 32 * (i % 2) + 2 * r + b] = blk[b];
+                }
+        return;
+    }
     for (int g = 0; g < nr / 16; g++)
         for (int64_t i = 0; i < nb; i++)
             for (int r = 0; r < 16; r++) {
@@ -611,10 +623,10 @@ static void il16_by_definition(uint32_t type, int64_t n, const uint8_t *w, size_
 }
 
 static void check_interleaved(const bd_kernels *k) {
-    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K};
-    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 40, 64, 65, 70};
+    static const uint32_t types[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0};
+    static const int toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 40, 64, 65, 70};
     static const int64_t widths[] = {768, 256 * 17};
-    for (size_t ti = 0; ti < 2; ti++)
+    for (size_t ti = 0; ti < 3; ti++)
         for (size_t wi = 0; wi < 2; wi++) {
             const uint32_t type = types[ti], xt = bd_type_get(type)->vec_dot_type;
             const int64_t n = widths[wi];
@@ -631,13 +643,26 @@ static void check_interleaved(const bd_kernels *k) {
             il16_by_definition(type, n, w, wb, nr, il);
             for (int g = 0; g < nr / 16; g++) bd_il16_pack_group(type, n, w + g * 16 * wb, wb, lib + g * 16 * wb);
             assert_memory_equal(il, lib, nr * wb);
+            for (int r = 0; r < nr; r++) /* and back, block by block */
+                for (int64_t i = 0; i < n / bd_type_get(type)->blck; i++) {
+                    uint8_t blk[256];
+                    const size_t bb = (size_t)bd_type_get(type)->blck_bytes;
+                    bd_il16_get_block(type, lib + (size_t)(r / 16) * 16 * wb, r % 16, i, blk);
+                    assert_memory_equal(blk, w + (size_t)r * wb + (size_t)i * bb, bb);
+                }
+            /* Q8_0's il_rows reads the packed activations (all 70 rows) */
+            void *pack = NULL;
+            if (type == BD_TYPE_Q8_0) {
+                pack = xalloc(k->tile->pack_bytes(type, n, 70));
+                for (int g = 0; g < 5; g++) k->tile->pack(type, n, x, xs, 70, g, pack);
+            }
             for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++)
                 for (int calls = 1; calls <= 3; calls += 2) { /* all 48 rows in one call, or 16 per call */
                     const int nt = toks[ki];
                     for (int i = 0; i < 70 * 50; i++) y[i] = NAN;
                     for (int c = 0; c < calls; c++) {
                         const int r0 = c * nr / calls;
-                        k->tile->il_rows(type, n, il + r0 * wb, wb, nr / calls, x, xs, nt, y + r0, 50);
+                        k->tile->il_rows(type, n, il + r0 * wb, wb, nr / calls, x, xs, pack, nt, y + r0, 50);
                     }
                     for (int t = 0; t < nt; t++)
                         for (int r = 0; r < 50; r++) {
@@ -654,6 +679,7 @@ static void check_interleaved(const bd_kernels *k) {
                             }
                         }
                 }
+            free(pack);
             free(w);
             free(il);
             free(lib);
@@ -836,14 +862,61 @@ static void test_matmul_interleaved(void **state) {
         free(ra);
         free(rb);
     }
-    /* Q8_0 has no interleaved layout */
-    const size_t wb = row_bytes(BD_TYPE_Q8_0, 512);
-    uint8_t *w = xalloc(16 * wb), *tmp = xalloc(16 * wb);
-    bd_mat Q = {.type = BD_TYPE_Q8_0, .ncols = 512, .nrows = 16, .row_bytes = wb, .data = w};
-    assert_false(bd_il16_supports(BD_TYPE_Q8_0, 512));
-    assert_false(bd_mat_interleave(&Q, tmp));
+    /* Q8_0: rows of whole pairs of blocks only; interleaved, every batch
+     * size gives the scalar tile-order dot of each row (its row groups'
+     * order: bd_model_open interleaves Q8_0 only in drafters) against the
+     * activations quantized by the reference */
+    const size_t wb8 = row_bytes(BD_TYPE_Q8_0, 544);
+    uint8_t *w8 = xalloc(16 * wb8), *tmp8 = xalloc(16 * wb8);
+    bd_mat Q = {.type = BD_TYPE_Q8_0, .ncols = 544, .nrows = 16, .row_bytes = wb8, .data = w8};
+    assert_false(bd_il16_supports(BD_TYPE_Q8_0, 544)); /* 17 blocks */
+    assert_false(bd_mat_interleave(&Q, tmp8));
+    assert_int_equal(Q.layout, BD_LAYOUT_ROWS);
+    free(w8);
+    free(tmp8);
+    const size_t wb = row_bytes(BD_TYPE_Q8_0, n), xb = row_bytes(BD_TYPE_Q8_0, n);
+    uint8_t *w = xalloc(nr * wb), *wi = xalloc(nr * wb), *tmp = xalloc(16 * wb), *xq = xalloc(40 * xb);
+    float *x = xalloc(40 * n * sizeof(float)), *y = xalloc(40 * nr * sizeof(float));
+    float *ra = xalloc(n * sizeof(float)), *rb = xalloc(n * sizeof(float));
+    for (int r = 0; r < nr; r++) fill_random_weight(BD_TYPE_Q8_0, w + r * wb, n, r % 3);
+    memcpy(wi, w, nr * wb);
+    for (int64_t i = 0; i < 40 * n; i++) x[i] = rng_gauss();
+    for (int t = 0; t < 40; t++) assert_true(bd_quantize_row(BD_TYPE_Q8_0, x + t * n, xq + t * xb, n));
+    bd_mat W = {.type = BD_TYPE_Q8_0, .ncols = n, .nrows = nr, .row_bytes = wb, .data = w}, V = W;
+    V.data = wi;
+    assert_true(bd_il16_supports(BD_TYPE_Q8_0, n));
+    assert_true(bd_mat_interleave(&V, tmp));
+    assert_int_equal(V.layout, BD_LAYOUT_IL16);
+    for (int r = 0; r < nr; r++) {
+        assert_true(bd_mat_get_row(&W, r, ra) && bd_mat_get_row(&V, r, rb));
+        assert_memory_equal(ra, rb, n * sizeof(float));
+    }
+    void *scratch = xalloc(bd_matmul_fast_scratch_size(&V, 40) + bd_matmul_scratch_size(&V, 40));
+    for (size_t ki = 0; ki < sizeof toks / sizeof toks[0]; ki++) {
+        const int nt = toks[ki];
+        for (int fast = 0; fast < 2; fast++) {
+            if (fast) bd_matmul_fast(NULL, &V, x, n, nt, y, nr, scratch);
+            else bd_matmul(NULL, &V, x, n, nt, y, nr, scratch);
+            for (int t = 0; t < nt; t++)
+                for (int r = 0; r < nr; r++) {
+                    const float want = bd_vec_dot_tile_ref(BD_TYPE_Q8_0, n, w + r * wb, xq + t * xb);
+                    if (memcmp(&y[t * nr + r], &want, sizeof want) != 0) {
+                        print_error("Q8_0 interleaved %s n_tok=%d [t %d][r %d]: %.9g, tile twin %.9g\n",
+                                    fast ? "bd_matmul_fast" : "bd_matmul", nt, t, r, y[t * nr + r], want);
+                        fail();
+                    }
+                }
+        }
+    }
+    free(scratch);
     free(w);
+    free(wi);
     free(tmp);
+    free(xq);
+    free(x);
+    free(y);
+    free(ra);
+    free(rb);
 }
 
 /*
