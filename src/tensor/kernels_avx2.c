@@ -1154,10 +1154,24 @@ BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
     }
 }
 
-/* Q6_K: as il_few_q4k, the sums and f32 step of rg_block_q6k. */
+/* vpshufb control putting byte a of every 32-bit lane in its byte 1 and
+ * byte b in its byte 3 (bytes 0 and 2 zero): an arithmetic shift of each
+ * 16-bit half by 8 then gives the two bytes sign-extended to int16. */
+BD_INLINE __m256i il_pick16(int a, int b) {
+    const int lo = 0x80 | (a << 8) | (0x80 << 16) | (b << 24);
+    return _mm256_add_epi32(_mm256_set1_epi32(lo), _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0C000C00, 0,
+                                                                      0x04000400, 0x08000800, 0x0C000C00));
+}
+
+/* Q6_K: as il_few_q4k, the sums and f32 step of rg_block_q6k. Its integer
+ * sums come in another order (exact, so the same values): each sub-block
+ * scale sign-extended into both int16 halves with one vpshufb and one
+ * shift, and the -32 offset as 32 x the bsums product subtracted. */
 BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
                           const int NT) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), lo16 = _mm256_set1_epi32(0xFFFF);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i pick[4] = {il_pick16(0, 0), il_pick16(1, 1), il_pick16(2, 2), il_pick16(3, 3)};
+    const __m256i pair[2] = {il_pick16(0, 1), il_pick16(2, 3)};
     const size_t ib = 16 * sizeof(block_q6_K);
     __m256 acc[2][IL_FEW_MAX];
     UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
@@ -1170,21 +1184,16 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
             __m256i sumi[IL_FEW_MAX];
             UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm256_setzero_si256();
             UNROLL for (int q = 0; q < 8; q++) {
-                const __m256i sw = il_word(p, sub, 48 + q / 2);
-                const __m256i a = _mm256_slli_epi32(_mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * (2 * q % 4)), 24), 5);
-                const __m256i b =
-                    _mm256_slli_epi32(_mm256_srai_epi32(_mm256_slli_epi32(sw, 24 - 8 * ((2 * q + 1) % 4)), 24), 5);
-                const __m256i scb = _mm256_or_si256(_mm256_and_si256(_mm256_sub_epi32(_mm256_setzero_si256(), a), lo16),
-                                                    _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), b), 16));
+                const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(il_word(p, sub, 48 + q / 2), pair[q % 2]), 8);
                 UNROLL for (int j = 0; j < NT; j++)
-                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(scb, bcast32(x[j]->bsums + 2 * q)));
+                    sumi[j] = _mm256_sub_epi32(sumi[j],
+                                               _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast32(x[j]->bsums + 2 * q)), 5));
             }
             UNROLL for (int h2 = 0; h2 < 4; h2++) {
                 const int h = h2 / 2, hi = h2 % 2;
                 UNROLL for (int jq = 0; jq < 4; jq++) {
                     const int G = 4 * h2 + jq;
-                    const __m256i sg = _mm256_srai_epi32(_mm256_slli_epi32(il_word(p, sub, 48 + G / 4), 24 - 8 * (G % 4)), 24);
-                    const __m256i sc = _mm256_or_si256(_mm256_and_si256(sg, lo16), _mm256_slli_epi32(sg, 16));
+                    const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(il_word(p, sub, 48 + G / 4), pick[G % 4]), 8);
                     UNROLL for (int hh = 0; hh < 2; hh++) { /* two products at a time (int16 room) */
                         __m256i U[2];
                         UNROLL for (int e = 0; e < 2; e++) {
