@@ -1084,6 +1084,7 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
  * their f32 steps, so the same bits. (Without VNNI the int16 sums of
  * maddubs pairs are the block kernels' own, in their order.) */
 #define IL_FEW_MAX 2
+#define IL_FEW_MAX_FOR(type) IL_FEW_MAX
 BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
                           const int NT) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), hi2 = _mm256_set1_epi8(0x30),

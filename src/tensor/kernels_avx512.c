@@ -1339,8 +1339,15 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
  * code vector unpacked once for all NT rows. Per row the same integer sums
  * (exact, so their order is free) and the same f32 steps as rg_block_q4k,
  * so the same bits. Registers at NT 4: 4 acc, 4 sumi, 8 chains, 8 masks
- * and scale words, the code vector: 27 of 32. */
-#define IL_FEW_MAX 4
+ * and scale words, the code vector: 27 of 32. Wider calls spill, yet a
+ * 6-row call beats 4 + 2 rows (the unpacking shared by more rows, and a
+ * verify's rows in one pass under the weight stream): Zen 4, 2 threads,
+ * kbench 9728 x 2560 from memory, ms per 512 MiB, Q4_K at 5 / 6 / 8 rows
+ * 29 / 35 / 42 -> 25 / 28 / 35 (8 rows a call), Q6_K at 6 rows 31 -> 28
+ * (6 a call); Q6_K at 16 rows 8 a call took 55 against 51 for 4 (its two
+ * chains a row spill inside the innermost loop), hence 6 at most. */
+#define IL_FEW_MAX 8
+#define IL_FEW_MAX_FOR(type) ((type) == BD_TYPE_Q4_K ? 8 : 6)
 BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
                           const int NT) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F), hi2 = _mm512_set1_epi8(0x30),
@@ -1460,8 +1467,10 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
         break;
 static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
                    int64_t ldy) {
-    if (type == BD_TYPE_Q4_K) switch (nt) { IL_FEW_CASE(q4k, 1) IL_FEW_CASE(q4k, 2) IL_FEW_CASE(q4k, 3) IL_FEW_CASE(q4k, 4) }
-    else switch (nt) { IL_FEW_CASE(q6k, 1) IL_FEW_CASE(q6k, 2) IL_FEW_CASE(q6k, 3) IL_FEW_CASE(q6k, 4) }
+    if (type == BD_TYPE_Q4_K) switch (nt) { IL_FEW_CASE(q4k, 1) IL_FEW_CASE(q4k, 2) IL_FEW_CASE(q4k, 3) IL_FEW_CASE(q4k, 4)
+        IL_FEW_CASE(q4k, 5) IL_FEW_CASE(q4k, 6) IL_FEW_CASE(q4k, 7) IL_FEW_CASE(q4k, 8) }
+    else switch (nt) { IL_FEW_CASE(q6k, 1) IL_FEW_CASE(q6k, 2) IL_FEW_CASE(q6k, 3) IL_FEW_CASE(q6k, 4)
+        IL_FEW_CASE(q6k, 5) IL_FEW_CASE(q6k, 6) }
 }
 #define IL_FEW il_few
 

@@ -10,10 +10,10 @@
  *   il_unpack_q4k(p, sub, u), il_unpack_q6k(p, sub, u)
  *       block p of a group (16 bb bytes) to the unpacked form of its rows
  *       RG_R sub .. RG_R sub + RG_R - 1, as rg_unpack_* would give it;
- *   IL_FEW(type, nb, wg, xq, xs, nt, y, ldy)  optional: nt (<= IL_FEW_MAX)
- *       activation rows against a whole group, unpacking each code vector
- *       once for all of them (decode and short verifies), with
- *       IL_FEW_ROWS the largest batch that goes there;
+ *   IL_FEW(type, nb, wg, xq, xs, nt, y, ldy)  optional: nt (<=
+ *       IL_FEW_MAX_FOR(type)) activation rows against a whole group,
+ *       unpacking each code vector once for all of them (decode and short
+ *       verifies), with IL_FEW_ROWS the largest batch that goes there;
  *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
  *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
  *       against a whole group of nb blocks, in the tile order.
@@ -83,10 +83,14 @@ static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
     }
 #ifdef IL_FEW
     if (n_tok <= IL_FEW_ROWS) {
+        /* as few calls as the type's widest allows, their rows balanced
+         * (9 rows as 5 + 4, not 8 + 1: a call's unpacking is shared by
+         * its rows, and its products are spread evenly) */
+        const int64_t mx = IL_FEW_MAX_FOR(type), calls = (n_tok + mx - 1) / mx, per = (n_tok + calls - 1) / calls;
         for (int g = 0; g < ngr; g++)
-            for (int64_t t0 = 0; t0 < n_tok; t0 += IL_FEW_MAX)
+            for (int64_t t0 = 0; t0 < n_tok; t0 += per)
                 IL_FEW(type, ncols / QK_K, (const uint8_t *)w + (size_t)g * 16 * ws, (const uint8_t *)xq + t0 * xs, xs,
-                       (int)(n_tok - t0 < IL_FEW_MAX ? n_tok - t0 : IL_FEW_MAX), y + t0 * ldy + 16 * g, ldy);
+                       (int)(n_tok - t0 < per ? n_tok - t0 : per), y + t0 * ldy + 16 * g, ldy);
         return;
     }
 #endif
