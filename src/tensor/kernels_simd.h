@@ -29,6 +29,19 @@
 
 #define BD_INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
+/* KEEP(v): v stays in a register as computed at this point (an empty asm
+ * that claims to read and write it; no instruction). Written after each
+ * step of an accumulator chain of integer vector adds, it stops GCC's
+ * reassociation from regrouping the chain into a tree that computes all of
+ * a block's products first and spills them to the stack (AVX2 has 16
+ * registers). Integer sums are exact in any order: the bits do not change.
+ * kbench, Zen 4, one thread, 2048 x 2048 Q4_K in cache, AVX2 rows: 16 rows
+ * ~0.97 -> ~0.80 ms, 64 rows 3.45 -> 2.55 ms. */
+#ifdef BD_NO_KEEP
+#define KEEP(v) ((void)0)
+#else
+#define KEEP(v) __asm__("" : "+x"(v))
+#endif
 #define NX_MAX 16 /* activation rows per vec_dot_n call (kernels.h) */
 
 BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
