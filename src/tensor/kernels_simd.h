@@ -36,12 +36,14 @@
  * a block's products first and spills them to the stack (AVX2 has 16
  * registers). Integer sums are exact in any order: the bits do not change.
  * kbench, Zen 4, one thread, 2048 x 2048 Q4_K in cache, AVX2 rows: 16 rows
- * ~0.97 -> ~0.80 ms, 64 rows 3.45 -> 2.55 ms. */
+ * ~0.97 -> ~0.80 ms, 64 rows 3.45 -> 2.55 ms. Building with
+ * OPT="-O2 -DBD_NO_KEEP" leaves the markers out, for A/B runs. */
 #ifdef BD_NO_KEEP
 #define KEEP(v) ((void)0)
 #else
 #define KEEP(v) __asm__("" : "+x"(v))
 #endif
+
 #define NX_MAX 16 /* activation rows per vec_dot_n call (kernels.h) */
 
 BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
