@@ -5,7 +5,8 @@
  * it, taken by the threads from a shared counter (see attn_worker). Row t
  * of a batch sits at position n_past + t. Causal: it sees cache rows
  * [0, n_past + t]; non-causal (the DFlash drafter's block): every row sees
- * [0, n_past + n). A window W > 0 moves the first visible key of row t up to
+ * [0, n_past + n_blk), n_blk = n unless the call asks for a subset of the
+ * batch's rows (q_off, n_blk: the drafter's last layer). A window W > 0 moves the first visible key of row t up to
  * n_past + t - W + 1. The new rows' K/V must already be in the cache.
  *
  * The cache is head-major ([n_kv][capacity][hd]): a work item walks one
@@ -62,6 +63,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB], mx[BD_ATTN_QB];
     int32_t len[BD_ATTN_QB], beg[BD_ATTN_QB];
     const int64_t n_items = (int64_t)a->n_kv * n_qb;
+    const int32_t n_blk = a->n_blk > 0 ? a->n_blk : a->q_off + a->n;
     for (;;) {
         const int64_t w = (int64_t)atomic_fetch_add_explicit(&ctx->next, 1, memory_order_relaxed);
         if (w >= n_items) break;
@@ -75,8 +77,9 @@ static void attn_worker(void *arg, int ith, int nth) {
             qp[i] = a->q + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
             op[i] = a->out + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
             sc[i] = scratch + (int64_t)i * a->scores_stride;
-            len[i] = a->causal ? a->n_past + t + 1 : a->n_past + a->n;
-            beg[i] = a->window > 0 && a->n_past + t - a->window + 1 > 0 ? a->n_past + t - a->window + 1 : 0;
+            const int32_t pos = a->n_past + a->q_off + t; /* the row's own position */
+            len[i] = a->causal ? pos + 1 : a->n_past + n_blk;
+            beg[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
             if (len[i] > maxlen) maxlen = len[i];
             mx[i] = -INFINITY;
         }
@@ -110,7 +113,7 @@ void bd_attention(bd_pool *pool, const bd_attn_args *a) {
     attn_ctx c = {.a = a, .k = bd_kernels_get()};
     atomic_store_explicit(&c.next, 0, memory_order_relaxed);
     /* multiply-adds of the whole call; tiny ones stay on this thread */
-    int64_t work = (int64_t)a->n * a->n_head * (a->n_past + a->n) * a->hd;
+    int64_t work = (int64_t)a->n * a->n_head * (a->n_past + (a->n_blk > 0 ? a->n_blk : a->q_off + a->n)) * a->hd;
     if (work < (1 << 15)) attn_worker(&c, 0, 1);
     else bd_pool_run(pool, attn_worker, &c);
 }

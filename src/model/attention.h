@@ -21,6 +21,10 @@ typedef struct bd_attn_args {
     int64_t scores_stride; /* >= n_past + n */
     int32_t n, n_head, n_kv, hd;
     int32_t n_past;        /* cache rows before the batch */
+    int32_t q_off;         /* q / out row t is batch row q_off + t (0: the batch's first n
+                              rows); a row's output does not depend on which others are asked */
+    int32_t n_blk;         /* rows of the batch in the cache, >= q_off + n (0: q_off + n);
+                              what a non-causal row sees */
     bool causal;
     int32_t window;        /* > 0: row t sees no key more than window - 1 positions before
                               its own (n_past + t); later keys are unaffected (sliding-window

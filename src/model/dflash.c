@@ -212,17 +212,30 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         const bd_layer *L = &dm->layers[il];
         float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
+        /* Rows r0 .. r0 + nr - 1 go on past K / V: all b of them, except in
+         * the last layer, whose output only the head reads, for rows
+         * 1..n_draft. There every row's K and V are still made (each row's
+         * attention sees the whole block), the rest for the drafted rows
+         * alone: outside attention rows do not mix, and the kernels give a
+         * row the same bits in any batch, so the drafts are the full
+         * block's (a one-token draft at 16 block rows skips 15 rows of the
+         * last layer's feed-forward, output and query projections). */
+        const int32_t r0 = il == hp->n_layer - 1 ? 1 : 0, nr = il == hp->n_layer - 1 ? n_draft : b;
+        float *xr = d->x + (int64_t)r0 * E; /* [nr][E] */
         for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->attn_norm, E, hp->rms_eps);
-        bd_matmul_fast(d->pool, &L->wq, d->h, E, b, d->q, Q, d->mm_scratch);
-        bd_matmul_fast(d->pool, &L->wk, d->h, E, b, d->k, KV, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->wq, d->h + (int64_t)r0 * E, E, nr, d->q, Q, d->mm_scratch); /* [nr][Q] */
+        bd_matmul_fast(d->pool, &L->wk, d->h, E, b, d->k, KV, d->mm_scratch);                   /* [b][KV] */
         bd_matmul_fast(d->pool, &L->wv, d->h, E, b, d->v, KV, d->mm_scratch);
         for (int32_t i = 0; i < b; i++) {
-            float *q = d->q + i * Q, *k = d->k + i * KV;
-            for (int32_t h = 0; h < hp->n_head; h++)
-                bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
+            float *k = d->k + i * KV;
+            if (i >= r0 && i < r0 + nr) {
+                float *q = d->q + (i - r0) * Q;
+                for (int32_t h = 0; h < hp->n_head; h++)
+                    bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
+                bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, hp->rope_base, BD_ROPE_NEOX);
+            }
             for (int32_t h = 0; h < hp->n_kv; h++)
                 bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
-            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, hp->rope_base, BD_ROPE_NEOX);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, P + i, hp->rope_base, BD_ROPE_NEOX);
             /* block K/V go above the committed rows: scratch, never committed */
             kv_store(d, kc, vc, P + i, k, d->v + i * KV);
@@ -230,19 +243,19 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         bd_attn_args aa = {
             .q = d->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)(d->n_ctx + d->B) * hp->hd,
             .out = d->att, .scores = d->scores,
-            .scores_stride = d->n_ctx + d->B, .n = b, .n_head = hp->n_head, .n_kv = hp->n_kv,
-            .hd = hp->hd, .n_past = P, .causal = dm->dflash.causal,
+            .scores_stride = d->n_ctx + d->B, .n = nr, .n_head = hp->n_head, .n_kv = hp->n_kv,
+            .hd = hp->hd, .n_past = P, .q_off = r0, .n_blk = b, .causal = dm->dflash.causal,
             .window = dm->dflash.swa_layer[il] ? dm->dflash.swa_window : 0,
         };
         bd_attention(d->pool, &aa);
-        bd_matmul_fast(d->pool, &L->wo, d->att, Q, b, d->h, E, d->mm_scratch);
-        for (int64_t i = 0; i < (int64_t)b * E; i++) d->x[i] += d->h[i];
-        for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->ffn_norm, E, hp->rms_eps);
-        bd_matmul_fast(d->pool, &L->w_gate, d->h, E, b, d->gate, FF, d->mm_scratch);
-        bd_matmul_fast(d->pool, &L->w_up, d->h, E, b, d->up, FF, d->mm_scratch);
-        bd_kernels_get()->silu_mul((int64_t)b * FF, d->gate, d->up);
-        bd_matmul_fast(d->pool, &L->w_down, d->gate, FF, b, d->h, E, d->mm_scratch);
-        for (int64_t i = 0; i < (int64_t)b * E; i++) d->x[i] += d->h[i];
+        bd_matmul_fast(d->pool, &L->wo, d->att, Q, nr, d->h, E, d->mm_scratch);
+        for (int64_t i = 0; i < (int64_t)nr * E; i++) xr[i] += d->h[i];
+        for (int32_t i = 0; i < nr; i++) bd_rmsnorm(d->h + i * E, xr + i * E, L->ffn_norm, E, hp->rms_eps);
+        bd_matmul_fast(d->pool, &L->w_gate, d->h, E, nr, d->gate, FF, d->mm_scratch);
+        bd_matmul_fast(d->pool, &L->w_up, d->h, E, nr, d->up, FF, d->mm_scratch);
+        bd_kernels_get()->silu_mul((int64_t)nr * FF, d->gate, d->up);
+        bd_matmul_fast(d->pool, &L->w_down, d->gate, FF, nr, d->h, E, d->mm_scratch);
+        for (int64_t i = 0; i < (int64_t)nr * E; i++) xr[i] += d->h[i];
     }
     /* rows 1..n_draft only: row 0 (the anchor) predicts nothing we use */
     for (int32_t i = 1; i <= n_draft; i++)
