@@ -6,8 +6,10 @@
  * of a batch sits at position n_past + t. Causal: it sees cache rows
  * [0, n_past + t]; non-causal (the DFlash drafter's block): every row sees
  * [0, n_past + n_blk), n_blk = n unless the call asks for a subset of the
- * batch's rows (q_off, n_blk: the drafter's last layer). A window W > 0 moves the first visible key of row t up to
- * n_past + t - W + 1. The new rows' K/V must already be in the cache.
+ * batch's rows (q_off, n_blk: the drafter's last layer; query t is then
+ * batch row q_off + t and sits at n_past + q_off + t). A window W > 0 moves
+ * the first visible key of a row at position p up to p - W + 1. The new
+ * rows' K/V must already be in the cache.
  *
  * The cache is head-major ([n_kv][capacity][hd]): a work item walks one
  * head's keys as one contiguous stream. (Position-major rows put a head's

@@ -18,7 +18,7 @@ typedef struct bd_attn_args {
     float *out;            /* [n][n_head*hd]; may be q itself: each (row, head)
                               slot's q is read whole before its output is written */
     float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */
-    int64_t scores_stride; /* >= n_past + n */
+    int64_t scores_stride; /* >= n_past + n_blk (n_past + n when n_blk is 0) */
     int32_t n, n_head, n_kv, hd;
     int32_t n_past;        /* cache rows before the batch */
     int32_t q_off;         /* q / out row t is batch row q_off + t (0: the batch's first n
@@ -27,7 +27,7 @@ typedef struct bd_attn_args {
                               what a non-causal row sees */
     bool causal;
     int32_t window;        /* > 0: row t sees no key more than window - 1 positions before
-                              its own (n_past + t); later keys are unaffected (sliding-window
+                              its own (n_past + q_off + t); later keys are unaffected (sliding-window
                               drafter layers, as llama.cpp masks them) */
 } bd_attn_args;
 

@@ -212,14 +212,15 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         const bd_layer *L = &dm->layers[il];
         float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
         float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
-        /* Rows r0 .. r0 + nr - 1 go on past K / V: all b of them, except in
-         * the last layer, whose output only the head reads, for rows
-         * 1..n_draft. There every row's K and V are still made (each row's
-         * attention sees the whole block), the rest for the drafted rows
-         * alone: outside attention rows do not mix, and the kernels give a
-         * row the same bits in any batch, so the drafts are the full
-         * block's (a one-token draft at 16 block rows skips 15 rows of the
-         * last layer's feed-forward, output and query projections). */
+        /* Rows r0 .. r0 + nr - 1 get the query, attention, output
+         * projection and feed-forward: all b rows, except in the last
+         * layer, whose output only the head reads (rows 1..n_draft). K and
+         * V are made for every row in every layer (each row's attention
+         * sees the whole block). Outside attention rows do not mix, and the
+         * kernels give a row the same bits in any batch, so the drafts are
+         * the full block's (a one-token draft at 16 block rows skips 15
+         * rows of the last layer's query and output projections and
+         * feed-forward). */
         const int32_t r0 = il == hp->n_layer - 1 ? 1 : 0, nr = il == hp->n_layer - 1 ? n_draft : b;
         float *xr = d->x + (int64_t)r0 * E; /* [nr][E] */
         for (int32_t i = 0; i < b; i++) bd_rmsnorm(d->h + i * E, d->x + i * E, L->attn_norm, E, hp->rms_eps);
