@@ -208,6 +208,8 @@ static const mix_def mixes[] = {
     {"q4_1", MIX_UNIFORM, BD_TYPE_Q4_1, 3},
     {"q5_0", MIX_UNIFORM, BD_TYPE_Q5_0, 8},
     {"q5_1", MIX_UNIFORM, BD_TYPE_Q5_1, 9},
+    {"q2_k", MIX_UNIFORM, BD_TYPE_Q2_K, 10},
+    {"q3_k", MIX_UNIFORM, BD_TYPE_Q3_K, 11},
     {"q4_k", MIX_UNIFORM, BD_TYPE_Q4_K, 14},
     {"q5_k", MIX_UNIFORM, BD_TYPE_Q5_K, 16},
     {"q6_k", MIX_UNIFORM, BD_TYPE_Q6_K, 18},
@@ -217,7 +219,7 @@ static const mix_def mixes[] = {
 };
 
 const char *bd_synth_mix_names(void) {
-    return "f32 f16 bf16 q8_0 q4_k_m mix q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k iq4_nl iq4_xs "
+    return "f32 f16 bf16 q8_0 q4_k_m mix q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs "
            "ud-q4_k_m (hybrid archs)";
 }
 
@@ -717,6 +719,8 @@ typedef struct block_pool {
 
 static bool type_is_slow(uint32_t type) {
     switch (type) {
+    case BD_TYPE_Q2_K:
+    case BD_TYPE_Q3_K:
     case BD_TYPE_Q4_K:
     case BD_TYPE_Q5_K:
     case BD_TYPE_Q6_K:
@@ -742,6 +746,11 @@ static void pool_block_scale(uint32_t type, uint8_t *blk, float f) {
         f16_scale(blk + offsetof(block_q4_K, dmin), f);
         break;
     case BD_TYPE_Q6_K: f16_scale(blk + offsetof(block_q6_K, d), f); break;
+    case BD_TYPE_Q2_K:
+        f16_scale(blk + offsetof(block_q2_K, d), f);
+        f16_scale(blk + offsetof(block_q2_K, dmin), f);
+        break;
+    case BD_TYPE_Q3_K: f16_scale(blk + offsetof(block_q3_K, d), f); break;
     case BD_TYPE_IQ4_NL: f16_scale(blk + offsetof(block_iq4_nl, d), f); break;
     case BD_TYPE_IQ4_XS: f16_scale(blk + offsetof(block_iq4_xs, d), f); break;
     default: break;

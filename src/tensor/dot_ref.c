@@ -16,6 +16,7 @@
  *   Q5_K:       fixed f32 order, bit for bit llama.cpp's (see q5k_dot below)
  *   Q4_K/Q6_K:  fixed f32 order, the "tile order" shared with the AMX
  *               matmul (see kt_dot below)
+ *   Q2_K/Q3_K:  fixed f32 order, bit for bit llama.cpp's (see q2k_dot below)
  */
 #include <math.h>
 #include <string.h>
@@ -256,6 +257,64 @@ static float q6k_dot(int64_t nb, const block_q6_K *w, const block_q8_K *x) {
     return acc;
 }
 
+/*
+ * Q2_K / Q3_K: the f32 steps of llama.cpp v0.5.0's x86 vec_dot (its AVX2
+ * code, which its AVX-512 builds run too), so a dot here is bit-identical
+ * to llama.cpp's and to our SIMD twins. dx is the Q8_K row's block scale,
+ * d = dx * dw; every integer sum is exact in int32. Per block, eight lanes:
+ *   lane l = sum over the 8 chunks c of 32 elements of
+ *            sc_{2c + l/4} * sum_{t < 4} q_{32c + 4l + t} y_{32c + 4l + t}
+ *   (chunk c's elements 0..15 are sub-block 2c, 16..31 sub-block 2c+1)
+ *   Q2_K: q the 2-bit code 0..3, sc_s = scales[s] & 15, and first
+ *         mp[l] = (scales[2l] >> 4) * bsums[2l] + (scales[2l+1] >> 4) * bsums[2l+1]
+ *         acc[l] = fmaf(-dx * dwmin, (float)mp[l], acc[l])
+ *   Q3_K: q = 2-bit code - 4 * !hbit (-4..3), sc_s = 6-bit code - 32
+ *   then acc[l] = fmaf(d, (float)lane l, acc[l])
+ * result = hsum8(acc) (as Q5_K above). (llama.cpp repacks Q2_K matrices on
+ * AVX-512 CPUs when repacking is on, with another f32 order; the oracle
+ * runs without repacking, tests/oracle/oracle.c.)
+ */
+static float q2k_dot(int64_t nb, const block_q2_K *w, const block_q8_K *x) {
+    float acc[8] = {0};
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = x[i].d * f16f(w[i].d), dmin = -x[i].d * f16f(w[i].dmin);
+        const uint8_t *sc = w[i].scales;
+        int lane[8] = {0};
+        for (int c = 0; c < 8; c++)
+            for (int l = 0; l < 8; l++) {
+                int sum = 0;
+                for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
+                    sum += bd_k23_code(w[i].qs, e) * x[i].qs[e];
+                lane[l] += (sc[2 * c + l / 4] & 0xF) * sum;
+            }
+        for (int l = 0; l < 8; l++) {
+            const int mp = (sc[2 * l] >> 4) * x[i].bsums[2 * l] + (sc[2 * l + 1] >> 4) * x[i].bsums[2 * l + 1];
+            acc[l] = fmaf(dmin, (float)mp, acc[l]);
+        }
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    return kq_hsum8(acc);
+}
+
+static float q3k_dot(int64_t nb, const block_q3_K *w, const block_q8_K *x) {
+    float acc[8] = {0};
+    for (int64_t i = 0; i < nb; i++) {
+        int lane[8] = {0};
+        for (int c = 0; c < 8; c++)
+            for (int l = 0; l < 8; l++) {
+                int sum = 0;
+                for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++) {
+                    const int q = bd_k23_code(w[i].qs, e) - 4 * !((w[i].hmask[e % 32] >> (e / 32)) & 1);
+                    sum += q * x[i].qs[e];
+                }
+                lane[l] += (bd_q3k_scale(w[i].scales, 2 * c + l / 4) - 32) * sum;
+            }
+        const float d = x[i].d * f16f(w[i].d);
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
+    }
+    return kq_hsum8(acc);
+}
+
 static float dot_iq4_xs(int64_t nb, const block_iq4_xs *w, const block_q8_K *x) {
     float sum = 0;
     for (int64_t i = 0; i < nb; i++) {
@@ -313,6 +372,8 @@ REF_DOT(q5_0, dot_q5_0, QK5_0)
 REF_DOT(q5_1, dot_q5_1, QK5_1)
 REF_DOT(q8_0, dot_q8_0, QK8_0)
 REF_DOT(iq4_nl, dot_iq4_nl, QK4_NL)
+REF_DOT(q2_K, q2k_dot, QK_K)
+REF_DOT(q3_K, q3k_dot, QK_K)
 REF_DOT(q4_K, q4k_dot, QK_K)
 REF_DOT(q5_K, q5k_dot, QK_K)
 REF_DOT(q6_K, q6k_dot, QK_K)

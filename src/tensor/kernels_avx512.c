@@ -685,6 +685,10 @@ BD_INLINE void iq4xs_kernel(int64_t n, const void *vw, const void *x, size_t xs,
 }
 BD_DOT_N(dot_n_iq4_xs, iq4xs_kernel, 8)
 
+/* Q2_K / Q3_K: kernels_simd.h's k23_kernel */
+BD_DOT_N(dot_n_q2_K, q2k_kernel, 8)
+BD_DOT_N(dot_n_q3_K, q3k_kernel, 8)
+
 /* ------------------------------------------------------------------------
  * F32 / F16 / BF16 (kernels_simd.h's BD_FLOAT_KERNEL): 16 lanes, reduced
  * as (a0 + a2) + (a1 + a3) and then across lanes, as llama.cpp's AVX-512

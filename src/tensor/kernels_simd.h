@@ -13,6 +13,7 @@
  *   - 256-bit helpers: horizontal sums in the f32 order the twins fix,
  *     nibble and fifth-bit unpacking, the 32-element block unpackers of
  *     the Q8_0 and Q8_1 families;
+ *   - the Q2_K / Q3_K dot kernels (one form for both files);
  *   - the K-quant 6-bit scale unpacking;
  *   - the float-type dot kernel (ggml's summation order) for any vector
  *     width (BD_FLOAT_KERNEL);
@@ -241,6 +242,113 @@ BD_INLINE __m256i dot4_u8s8(__m256i u, __m256i v) {
         }                                                                                         \
         UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]) + accm[r];                     \
     }
+
+/* ------------------------------------------------------------------------
+ * Q2_K / Q3_K x Q8_K: dot_ref.c's q2k_dot / q3k_dot (llama.cpp's eight
+ * lanes per block). Chunk c of a block (32 elements, sub-blocks 2c and
+ * 2c+1) is the byte vector qs[32 (c / 4) ..] >> 2 (c % 4) & 3, unpacked
+ * once and used for every row: vpmaddubsw against the chunk's activations
+ * leaves sub-block 2c in the low 128-bit half and 2c+1 in the high one, and
+ * vpmaddwd with the two scales as int16 gives lane l = elements 4l..4l+3,
+ * scaled. Q3_K's codes are signed (-4..3): |q| against sign(y, q) (the
+ * activation quantizer never emits -128). NXM: rows per call at most (each
+ * row holds an int32 and an f32 accumulator).
+ * ---------------------------------------------------------------------- */
+
+/* The 16 sub-block scales of a Q2_K / Q3_K block as int32 lanes of two
+ * vectors (lo: sub-blocks 0..7, hi: 8..15), each scale in both int16
+ * halves of its lane, so one vpermd per chunk picks the chunk's pair. */
+BD_INLINE void k23_scales(const uint8_t *blk, const bool q3, __m256i *lo, __m256i *hi) {
+    __m128i s8;
+    if (q3) {
+        /* bd_q3k_scale, four at a time: low nibbles from scales[0..7], high
+         * bit pairs from scales[8..11] */
+        const block_q3_K *b = (const block_q3_K *)blk;
+        uint32_t u0, u1, u2;
+        memcpy(&u0, b->scales, 4);
+        memcpy(&u1, b->scales + 4, 4);
+        memcpy(&u2, b->scales + 8, 4);
+        const uint32_t m4 = 0x0F0F0F0Fu, m2 = 0x03030303u;
+        s8 = _mm_setr_epi32((int)((u0 & m4) | ((u2 & m2) << 4)), (int)((u1 & m4) | (((u2 >> 2) & m2) << 4)),
+                            (int)(((u0 >> 4) & m4) | (((u2 >> 4) & m2) << 4)),
+                            (int)(((u1 >> 4) & m4) | (((u2 >> 6) & m2) << 4)));
+        s8 = _mm_sub_epi8(s8, _mm_set1_epi8(32));
+        const __m256i l = _mm256_cvtepi8_epi32(s8), h = _mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8));
+        *lo = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(l, 16));
+        *hi = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(h, 16));
+    } else {
+        s8 = _mm_and_si128(_mm_loadu_si128((const __m128i *)((const block_q2_K *)blk)->scales), _mm_set1_epi8(0x0F));
+        const __m256i l = _mm256_cvtepu8_epi32(s8), h = _mm256_cvtepu8_epi32(_mm_srli_si128(s8, 8));
+        *lo = _mm256_or_si256(l, _mm256_slli_epi32(l, 16));
+        *hi = _mm256_or_si256(h, _mm256_slli_epi32(h, 16));
+    }
+}
+
+BD_INLINE void k23_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out, const int NX,
+                          const bool q3) {
+    const size_t bb = q3 ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
+    __m256 acc[NX_MAX];
+    UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const uint8_t *blk = (const uint8_t *)vw + (size_t)i * bb;
+        const uint8_t *qs = q3 ? ((const block_q3_K *)blk)->qs : ((const block_q2_K *)blk)->qs;
+        _mm_prefetch((const char *)blk + 1024, _MM_HINT_T0);
+        __m256i slo, shi;
+        k23_scales(blk, q3, &slo, &shi);
+        const __m256i hm = q3 ? _mm256_loadu_si256((const __m256i *)((const block_q3_K *)blk)->hmask)
+                              : _mm256_setzero_si256();
+        const __m256i bits0 = _mm256_loadu_si256((const __m256i *)qs);
+        const __m256i bits1 = _mm256_loadu_si256((const __m256i *)(qs + 32));
+        __m256i sumi[NX_MAX];
+        UNROLL for (int r = 0; r < NX; r++) sumi[r] = _mm256_setzero_si256();
+        UNROLL for (int c = 0; c < 8; c++) {
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(c < 4 ? bits0 : bits1, 2 * (c % 4)), m3);
+            if (q3) { /* q = code + 4 * hbit - 4: hmask bit c moved to bit 2 of each byte */
+                const __m256i h = c >= 2 ? _mm256_srli_epi16(hm, c - 2) : _mm256_slli_epi16(hm, 2 - c);
+                q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(h, four)), four);
+            }
+            const __m256i W = q3 ? _mm256_abs_epi8(q) : q;
+            const int k = 2 * (c % 4);
+            const __m256i SC = _mm256_permutevar8x32_epi32(c < 4 ? slo : shi,
+                                                           _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
+            UNROLL for (int r = 0; r < NX; r++) {
+                const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+                __m256i Y = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
+                if (q3) Y = _mm256_sign_epi8(Y, q);
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(W, Y), SC));
+            }
+        }
+        if (q3) {
+            const float dw = f16f(((const block_q3_K *)blk)->d);
+            UNROLL for (int r = 0; r < NX; r++) {
+                const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        } else {
+            const block_q2_K *b = (const block_q2_K *)blk;
+            const __m128i sc = _mm_loadu_si128((const __m128i *)b->scales);
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(0x0F)));
+            const float dw = f16f(b->d), dmw = f16f(b->dmin);
+            UNROLL for (int r = 0; r < NX; r++) {
+                const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
+                const __m256i mp = _mm256_madd_epi16(mins, _mm256_loadu_si256((const __m256i *)y->bsums));
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y->d * dmw), _mm256_cvtepi32_ps(mp), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y->d * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < NX; r++) out[r] = hsum8(acc[r]);
+}
+BD_INLINE void q2k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
+    k23_kernel(n, w, x, xs, out, NX, false);
+}
+BD_INLINE void q3k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
+    k23_kernel(n, w, x, xs, out, NX, true);
+}
+/* (the files that fill tables instantiate BD_DOT_N(dot_n_q2_K, q2k_kernel,
+ * ROWS) and the same for Q3_K: 4 rows for AVX2's 16 registers, 8 for
+ * AVX-512's 32) */
 
 /* ------------------------------------------------------------------------
  * K-quant scales
@@ -550,6 +658,8 @@ BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
  * to the file (AVX-512 takes vdpbf16ps when the CPU has it). */
 #define BD_SIMD_FILL_COMMON(k)                                  \
     do {                                                        \
+        (k)->vec_dot_n[BD_TYPE_Q2_K] = dot_n_q2_K;              \
+        (k)->vec_dot_n[BD_TYPE_Q3_K] = dot_n_q3_K;              \
         (k)->vec_dot_n[BD_TYPE_Q4_K] = dot_n_q4_K;              \
         (k)->vec_dot_n[BD_TYPE_Q5_K] = dot_n_q5_K;              \
         (k)->vec_dot_n[BD_TYPE_Q6_K] = dot_n_q6_K;              \

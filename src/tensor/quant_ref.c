@@ -291,6 +291,29 @@ static void deq_q8_K(const block_q8_K *b, float *y, int64_t nb) {
         for (int j = 0; j < QK_K; j++) y[j] = b[i].d * b[i].qs[j];
 }
 
+/* Q2_K / Q3_K: element e's 2-bit code sits at bits 2 * (e % 128 / 32) of
+ * qs[32 * (e / 128) + e % 32] (bd_k23_code); Q3_K's high bit is bit e / 32
+ * of hmask[e % 32]. */
+static void deq_q2_K(const block_q2_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += QK_K) {
+        float d = f16f(b[i].d), dmin = f16f(b[i].dmin);
+        for (int e = 0; e < QK_K; e++) {
+            const int sc = b[i].scales[e / 16];
+            y[e] = d * (sc & 0xF) * bd_k23_code(b[i].qs, e) - dmin * (sc >> 4);
+        }
+    }
+}
+
+static void deq_q3_K(const block_q3_K *b, float *y, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, y += QK_K) {
+        float d = f16f(b[i].d);
+        for (int e = 0; e < QK_K; e++) {
+            const int hbit = (b[i].hmask[e % 32] >> (e / 32)) & 1;
+            y[e] = d * (bd_q3k_scale(b[i].scales, e / 16) - 32) * (bd_k23_code(b[i].qs, e) - (hbit ? 0 : 4));
+        }
+    }
+}
+
 static void deq_q4_K(const block_q4_K *b, float *y, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, y += QK_K) {
         float d = f16f(b[i].d), dmin = f16f(b[i].dmin);
@@ -397,6 +420,8 @@ REF_DEQUANTIZE(q5_1, QK5_1)
 REF_DEQUANTIZE(q8_0, QK8_0)
 REF_DEQUANTIZE(q8_1, QK8_1)
 REF_DEQUANTIZE(q8_K, QK_K)
+REF_DEQUANTIZE(q2_K, QK_K)
+REF_DEQUANTIZE(q3_K, QK_K)
 REF_DEQUANTIZE(q4_K, QK_K)
 REF_DEQUANTIZE(q5_K, QK_K)
 REF_DEQUANTIZE(q6_K, QK_K)
@@ -592,6 +617,93 @@ static void q_iq4_xs(const float *x, block_iq4_xs *b, int64_t nb) {
     }
 }
 
+/* Q2_K / Q3_K: write 256 codes L (0..3, Q3_K: 0..7) into the block's qs
+ * (and hmask: the code's bit 2, which Q3_K reads as "no -4"). */
+static void k23_pack(const uint8_t *L, uint8_t *qs, uint8_t *hmask) {
+    memset(qs, 0, QK_K / 4);
+    if (hmask) memset(hmask, 0, QK_K / 8);
+    for (int e = 0; e < QK_K; e++) {
+        qs[32 * (e / 128) + e % 32] |= (uint8_t)((L[e] & 3) << (2 * (e % 128 / 32)));
+        if (hmask) hmask[e % 32] |= (uint8_t)((L[e] >> 2) << (e / 32));
+    }
+}
+
+/*
+ * Q2_K: per sub-block of 16 an asymmetric fit with codes 0..3 (weights
+ * av + |x| as for Q4_K), then the sixteen scales and mins become 4-bit
+ * codes against d = max_scale / 15 and dmin = max_min / 15, and the codes
+ * are recomputed against the final values.
+ */
+static void q_q2_K(const float *x, block_q2_K *b, int64_t nb) {
+    uint8_t L[QK_K];
+    float w[16], sc[16], mn[16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float sum_x2 = 0;
+        for (int j = 0; j < QK_K; j++) sum_x2 += x[j] * x[j];
+        const float av = sqrtf(sum_x2 / QK_K);
+        float max_sc = 0, max_mn = 0;
+        for (int s = 0; s < 16; s++) {
+            for (int l = 0; l < 16; l++) w[l] = av + fabsf(x[16 * s + l]);
+            sc[s] = fit_scale_min(x + 16 * s, w, 16, 3, L + 16 * s, &mn[s], -0.5f, 0.1f, 15);
+            if (sc[s] > max_sc) max_sc = sc[s];
+            if (mn[s] > max_mn) max_mn = mn[s];
+        }
+        const float isc = max_sc > 0 ? 15.0f / max_sc : 0.0f, imn = max_mn > 0 ? 15.0f / max_mn : 0.0f;
+        b[i].d = bd_f32_to_f16(max_sc / 15.0f);
+        b[i].dmin = bd_f32_to_f16(max_mn / 15.0f);
+        const float d = f16f(b[i].d), dmin = f16f(b[i].dmin);
+        for (int s = 0; s < 16; s++) {
+            const int ls = clampi(round_even(isc * sc[s]), 0, 15), lm = clampi(round_even(imn * mn[s]), 0, 15);
+            b[i].scales[s] = (uint8_t)(ls | (lm << 4));
+            const float ds = d * ls, dm = dmin * lm;
+            if (ds == 0) continue; /* keep the fit's codes (all decode to -dm) */
+            for (int l = 0; l < 16; l++)
+                L[16 * s + l] = (uint8_t)clampi(round_even((x[16 * s + l] + dm) / ds), 0, 3);
+        }
+        k23_pack(L, b[i].qs, NULL);
+    }
+}
+
+/*
+ * Q3_K: symmetric fit of each sub-block of 16 with codes -4..3 (weights
+ * x^2), then the sixteen scales become 6-bit codes sc - 32 against
+ * d = max_scale / -32, and the codes are recomputed against the final
+ * scales.
+ */
+static void q_q3_K(const float *x, block_q3_K *b, int64_t nb) {
+    uint8_t L[QK_K];
+    float w[16], sc[16];
+    for (int64_t i = 0; i < nb; i++, x += QK_K) {
+        float max_s = 0, amax_s = 0;
+        for (int s = 0; s < 16; s++) {
+            for (int l = 0; l < 16; l++) w[l] = x[16 * s + l] * x[16 * s + l];
+            sc[s] = fit_scale_sym(x + 16 * s, w, 16, 4, L + 16 * s);
+            if (fabsf(sc[s]) > amax_s) {
+                amax_s = fabsf(sc[s]);
+                max_s = sc[s];
+            }
+        }
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        const float iscale = amax_s > 0 ? -32.0f / max_s : 0.0f;
+        b[i].d = bd_f32_to_f16(amax_s > 0 ? 1.0f / iscale : 0.0f);
+        const float d = f16f(b[i].d);
+        for (int s = 0; s < 16; s++) {
+            const int q = clampi(round_even(iscale * sc[s]), -32, 31), v = q + 32;
+            if (s < 8) b[i].scales[s] |= (uint8_t)(v & 0xF);
+            else b[i].scales[s - 8] |= (uint8_t)((v & 0xF) << 4);
+            b[i].scales[8 + s % 4] |= (uint8_t)((v >> 4) << (2 * (s / 4)));
+            const float ds = d * q;
+            if (ds == 0) {
+                memset(L + 16 * s, 4, 16); /* code 4 decodes to 0 */
+                continue;
+            }
+            for (int l = 0; l < 16; l++)
+                L[16 * s + l] = (uint8_t)(clampi(round_even(x[16 * s + l] / ds), -4, 3) + 4);
+        }
+        k23_pack(L, b[i].qs, b[i].hmask);
+    }
+}
+
 /*
  * Q4_K / Q5_K share everything but the number of levels and the qh plane.
  * Per sub-block of 32: asymmetric fit with weights av + |x| (favouring
@@ -734,6 +846,8 @@ REF_QUANTIZE(q5_1, QK5_1)
 REF_QUANTIZE(q8_0, QK8_0)
 REF_QUANTIZE(q8_1, QK8_1)
 REF_QUANTIZE(q8_K, QK_K)
+REF_QUANTIZE(q2_K, QK_K)
+REF_QUANTIZE(q3_K, QK_K)
 REF_QUANTIZE(q4_K, QK_K)
 REF_QUANTIZE(q5_K, QK_K)
 REF_QUANTIZE(q6_K, QK_K)

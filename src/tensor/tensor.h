@@ -13,7 +13,7 @@
  *   BF16                                BF16
  *   Q4_0 Q5_0 Q8_0 IQ4_NL               Q8_0
  *   Q4_1 Q5_1                           Q8_1
- *   Q4_K Q5_K Q6_K IQ4_XS               Q8_K
+ *   Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS     Q8_K
  *
  * Matching ggml here keeps our logits within rounding of llama.cpp's.
  * The functions in this header are the scalar reference ("_ref") versions.
@@ -75,6 +75,33 @@ typedef struct { bd_f16 d, m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1
 typedef struct { bd_f16 d; int8_t qs[QK8_0]; } block_q8_0;                  /* 34 B */
 /* Q8_1: s = d * sum(qs), lets Q4_1/Q5_1 dots apply their min in one step */
 typedef struct { bd_f16 d, s; int8_t qs[QK8_1]; } block_q8_1;               /* 36 B */
+/* Q2_K: 16 sub-blocks of 16; w = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4),
+ * q the 2-bit code of element e = 128h + 32j + 16k + l (h, j, k, l < 2, 4, 2, 16)
+ * at bits 2j of qs[32h + 16k + l] (quant_ref.c's deq_q2_K). */
+typedef struct {
+    uint8_t scales[QK_K / 16];
+    uint8_t qs[QK_K / 4];
+    bd_f16 d, dmin;
+} block_q2_K;                                                              /* 84 B */
+/* Q3_K: 16 sub-blocks of 16; w = d * (sc_s - 32) * (q - 4 * !hbit), sc_s a
+ * 6-bit code (low 4 bits in scales[0..7], high 2 in scales[8..11]), q the
+ * 2-bit code placed as Q2_K's and hbit bit 4h + j of hmask[16k + l]. */
+typedef struct {
+    uint8_t hmask[QK_K / 8];
+    uint8_t qs[QK_K / 4];
+    uint8_t scales[12];
+    bd_f16 d;
+} block_q3_K;                                                              /* 110 B */
+
+/* The 2-bit code of element e (0..255) of a Q2_K / Q3_K block's qs. */
+static inline int bd_k23_code(const uint8_t qs[64], int e) {
+    return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3;
+}
+/* The 6-bit scale code (0..63) of Q3_K sub-block s (0..15). */
+static inline int bd_q3k_scale(const uint8_t scales[12], int s) {
+    const int lo = s < 8 ? scales[s] & 0xF : scales[s - 8] >> 4;
+    return lo | (((scales[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+}
 typedef struct {
     bd_f16 d, dmin;
     uint8_t scales[K_SCALE_SIZE];
@@ -156,7 +183,7 @@ bd_bf16 bd_f32_to_bf16(float f);    /* round to nearest even, NaN kept quiet */
  * n must be a multiple of the type's block size (callers check with
  * bd_row_size). Dequantize works for every supported weight type and for
  * Q8_0/Q8_1/Q8_K. Quantize works for F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q8_0, Q8_1, Q8_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (returns false for the
+ * Q8_0, Q8_1, Q8_K, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (returns false for the
  * rest). Quantizers are round-to-nearest searches in the spirit of ggml's
  * reference quantizers, not bit-identical to them. */
 bool bd_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);

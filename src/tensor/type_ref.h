@@ -14,11 +14,12 @@
 
 /* Every type with a reference dequantizer and quantizer. */
 #define BD_REF_CONVERT_TYPES(X) \
-    X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q8_1) X(q8_K) X(q4_K) X(q5_K) \
-    X(q6_K) X(iq4_nl) X(iq4_xs)
+    X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q8_1) X(q8_K) X(q2_K) X(q3_K) \
+    X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)
 /* Every weight type with a reference dot (the "supported" weight types). */
 #define BD_REF_DOT_TYPES(X) \
-    X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q4_K) X(q5_K) X(q6_K) X(iq4_nl) X(iq4_xs)
+    X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q2_K) X(q3_K) X(q4_K) X(q5_K) \
+    X(q6_K) X(iq4_nl) X(iq4_xs)
 /* Every weight type the AMX tiles multiply. */
 #define BD_REF_TILE_TYPES(X) X(q8_0) X(q4_K) X(q6_K)
 

@@ -15,6 +15,8 @@ _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
 _Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 size");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
 _Static_assert(sizeof(block_q8_1) == 36, "block_q8_1 size");
+_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K size");
+_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K size");
 _Static_assert(sizeof(block_q4_K) == 144, "block_q4_K size");
 _Static_assert(sizeof(block_q5_K) == 176, "block_q5_K size");
 _Static_assert(sizeof(block_q6_K) == 210, "block_q6_K size");
@@ -42,8 +44,8 @@ static const bd_type_traits g_types[BD_TYPE_COUNT] = {
     [BD_TYPE_Q8_0] = {"q8_0", QK8_0, sizeof(block_q8_0), true, BD_TYPE_Q8_0, WEIGHT(q8_0),
                       .vec_dot_tile = bd_ref_dot_tile_q8_0},
     [BD_TYPE_Q8_1] = {"q8_1", QK8_1, sizeof(block_q8_1), true, BD_TYPE_Q8_1, CONVERT(q8_1)},
-    [BD_TYPE_Q2_K] = PLAIN("q2_K", QK_K, 84, true, BD_TYPE_Q8_K),
-    [BD_TYPE_Q3_K] = PLAIN("q3_K", QK_K, 110, true, BD_TYPE_Q8_K),
+    [BD_TYPE_Q2_K] = {"q2_K", QK_K, sizeof(block_q2_K), true, BD_TYPE_Q8_K, WEIGHT(q2_K)},
+    [BD_TYPE_Q3_K] = {"q3_K", QK_K, sizeof(block_q3_K), true, BD_TYPE_Q8_K, WEIGHT(q3_K)},
     [BD_TYPE_Q4_K] = {"q4_K", QK_K, sizeof(block_q4_K), true, BD_TYPE_Q8_K, WEIGHT(q4_K),
                       .vec_dot_tile = bd_ref_dot_tile_q4_K},
     [BD_TYPE_Q5_K] = {"q5_K", QK_K, sizeof(block_q5_K), true, BD_TYPE_Q8_K, WEIGHT(q5_K)},

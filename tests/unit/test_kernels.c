@@ -9,7 +9,7 @@
  *     1e-5 * sum|w_i x_i| (the integer block sums are exact in both; the
  *     f32 block additions are reordered), and bit for bit for Q4_K / Q6_K
  *     (same f32 steps everywhere: dot_ref.c's tile order, which the AMX
- *     matmul shares) and Q5_K (llama.cpp's);
+ *     matmul shares) and Q5_K, Q2_K, Q3_K (llama.cpp's);
  *   - batch invariance (also for the reference table): the result for one
  *     activation row is bit-identical whatever nx is and wherever the row
  *     sits in the batch, and equals vec_dot (quantized types). Decode
@@ -87,7 +87,7 @@ static float one_dot(const bd_kernels *k, uint32_t type, int64_t n, const void *
 static const uint32_t k_wtypes[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0,   BD_TYPE_F32,
                                     BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q5_K,   BD_TYPE_Q4_0,
                                     BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL,
-                                    BD_TYPE_IQ4_XS};
+                                    BD_TYPE_IQ4_XS, BD_TYPE_Q2_K, BD_TYPE_Q3_K};
 #define N_WTYPES (sizeof k_wtypes / sizeof k_wtypes[0])
 
 static bd_f16 rand_scale_f16(int mode) {
@@ -116,6 +116,8 @@ static void fill_random_weight(uint32_t type, void *buf, int64_t n, int mode) {
         case BD_TYPE_Q4_K:
         case BD_TYPE_Q5_K: memcpy(blk, s, 4); break;
         case BD_TYPE_Q6_K: memcpy(blk + offsetof(block_q6_K, d), s, 2); break;
+        case BD_TYPE_Q2_K: memcpy(blk + offsetof(block_q2_K, d), s, 4); break;
+        case BD_TYPE_Q3_K: memcpy(blk + offsetof(block_q3_K, d), s, 2); break;
         default: memcpy(blk, s, 2); break;
         }
     }
@@ -190,9 +192,11 @@ static void check_dots(const bd_kernels *k) {
     for (size_t t = 0; t < N_WTYPES; t++) {
         uint32_t type = k_wtypes[t];
         uint32_t atype = bd_type_get(type)->vec_dot_type;
-        /* Q4_K / Q6_K (tile order) and Q5_K (llama.cpp's order): every
-         * table does dot_ref.c's f32 steps, so the results are bit-identical */
-        const bool exact = type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K;
+        /* Q4_K / Q6_K (tile order), Q5_K, Q2_K and Q3_K (llama.cpp's order):
+         * every table does dot_ref.c's f32 steps, so the results are
+         * bit-identical */
+        const bool exact = type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K ||
+                           type == BD_TYPE_Q2_K || type == BD_TYPE_Q3_K;
         for (size_t si = 0; si < 3; si++) {
             int64_t n = sizes[si];
             /* odd element counts for the float types: masked tails */

@@ -10,7 +10,8 @@
  *   - dot products checked against a double-precision dot of the
  *     dequantized operands (dequantization itself pinned by the hand-built
  *     blocks);
- *   - Q4_K / Q5_K dot results, bit for bit, from llama.cpp's vec_dot.
+ *   - Q4_K / Q5_K and Q2_K / Q3_K dot results, bit for bit, from
+ *     llama.cpp's vec_dot.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -71,10 +72,10 @@ static size_t row_bytes(uint32_t type, int64_t n) {
     return (size_t)b;
 }
 
-static const uint32_t k_wtypes[] = {BD_TYPE_F32,  BD_TYPE_F16,   BD_TYPE_BF16, BD_TYPE_Q4_0,
-                                    BD_TYPE_Q4_1, BD_TYPE_Q5_0,  BD_TYPE_Q5_1, BD_TYPE_Q8_0,
-                                    BD_TYPE_Q4_K, BD_TYPE_Q5_K,  BD_TYPE_Q6_K, BD_TYPE_IQ4_NL,
-                                    BD_TYPE_IQ4_XS};
+static const uint32_t k_wtypes[] = {BD_TYPE_F32,  BD_TYPE_F16,    BD_TYPE_BF16,  BD_TYPE_Q4_0,
+                                    BD_TYPE_Q4_1, BD_TYPE_Q5_0,   BD_TYPE_Q5_1,  BD_TYPE_Q8_0,
+                                    BD_TYPE_Q2_K, BD_TYPE_Q3_K,   BD_TYPE_Q4_K,  BD_TYPE_Q5_K,
+                                    BD_TYPE_Q6_K, BD_TYPE_IQ4_NL, BD_TYPE_IQ4_XS};
 #define N_WTYPES (sizeof k_wtypes / sizeof k_wtypes[0])
 
 static void expect_row(const float *got, const float *want_idx_val, int n_pairs) {
@@ -367,6 +368,66 @@ static void test_deq_q6_K(void **state) {
     expect_row(y, want, 7);
 }
 
+/* Q2_K: element e = 128h + 32j + 16k + l has its 2-bit code at bits 2j of
+ * qs[32h + 16k + l] and belongs to sub-block e / 16, whose byte scales[s]
+ * holds the scale (low nibble) and the min (high nibble):
+ * w = d * sc * q - dmin * m. */
+static void test_deq_q2_K(void **state) {
+    (void)state;
+    block_q2_K b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3C00;    /* 1.0 */
+    b.dmin = 0x3800; /* 0.5 */
+    b.scales[0] = 0x21;  /* sub 0: sc 1, m 2 */
+    b.scales[2] = 0x53;  /* sub 2: sc 3, m 5 */
+    b.scales[4] = 0x12;  /* sub 4: sc 2, m 1 */
+    b.scales[9] = 0xF7;  /* sub 9: sc 7, m 15 */
+    b.scales[13] = 0x10; /* sub 13: sc 0, m 1 */
+    b.scales[15] = 0x04; /* sub 15: sc 4, m 0 */
+    b.qs[0] = 0x9B;  /* elem 0: 3, elem 32: 2, elem 64: 1, elem 96: 2 */
+    b.qs[63] = 0xB1; /* elem 159: 1, elem 191: 0, elem 223: 3, elem 255: 2 */
+    float y[256];
+    assert_true(bd_dequantize_row(BD_TYPE_Q2_K, &b, y, 256));
+    /*   0: 1*3 - 0.5*2 = 2      1: 0 - 1 = -1        32: 3*2 - 2.5 = 3.5
+     *  64: 2*1 - 0.5 = 1.5     96: sub 6 all zero   159: 7*1 - 7.5 = -0.5
+     * 223: 0*3 - 0.5 = -0.5   255: 4*2 - 0 = 8      16: sub 1 all zero */
+    const float want[] = {0, 2.0f, 1, -1.0f, 32, 3.5f, 64, 1.5f, 96, 0.0f,
+                          159, -0.5f, 223, -0.5f, 255, 8.0f, 16, 0.0f};
+    expect_row(y, want, 9);
+}
+
+/* Q3_K: codes placed as Q2_K's, the third bit of element e is bit e / 32 of
+ * hmask[e % 32] (set: q = code, clear: q = code - 4); sub-block s has the
+ * 6-bit scale v_s (low 4 bits: s < 8 scales[s] low nibble, else scales[s-8]
+ * high nibble; high 2 bits: scales[8 + s % 4] >> 2 (s / 4));
+ * w = d * (v_s - 32) * q. */
+static void test_deq_q3_K(void **state) {
+    (void)state;
+    block_q3_K b;
+    memset(&b, 0, sizeof b);
+    b.d = 0x3800; /* 0.5 */
+    b.scales[0] = 0x01;  /* v0 low 1 */
+    b.scales[8] = 0x02;  /* v0 high 2: v0 = 33 -> 1 */
+    b.scales[5] = 0x08;  /* v5 low 8 */
+    b.scales[9] = 0x08;  /* v5 high (bits 2-3) 2: v5 = 40 -> 8 */
+    b.scales[7] = 0xF0;  /* v15 low 15 */
+    b.scales[11] = 0xC0; /* v15 high (bits 6-7) 3: v15 = 63 -> 31; every other v_s = 0 -> -32 */
+    b.qs[0] = 0x03;     /* elem 0: code 3 */
+    b.hmask[0] = 0x01;  /* elem 0: bit set -> q 3 */
+    b.qs[16] = 0x10;    /* elem 80 (bits 4-5): code 1 */
+    b.hmask[16] = 0x10; /* elem 144 (bit 4) set; elem 80 (bit 2) clear -> q -3 */
+    b.qs[48] = 0x02;    /* elem 144: code 2 -> q 2 */
+    b.qs[63] = 0xC0;    /* elem 255: code 3 */
+    b.hmask[31] = 0x80; /* elem 255: bit set -> q 3 */
+    float y[256];
+    assert_true(bd_dequantize_row(BD_TYPE_Q3_K, &b, y, 256));
+    /*   0: 0.5*1*3 = 1.5       1: 0.5*1*-4 = -2       16: 0.5*-32*-4 = 64
+     *  80: 0.5*8*-3 = -12    144: 0.5*-32*2 = -32    255: 0.5*31*3 = 46.5
+     * 254: 0.5*31*-4 = -62 */
+    const float want[] = {0, 1.5f, 1, -2.0f, 16, 64.0f, 80, -12.0f, 144, -32.0f, 255, 46.5f, 254, -62.0f};
+    expect_row(y, want, 7);
+}
+
 static void test_deq_iq4_nl(void **state) {
     (void)state;
     block_iq4_nl b;
@@ -408,9 +469,9 @@ static void test_deq_bad_args(void **state) {
     uint8_t buf[512] = {0};
     assert_false(bd_dequantize_row(BD_TYPE_Q4_K, buf, y, 100)); /* not a block multiple */
     assert_false(bd_dequantize_row(4, buf, y, 32));             /* retired id */
-    assert_false(bd_dequantize_row(BD_TYPE_Q2_K, buf, y, 256)); /* not supported */
+    assert_false(bd_dequantize_row(16, buf, y, 256));           /* IQ2_XXS: not supported */
     assert_false(bd_quantize_row(BD_TYPE_Q8_0, y, buf, 33));
-    assert_true(isnan(bd_vec_dot_ref(BD_TYPE_Q2_K, 256, buf, buf)));
+    assert_true(isnan(bd_vec_dot_ref(16, 256, buf, buf)));
 }
 
 /* ------------------------------------------------------------------------
@@ -447,6 +508,7 @@ static void test_quant_rmse(void **state) {
         {BD_TYPE_F16, 0.00025},  {BD_TYPE_BF16, 0.0019},  {BD_TYPE_Q8_0, 0.0060},
         {BD_TYPE_Q8_1, 0.0060},  {BD_TYPE_Q8_K, 0.0078},  {BD_TYPE_Q4_0, 0.097},
         {BD_TYPE_Q4_1, 0.089},   {BD_TYPE_Q5_0, 0.048},   {BD_TYPE_Q5_1, 0.043},
+        {BD_TYPE_Q2_K, 0.31},    {BD_TYPE_Q3_K, 0.173},
         {BD_TYPE_Q4_K, 0.081},   {BD_TYPE_Q5_K, 0.041},   {BD_TYPE_Q6_K, 0.020},
         {BD_TYPE_IQ4_NL, 0.084}, {BD_TYPE_IQ4_XS, 0.085},
     };
@@ -479,8 +541,8 @@ static void test_quant_special(void **state) {
     const int64_t n = 512;
     float x[512], y[512];
     uint8_t q[2048];
-    const uint32_t types[] = {BD_TYPE_Q4_0, BD_TYPE_Q4_1, BD_TYPE_Q5_0,   BD_TYPE_Q5_1,
-                              BD_TYPE_Q8_0, BD_TYPE_Q8_1, BD_TYPE_Q8_K,   BD_TYPE_Q4_K,
+    const uint32_t types[] = {BD_TYPE_Q4_0, BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_Q8_0,
+                              BD_TYPE_Q8_1, BD_TYPE_Q8_K, BD_TYPE_Q2_K, BD_TYPE_Q3_K,   BD_TYPE_Q4_K,
                               BD_TYPE_Q5_K, BD_TYPE_Q6_K, BD_TYPE_IQ4_NL, BD_TYPE_IQ4_XS};
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         memset(x, 0, sizeof x);
@@ -577,6 +639,16 @@ static void fill_random_weight(uint32_t type, void *buf, int64_t n, int scale_mo
         case BD_TYPE_Q6_K: {
             bd_f16 s = rand_scale_f16(scale_mode);
             memcpy(blk + offsetof(block_q6_K, d), &s, 2);
+            break;
+        }
+        case BD_TYPE_Q2_K: {
+            bd_f16 s[2] = {rand_scale_f16(scale_mode), rand_scale_f16(scale_mode)};
+            memcpy(blk + offsetof(block_q2_K, d), s, 4);
+            break;
+        }
+        case BD_TYPE_Q3_K: {
+            bd_f16 s = rand_scale_f16(scale_mode);
+            memcpy(blk + offsetof(block_q3_K, d), &s, 2);
             break;
         }
         default: { /* d first */
@@ -740,16 +812,17 @@ static void kq_make_act(block_q8_K *y, uint32_t seed) {
         }
     }
 }
-/* Q4_K / Q5_K row: random bytes, then d and dmin from a few typical f16
- * values (dmin large: the mins term cancels most of the main term) */
-static void kq_make_weight(uint8_t *w, size_t bbytes, uint32_t seed) {
+/* K-quant row: random bytes, then each block's d (at doff) and, with
+ * has_min, dmin (at doff + 2) from a few typical f16 values (dmin large: the
+ * mins term cancels most of the main term) */
+static void kq_make_weight(uint8_t *w, size_t bbytes, size_t doff, bool has_min, uint32_t seed) {
     static const bd_f16 k_d[4] = {0x1C00, 0x2266, 0x1A3D, 0x2400};    /* 0.0039 .. 0.0156 */
     static const bd_f16 k_dmin[4] = {0x2000, 0x2A00, 0x1E66, 0x2533}; /* 0.0078 .. 0.047 */
     for (size_t i = 0; i < KQ_NB * bbytes; i++) w[i] = (uint8_t)kq_lcg(&seed);
     for (int i = 0; i < KQ_NB; i++) {
         bd_f16 d = k_d[kq_lcg(&seed) & 3], dm = k_dmin[kq_lcg(&seed) & 3];
-        memcpy(w + i * bbytes, &d, 2);
-        memcpy(w + i * bbytes + 2, &dm, 2);
+        memcpy(w + i * bbytes + doff, &d, 2);
+        if (has_min) memcpy(w + i * bbytes + doff + 2, &dm, 2);
     }
 }
 
@@ -797,7 +870,7 @@ static void test_dot_kq_llama_bits(void **state) {
     for (int t = 0; t < 2; t++)
         for (int r = 0; r < KQ_ROWS; r++) {
             uint8_t w[KQ_NB * sizeof(block_q5_K)];
-            kq_make_weight(w, bbytes[t], 1000u * (uint32_t)(t + 1) + (uint32_t)r);
+            kq_make_weight(w, bbytes[t], 0, true, 1000u * (uint32_t)(t + 1) + (uint32_t)r);
             float want;
             memcpy(&want, &k_kq_llama_bits[t][r], 4);
             const float ref = bd_vec_dot_ref(types[t], KQ_NB * QK_K, w, y);
@@ -825,6 +898,50 @@ static void test_dot_kq_llama_bits(void **state) {
                     fail();
                 }
             }
+        }
+}
+
+/* llama.cpp v0.5.0's ggml_vec_dot_q2_K_q8_K / ggml_vec_dot_q3_K_q8_K on
+ * kq_make_weight rows (activation seed 12345, weight seeds 3000 + 1000 * type
+ * + row, type 0 = Q2_K), as f32 bit patterns: obtained by calling those
+ * functions of its prebuilt libggml-cpu-haswell.so and -zen4.so (through
+ * ggml_get_type_traits_cpu) on these bytes; both give these bits, and the
+ * same held for 1000 such rows of each type. */
+static const uint32_t k_k23_llama_bits[2][KQ_ROWS] = {
+    {0xC0A5DB3Fu, 0xC021BAAAu, 0x3F4E30C8u, 0x3F2CD424u, 0x3EA5FD00u, 0x3FDB425Fu},
+    {0x40136354u, 0xC1D53D08u, 0xC0015BA0u, 0x41C0CE06u, 0xC01A4304u, 0xC15C2003u},
+};
+
+/* Q2_K / Q3_K dots are bit-identical to llama.cpp's (its eight f32 lanes
+ * per block, dot_ref.c's q2k_dot), in the reference code and in every
+ * kernel table this CPU runs. */
+static void test_dot_k23_llama_bits(void **state) {
+    (void)state;
+    static block_q8_K y[KQ_NB];
+    kq_make_act(y, 12345u);
+    const uint32_t types[2] = {BD_TYPE_Q2_K, BD_TYPE_Q3_K};
+    const size_t bbytes[2] = {sizeof(block_q2_K), sizeof(block_q3_K)};
+    const size_t doff[2] = {offsetof(block_q2_K, d), offsetof(block_q3_K, d)};
+    for (int t = 0; t < 2; t++)
+        for (int r = 0; r < KQ_ROWS; r++) {
+            uint8_t w[KQ_NB * sizeof(block_q3_K)];
+            kq_make_weight(w, bbytes[t], doff[t], t == 0, 3000u + 1000u * (uint32_t)t + (uint32_t)r);
+            float want;
+            memcpy(&want, &k_k23_llama_bits[t][r], 4);
+            float got[1 + BD_ISA_COUNT];
+            int ng = 0;
+            got[ng++] = bd_vec_dot_ref(types[t], KQ_NB * QK_K, w, y);
+            for (int isa = 0; isa < BD_ISA_COUNT; isa++) {
+                const bd_kernels *k = bd_kernels_for((bd_isa)isa);
+                if (!k) continue;
+                k->vec_dot_n[types[t]](KQ_NB * QK_K, w, y, sizeof y, 1, &got[ng++]);
+            }
+            for (int g = 0; g < ng; g++)
+                if (memcmp(&got[g], &want, 4) != 0) {
+                    print_error("%s row %d (%s): %.9g, llama.cpp %.9g\n", bd_type_name(types[t]), r,
+                                g == 0 ? "bd_vec_dot_ref" : "kernel table", got[g], want);
+                    fail();
+                }
         }
 }
 
@@ -968,6 +1085,8 @@ int main(void) {
         cmocka_unit_test(test_deq_q4_K),
         cmocka_unit_test(test_deq_q5_K),
         cmocka_unit_test(test_deq_q6_K),
+        cmocka_unit_test(test_deq_q2_K),
+        cmocka_unit_test(test_deq_q3_K),
         cmocka_unit_test(test_deq_iq4_nl),
         cmocka_unit_test(test_deq_iq4_xs),
         cmocka_unit_test(test_deq_bad_args),
@@ -978,6 +1097,7 @@ int main(void) {
         cmocka_unit_test(test_dot_ref_vs_dequant),
         cmocka_unit_test(test_dot_kq_llama_bits),
         cmocka_unit_test(test_dot_q32_llama_bits),
+        cmocka_unit_test(test_dot_k23_llama_bits),
         cmocka_unit_test(test_kernels_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

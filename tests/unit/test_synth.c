@@ -94,7 +94,7 @@ static void test_plan_4b_q4_k_m(void **state) {
     bd_synth_plan_free(&p);
 }
 
-/* Widths that are not multiples of 256: Q4_K->Q5_0, Q6_K->Q8_0. */
+/* Widths that are not multiples of 256: Q4_K->Q5_0, Q6_K->Q8_0, Q2_K/Q3_K->Q4_0. */
 static void test_plan_width_fallback(void **state) {
     (void)state;
     bd_synth_opts o = {.arch = "qwen3", .shape = "odd", .mix = "q4_k_m", .seed = 1, .tied = 1};
@@ -111,6 +111,14 @@ static void test_plan_width_fallback(void **state) {
     o.mix = "iq4_xs";
     assert_true(bd_synth_plan_make(&o, 1000, &p, err, sizeof err));
     assert_int_equal(find(&p, "blk.0.attn_q.weight")->type, BD_TYPE_IQ4_NL);
+    bd_synth_plan_free(&p);
+    o.mix = "q2_k"; /* Q2_K and Q3_K fall back to Q4_0 (llama.cpp's tensor_type_fallback) */
+    assert_true(bd_synth_plan_make(&o, 1000, &p, err, sizeof err));
+    assert_int_equal(find(&p, "blk.0.attn_q.weight")->type, BD_TYPE_Q4_0);
+    bd_synth_plan_free(&p);
+    o.mix = "q3_k";
+    assert_true(bd_synth_plan_make(&o, 1000, &p, err, sizeof err));
+    assert_int_equal(find(&p, "blk.0.attn_q.weight")->type, BD_TYPE_Q4_0);
     bd_synth_plan_free(&p);
 }
 
@@ -129,7 +137,7 @@ static void test_plan_mix_and_errors(void **state) {
                 seen[BD_TYPE_BF16] && seen[BD_TYPE_F32]);
     assert_null(find(&p, "blk.0.attn_q_norm.weight")); /* llama has no q/k norms */
     bd_synth_plan_free(&p);
-    o.mix = "q3_k";
+    o.mix = "q3_k_m"; /* not a mix make-model writes */
     assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
     o.mix = "f16";
     o.shape = "huge";
