@@ -251,7 +251,7 @@ BD_INLINE __m256i dot4_u8s8(__m256i u, __m256i v) {
  * leaves sub-block 2c in the low 128-bit half and 2c+1 in the high one, and
  * vpmaddwd with the two scales as int16 gives lane l = elements 4l..4l+3,
  * scaled. Q3_K's codes are signed (-4..3): |q| against sign(y, q) (the
- * activation quantizer never emits -128). NXM: rows per call at most (each
+ * activation quantizer never emits -128), or for one row u = q + 4. NXM: rows per call at most (each
  * row holds an int32 and an f32 accumulator).
  * ---------------------------------------------------------------------- */
 
@@ -287,6 +287,10 @@ BD_INLINE void k23_scales(const uint8_t *blk, const bool q3, __m256i *lo, __m256
 BD_INLINE void k23_kernel(int64_t n, const void *vw, const void *x, size_t xs, float *out, const int NX,
                           const bool q3) {
     const size_t bb = q3 ? sizeof(block_q3_K) : sizeof(block_q2_K);
+    /* Q3_K, one row: the unsigned u = q + 4 and the pair sums of 4y taken
+     * off (vpmaddubsw twice, no |q| and sign(y, q): one vector op fewer a
+     * chunk); more rows: |q| once, sign(y, q) per row. Same integers. */
+    const bool uform = q3 && NX == 1;
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     __m256 acc[NX_MAX];
     UNROLL for (int r = 0; r < NX; r++) acc[r] = _mm256_setzero_ps();
@@ -304,19 +308,22 @@ BD_INLINE void k23_kernel(int64_t n, const void *vw, const void *x, size_t xs, f
         UNROLL for (int r = 0; r < NX; r++) sumi[r] = _mm256_setzero_si256();
         UNROLL for (int c = 0; c < 8; c++) {
             __m256i q = _mm256_and_si256(_mm256_srli_epi16(c < 4 ? bits0 : bits1, 2 * (c % 4)), m3);
-            if (q3) { /* q = code + 4 * hbit - 4: hmask bit c moved to bit 2 of each byte */
+            if (q3) { /* u = code + 4 * hbit: hmask bit c moved to bit 2 of each byte; q = u - 4 */
                 const __m256i h = c >= 2 ? _mm256_srli_epi16(hm, c - 2) : _mm256_slli_epi16(hm, 2 - c);
-                q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_and_si256(h, four)), four);
+                q = _mm256_or_si256(q, _mm256_and_si256(h, four));
+                if (!uform) q = _mm256_sub_epi8(q, four);
             }
-            const __m256i W = q3 ? _mm256_abs_epi8(q) : q;
+            const __m256i W = q3 && !uform ? _mm256_abs_epi8(q) : q;
             const int k = 2 * (c % 4);
             const __m256i SC = _mm256_permutevar8x32_epi32(c < 4 ? slo : shi,
                                                            _mm256_setr_epi32(k, k, k, k, k + 1, k + 1, k + 1, k + 1));
             UNROLL for (int r = 0; r < NX; r++) {
                 const block_q8_K *y = (const block_q8_K *)row_at(x, xs, r) + i;
                 __m256i Y = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * c));
-                if (q3) Y = _mm256_sign_epi8(Y, q);
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(W, Y), SC));
+                if (q3 && !uform) Y = _mm256_sign_epi8(Y, q);
+                __m256i p = _mm256_maddubs_epi16(W, Y);
+                if (uform) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(four, Y));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, SC));
             }
         }
         if (q3) {
