@@ -251,8 +251,10 @@ BD_INLINE __m256i dot4_u8s8(__m256i u, __m256i v) {
  * leaves sub-block 2c in the low 128-bit half and 2c+1 in the high one, and
  * vpmaddwd with the two scales as int16 gives lane l = elements 4l..4l+3,
  * scaled. Q3_K's codes are signed (-4..3): |q| against sign(y, q) (the
- * activation quantizer never emits -128), or for one row u = q + 4. NXM: rows per call at most (each
- * row holds an int32 and an f32 accumulator).
+ * activation quantizer never emits -128), or for one row u = q + 4. Each
+ * row holds an int32 and an f32 accumulator: the files instantiate these
+ * kernels with 4 rows a call at most (AVX2, 16 vector registers) or 8
+ * (AVX-512, 32).
  * ---------------------------------------------------------------------- */
 
 /* The 16 sub-block scales of a Q2_K / Q3_K block as int32 lanes of two
@@ -353,9 +355,6 @@ BD_INLINE void q2k_kernel(int64_t n, const void *w, const void *x, size_t xs, fl
 BD_INLINE void q3k_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out, const int NX) {
     k23_kernel(n, w, x, xs, out, NX, true);
 }
-/* (the files that fill tables instantiate BD_DOT_N(dot_n_q2_K, q2k_kernel,
- * ROWS) and the same for Q3_K: 4 rows for AVX2's 16 registers, 8 for
- * AVX-512's 32) */
 
 /* ------------------------------------------------------------------------
  * K-quant scales
