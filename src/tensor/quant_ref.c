@@ -617,6 +617,22 @@ static void q_iq4_xs(const float *x, block_iq4_xs *b, int64_t nb) {
     }
 }
 
+/* The symmetric fit of each of the 16 groups of 16 in a 256-block (weights
+ * x^2, as ggml): sc[g] and codes L (0..2 nmax - 1); returns the scale of
+ * largest magnitude, with its sign (0 for an all-zero block). Q3_K / Q6_K. */
+static float fit_groups16_sym(const float *x, int nmax, uint8_t *L, float sc[16]) {
+    float w[16], max_s = 0, amax_s = 0;
+    for (int g = 0; g < 16; g++) {
+        for (int l = 0; l < 16; l++) w[l] = x[16 * g + l] * x[16 * g + l];
+        sc[g] = fit_scale_sym(x + 16 * g, w, 16, nmax, L + 16 * g);
+        if (fabsf(sc[g]) > amax_s) {
+            amax_s = fabsf(sc[g]);
+            max_s = sc[g];
+        }
+    }
+    return max_s;
+}
+
 /* Q2_K / Q3_K: write 256 codes L (0..3, Q3_K: 0..7) into the block's qs
  * (and hmask: the code's bit 2, which Q3_K reads as "no -4"). */
 static void k23_pack(const uint8_t *L, uint8_t *qs, uint8_t *hmask) {
@@ -672,20 +688,12 @@ static void q_q2_K(const float *x, block_q2_K *b, int64_t nb) {
  */
 static void q_q3_K(const float *x, block_q3_K *b, int64_t nb) {
     uint8_t L[QK_K];
-    float w[16], sc[16];
+    float sc[16];
     for (int64_t i = 0; i < nb; i++, x += QK_K) {
-        float max_s = 0, amax_s = 0;
-        for (int s = 0; s < 16; s++) {
-            for (int l = 0; l < 16; l++) w[l] = x[16 * s + l] * x[16 * s + l];
-            sc[s] = fit_scale_sym(x + 16 * s, w, 16, 4, L + 16 * s);
-            if (fabsf(sc[s]) > amax_s) {
-                amax_s = fabsf(sc[s]);
-                max_s = sc[s];
-            }
-        }
+        const float max_s = fit_groups16_sym(x, 4, L, sc);
         memset(b[i].scales, 0, sizeof b[i].scales);
-        const float iscale = amax_s > 0 ? -32.0f / max_s : 0.0f;
-        b[i].d = bd_f32_to_f16(amax_s > 0 ? 1.0f / iscale : 0.0f);
+        const float iscale = max_s != 0 ? -32.0f / max_s : 0.0f;
+        b[i].d = bd_f32_to_f16(max_s != 0 ? 1.0f / iscale : 0.0f);
         const float d = f16f(b[i].d);
         for (int s = 0; s < 16; s++) {
             const int q = clampi(round_even(iscale * sc[s]), -32, 31), v = q + 32;
@@ -778,19 +786,11 @@ static void q_q5_K(const float *x, block_q5_K *b, int64_t nb) {
  */
 static void q_q6_K(const float *x, block_q6_K *b, int64_t nb) {
     uint8_t L[QK_K];
-    float w[16], sc[16];
+    float sc[16];
     for (int64_t i = 0; i < nb; i++, x += QK_K) {
-        float max_s = 0, amax_s = 0;
-        for (int g = 0; g < 16; g++) {
-            for (int l = 0; l < 16; l++) w[l] = x[16 * g + l] * x[16 * g + l];
-            sc[g] = fit_scale_sym(x + 16 * g, w, 16, 32, L + 16 * g);
-            if (fabsf(sc[g]) > amax_s) {
-                amax_s = fabsf(sc[g]);
-                max_s = sc[g];
-            }
-        }
+        const float max_s = fit_groups16_sym(x, 32, L, sc);
         memset(&b[i], 0, sizeof b[i]);
-        if (amax_s == 0) {
+        if (max_s == 0) {
             /* codes of 32 decode to zero whatever d is */
             memset(b[i].ql, 0, sizeof b[i].ql);
             memset(b[i].qh, 0xAA, sizeof b[i].qh); /* high bits 2 -> code 32 */
