@@ -33,7 +33,7 @@ static void usage(FILE *out) {
             "  --swa-pattern FLAGS    one 0/1 flag per drafter layer, 1 = sliding window (default: all);\n"
             "                         e.g. 1,1,1,1,0 as the Qwen3.6-27B drafter\n"
             "  --seed S               PRNG seed (default 1)\n"
-            "Targets: qwen3, llama, qwen35, qwen35moe (read from the GGUF; hybrid targets get the\n"
+            "Targets: qwen3, llama, qwen3moe, qwen35, qwen35moe (read from the GGUF; hybrid targets get the\n"
             "published drafter sizes of their width and dflash.rope.dimension_sections)\n");
 }
 

@@ -1,6 +1,6 @@
 /*
  * cmd_make_model.c - `blockdraft make-model`: write a synthetic qwen3, llama,
- * qwen35 or qwen35moe GGUF with random weights (test fixtures,
+ * qwen3moe, qwen35 or qwen35moe GGUF with random weights (test fixtures,
  * benchmark-sized models), or a DFlash drafter (cmd_make_drafter.c).
  */
 #include <errno.h>
@@ -16,9 +16,9 @@
 
 static void make_model_usage(FILE *out) {
     fprintf(out,
-            "usage: blockdraft make-model --arch qwen3|llama|qwen35|qwen35moe --shape NAME --quant MIX\n"
+            "usage: blockdraft make-model --arch qwen3|llama|qwen3moe|qwen35|qwen35moe --shape NAME --quant MIX\n"
             "                             --vocab FILE.gguf [options] [-t THREADS] [--plan] -o FILE\n"
-            "  --shape   qwen3/llama: %s\n"
+            "  --shape   qwen3/llama: %s; qwen3moe: %s\n"
             "            qwen35: %s; qwen35moe: %s\n"
             "  --quant   %s\n"
             "  --vocab   GGUF whose tokenizer.* keys are copied\n"
@@ -29,14 +29,15 @@ static void make_model_usage(FILE *out) {
             "  --plan    print the tensor table (name, shape, type) instead of writing\n"
             "  --constant-output  output_norm = 0: greedy emits token 0 forever (target for\n"
             "            constructed drafters: `make-model --arch dflash --drafter constructed`)\n"
+            "  --layers N   N (trunk) layers of the shape's per-layer size (hybrids: schedule by\n"
+            "            interval)\n"
             "  qwen35/qwen35moe only:\n"
-            "  --layers N   N trunk layers of the shape's per-layer size (schedule by interval)\n"
             "  --recurrent-layers auto|1,1,0,1,...  write attention.recurrent_layers (one flag\n"
             "            per trunk layer, 1 = Gated DeltaNet), overriding the interval rule\n"
             "  --mtp N      append N MTP (nextn) blocks, counted in block_count\n"
             "  --fused-gate-up  qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps\n"
             "  --arch dflash --target FILE ...  write a DFlash drafter (see --arch dflash --help)\n",
-            bd_synth_shape_names(), bd_synth_hybrid_shape_names("qwen35"),
+            bd_synth_shape_names("qwen3"), bd_synth_shape_names("qwen3moe"), bd_synth_hybrid_shape_names("qwen35"),
             bd_synth_hybrid_shape_names("qwen35moe"), bd_synth_mix_names());
 }
 

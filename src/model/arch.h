@@ -67,6 +67,8 @@ typedef struct bd_arch_info {
     bool qk_norm;              /* per-head RMSNorm of q and k */
     bool recurrent;            /* has recurrent (Gated DeltaNet) layers */
     bool moe;                  /* mixture-of-experts feed-forward */
+    bool moe_shared_expert;    /* ... with a gated shared expert (ffn_*_shexp) */
+    bool moe_fused_gate_up;    /* ... whose gate/up stacks may come fused (ffn_gate_up_exps) */
     /* Read hyper-parameters and bind weights (model_load.c, dflash_load.c,
      * qwen35_load.c). NULL for rows that are not run. */
     bool (*load)(bd_model *m, char *err, size_t errlen);

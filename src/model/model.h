@@ -58,7 +58,7 @@ typedef struct bd_hparams {
     int32_t n_attn_layers;   /* trunk layers with attention (and so a KV cache) */
     int32_t n_rec_layers;    /* trunk layers with a Gated DeltaNet (and so a recurrent state) */
 
-    /* Mixture of experts (qwen35moe). */
+    /* Mixture of experts (qwen3moe, qwen35moe). */
     int32_t n_expert;
     int32_t n_expert_used;
     int32_t n_ff_exp;        /* width of one routed expert */
@@ -236,7 +236,7 @@ struct bd_session {
 };
 
 /* ---- per-architecture entry points (the architecture table's rows) ---- */
-bool bd_load_dense(bd_model *m, char *err, size_t errlen);        /* model_load.c: llama, qwen3 */
+bool bd_load_dense(bd_model *m, char *err, size_t errlen);        /* model_load.c: llama, qwen3, qwen3moe */
 void bd_forward_dense(bd_session *s, const int32_t *tokens, int32_t n, enum bd_logits_mode mode); /* forward.c */
 bool bd_dflash_load(bd_model *m, char *err, size_t errlen);       /* dflash_load.c */
 bool bd_load_qwen35(bd_model *m, char *err, size_t errlen);       /* qwen35_load.c: qwen35, qwen35moe */
@@ -279,6 +279,18 @@ bool bd_model_key_u32(bd_model *m, const char *prefix, const char *key, bool req
                       char *err, size_t errlen);
 bool bd_model_key_f32(bd_model *m, const char *prefix, const char *key, bool required, float def, float *out,
                       char *err, size_t errlen);
+/* A key llama.cpp reads as "scalar or one value per layer": the scalar, or
+ * an array of block_count entries whose trunk values are all equal. */
+bool bd_model_key_u32_uniform(bd_model *m, const char *prefix, const char *key, bool required, int32_t def,
+                              int32_t *out, char *err, size_t errlen);
+/* Mixture-of-experts keys (expert_count, expert_used_count,
+ * expert_feed_forward_length, the shared expert's width where the
+ * architecture has one), each checked against arch.h's limits. */
+bool bd_model_load_moe_hparams(bd_model *m, const char *prefix, char *err, size_t errlen);
+/* Layer il's router, expert stacks (split, or fused where the
+ * architecture's row allows it) and shared expert (all four tensors or
+ * none, where the row allows it). */
+bool bd_model_bind_moe(bd_model *m, int il, char *err, size_t errlen);
 /* Bind blk.N.* tensors of a llama/qwen3-style decoder stack. */
 bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t errlen);
 /* Find a tensor and check its type/shape: ne0 x ne1 (ne1 = 1 for vectors). */

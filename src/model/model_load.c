@@ -128,6 +128,7 @@ bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen)
         !bd_model_key_u32(m, p, "attention.head_count", true, 0, &hp->n_head, err, errlen) ||
         !bd_model_key_u32(m, p, "context_length", false, 2048, &hp->n_ctx_train, err, errlen))
         return false;
+    hp->n_layer_all = hp->n_layer; /* hybrid loaders subtract their MTP blocks */
     if (hp->n_layer < 1 || hp->n_layer > BD_MAX_LAYERS || hp->n_embd < 1 || hp->n_head < 1 ||
         (hp->n_ff < 1 && !m->arch_info->moe))
         return bd_err(err, errlen, "%s: implausible hyper-parameters (layers %d, width %d, heads %d)",
@@ -159,6 +160,125 @@ bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen)
     if (bd_gguf_get_str(m->gguf, key, &stype, &slen) && !(slen == 4 && !memcmp(stype, "none", 4)))
         return bd_err(err, errlen, "%s: '%s' = '%.*s' (scaled RoPE) is not supported", m->path, key,
                       (int)(slen > 32 ? 32 : slen), stype);
+    return true;
+}
+
+/* A key that llama.cpp reads as "scalar or one value per layer": we take
+ * the scalar, or an array whose trunk values are all equal. */
+bool bd_model_key_u32_uniform(bd_model *m, const char *p, const char *name, bool required, int32_t def,
+                              int32_t *out, char *err, size_t errlen) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", p, name);
+    const bd_gguf_kv *kv = bd_gguf_find(m->gguf, key);
+    if (kv && kv->type == GGUF_VTYPE_ARRAY) {
+        if (kv->arr_count != (uint64_t)m->hp.n_layer_all)
+            return bd_err(err, errlen, "%s: '%s' has %llu entries, block_count is %d", m->path, key,
+                          (unsigned long long)kv->arr_count, m->hp.n_layer_all);
+        int64_t first = 0;
+        for (int32_t i = 0; i < m->hp.n_layer; i++) {
+            int64_t v;
+            if (!bd_gguf_arr_i64(kv, (uint64_t)i, &v) || v < 0 || v > (1 << 30))
+                return bd_err(err, errlen, "%s: '%s'[%d] is not a valid size", m->path, key, i);
+            if (i == 0) first = v;
+            else if (v != first)
+                return bd_err(err, errlen, "%s: '%s' differs between layers (%lld, %lld); blockdraft needs one "
+                              "value", m->path, key, (long long)first, (long long)v);
+        }
+        *out = (int32_t)first;
+        return true;
+    }
+    return bd_model_key_u32(m, p, name, required, def, out, err, errlen);
+}
+
+/* ------------------------------------------------------------------------
+ * Mixture of experts (qwen3moe, qwen35moe): keys and per-layer tensors
+ * ---------------------------------------------------------------------- */
+
+bool bd_model_load_moe_hparams(bd_model *m, const char *p, char *err, size_t errlen) {
+    bd_hparams *hp = &m->hp;
+    if (!bd_model_key_u32(m, p, "expert_count", true, 0, &hp->n_expert, err, errlen) ||
+        !bd_model_key_u32_uniform(m, p, "expert_used_count", true, 0, &hp->n_expert_used, err, errlen))
+        return false;
+    if (hp->n_expert < 1 || hp->n_expert > BD_MAX_EXPERTS)
+        return bd_err(err, errlen, "%s: '%s.expert_count' = %d is outside 1..%d", m->path, p, hp->n_expert,
+                      BD_MAX_EXPERTS);
+    if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > BD_MAX_EXPERTS_USED)
+        return bd_err(err, errlen, "%s: '%s.expert_used_count' = %d is outside 1..%d", m->path, p,
+                      hp->n_expert_used, hp->n_expert < BD_MAX_EXPERTS_USED ? hp->n_expert : BD_MAX_EXPERTS_USED);
+    /* llama.cpp: n_ff_exp defaults to n_ff / n_expert_used */
+    if (!bd_model_key_u32_uniform(m, p, "expert_feed_forward_length", false, hp->n_ff / hp->n_expert_used,
+                                  &hp->n_ff_exp, err, errlen))
+        return false;
+    if (hp->n_ff_exp < 1)
+        return bd_err(err, errlen, "%s: '%s.expert_feed_forward_length' is missing or 0 (and no "
+                      "feed_forward_length to derive it from)", m->path, p);
+    hp->n_ff_shexp = 0;
+    if (m->arch_info->moe_shared_expert &&
+        !bd_model_key_u32(m, p, "expert_shared_feed_forward_length", false, hp->n_ff, &hp->n_ff_shexp, err, errlen))
+        return false;
+    /* Neither qwen3moe nor qwen35moe reads a routed-weights scale in
+     * llama.cpp v0.5.0 (their routers always normalize, unscaled): a file
+     * carrying one was not written for the architecture, and either reading
+     * would be a guess. */
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_scale", p);
+    if (bd_gguf_find(m->gguf, key))
+        return bd_err(err, errlen, "%s: '%s' is not part of the %s schema (llama.cpp ignores it); refusing "
+                      "rather than guessing", m->path, key, p);
+    hp->expert_weights_scale = 0.0f;
+    return true;
+}
+
+bool bd_model_bind_moe(bd_model *m, int il, char *err, size_t errlen) {
+    const bd_hparams *hp = &m->hp;
+    bd_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, ne = hp->n_expert, ff = hp->n_ff_exp;
+    char name[96];
+#define NAME(suffix) (snprintf(name, sizeof name, "blk.%d." suffix, il), name)
+    if (bd_gguf_find_tensor(m->gguf, NAME("ffn_gate.weight")) || bd_gguf_find_tensor(m->gguf, NAME("ffn_up.weight")))
+        return bd_err(err, errlen, "%s: '%s' is a dense feed-forward tensor in a mixture-of-experts %s layer",
+                      m->path, name, m->arch_name);
+    if (!bd_model_get_mat(m, NAME("ffn_gate_inp.weight"), E, ne, true, &L->router, err, errlen)) return false;
+    if (bd_gguf_find_tensor(m->gguf, NAME("ffn_gate_up_exps.weight"))) {
+        if (!m->arch_info->moe_fused_gate_up)
+            return bd_err(err, errlen, "%s: fused '%s' is not part of the %s schema (expected ffn_gate_exps and "
+                          "ffn_up_exps)", m->path, name, m->arch_name);
+        if (!bd_model_get_mat3(m, name, E, 2 * ff, ne, true, &L->gate_up_exps, err, errlen)) return false;
+    } else {
+        if (!bd_model_get_mat3(m, NAME("ffn_gate_exps.weight"), E, ff, ne, true, &L->gate_exps, err, errlen) ||
+            !bd_model_get_mat3(m, NAME("ffn_up_exps.weight"), E, ff, ne, true, &L->up_exps, err, errlen))
+            return false;
+    }
+    if (!bd_model_get_mat3(m, NAME("ffn_down_exps.weight"), ff, E, ne, true, &L->down_exps, err, errlen))
+        return false;
+    /* the shared expert: all four tensors or none, and only where the
+     * architecture has one */
+    static const char *const sh[] = {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+                                     "ffn_down_shexp.weight"};
+    int have = 0;
+    for (int k = 0; k < 4; k++) {
+        snprintf(name, sizeof name, "blk.%d.%s", il, sh[k]);
+        if (bd_gguf_find_tensor(m->gguf, name)) have++;
+    }
+    if (have && !m->arch_info->moe_shared_expert)
+        return bd_err(err, errlen, "%s: layer %d has shared-expert tensors (ffn_*_shexp), which %s does not have",
+                      m->path, il, m->arch_name);
+    if (have && have < 4)
+        return bd_err(err, errlen, "%s: layer %d has some but not all shared-expert tensors (ffn_*_shexp)", m->path,
+                      il);
+    if (have == 4) {
+        if (hp->n_ff_shexp < 1)
+            return bd_err(err, errlen, "%s: shared expert without a width (expert_shared_feed_forward_length)",
+                          m->path);
+        if (!bd_model_get_mat(m, NAME("ffn_gate_inp_shexp.weight"), E, 1, true, &L->shexp_gate_inp, err, errlen) ||
+            !bd_model_get_mat(m, NAME("ffn_gate_shexp.weight"), E, hp->n_ff_shexp, true, &L->gate_shexp, err,
+                              errlen) ||
+            !bd_model_get_mat(m, NAME("ffn_up_shexp.weight"), E, hp->n_ff_shexp, true, &L->up_shexp, err, errlen) ||
+            !bd_model_get_mat(m, NAME("ffn_down_shexp.weight"), hp->n_ff_shexp, E, true, &L->down_shexp, err,
+                              errlen))
+            return false;
+    }
+#undef NAME
     return true;
 }
 
@@ -205,6 +325,10 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
         V(q_norm, "attn_q_norm.weight", hp->hd, qk_norm);
         V(k_norm, "attn_k_norm.weight", hp->hd, qk_norm);
         V(ffn_norm, "ffn_norm.weight", E, true);
+        if (m->arch_info->moe) {
+            if (!bd_model_bind_moe(m, il, err, errlen)) return false;
+            continue;
+        }
         T(w_gate, "ffn_gate.weight", E, hp->n_ff, true);
         T(w_up, "ffn_up.weight", E, hp->n_ff, true);
         T(w_down, "ffn_down.weight", hp->n_ff, E, true);
@@ -218,11 +342,13 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
  * Open
  * ---------------------------------------------------------------------- */
 
-/* Dense llama / qwen3 targets (their rows in arch.c). */
+/* llama / qwen3 / qwen3moe targets (their rows in arch.c): attention in
+ * every layer, a dense or mixture-of-experts feed-forward. */
 bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
     const char *p = m->arch_name;
     if (!bd_model_load_hparams(m, p, err, errlen)) return false;
     const bd_hparams *hp = &m->hp;
+    if (m->arch_info->moe && !bd_model_load_moe_hparams(m, p, err, errlen)) return false;
     const bd_gguf_tensor *te = bd_gguf_find_tensor(m->gguf, "token_embd.weight");
     if (!te) return bd_err(err, errlen, "%s: missing tensor 'token_embd.weight'", m->path);
     if (te->ne[1] < 1 || te->ne[1] > (1u << 24))

@@ -46,33 +46,6 @@ static bool read_sections(bd_model *m, const char *p, char *err, size_t errlen) 
     return true;
 }
 
-/* A key that llama.cpp reads as "scalar or one value per layer": we take
- * the scalar, or an array whose trunk values are all equal. */
-static bool key_u32_uniform(bd_model *m, const char *p, const char *name, bool required, int32_t def, int32_t *out,
-                            char *err, size_t errlen) {
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", p, name);
-    const bd_gguf_kv *kv = bd_gguf_find(m->gguf, key);
-    if (kv && kv->type == GGUF_VTYPE_ARRAY) {
-        if (kv->arr_count != (uint64_t)m->hp.n_layer_all)
-            FAIL("%s: '%s' has %llu entries, block_count is %d", m->path, key, (unsigned long long)kv->arr_count,
-                 m->hp.n_layer_all);
-        int64_t first = 0;
-        for (int32_t i = 0; i < m->hp.n_layer; i++) {
-            int64_t v;
-            if (!bd_gguf_arr_i64(kv, (uint64_t)i, &v) || v < 0 || v > (1 << 30))
-                FAIL("%s: '%s'[%d] is not a valid size", m->path, key, i);
-            if (i == 0) first = v;
-            else if (v != first)
-                FAIL("%s: '%s' differs between layers (%lld, %lld); blockdraft needs one value", m->path, key,
-                     (long long)first, (long long)v);
-        }
-        *out = (int32_t)first;
-        return true;
-    }
-    return bd_model_key_u32(m, p, name, required, def, out, err, errlen);
-}
-
 /* Which trunk layers are recurrent (Gated DeltaNet). */
 static bool read_schedule(bd_model *m, const char *p, bool *rec, char *err, size_t errlen) {
     bd_hparams *hp = &m->hp;
@@ -134,32 +107,7 @@ static bool read_hparams(bd_model *m, bool *rec, char *err, size_t errlen) {
              hp->ssm_n_v, hp->ssm_d_state);
     if (!read_schedule(m, p, rec, err, errlen)) return false;
 
-    /* mixture of experts */
-    if (m->arch_info->moe) {
-        if (!bd_model_key_u32(m, p, "expert_count", true, 0, &hp->n_expert, err, errlen) ||
-            !bd_model_key_u32(m, p, "expert_used_count", true, 0, &hp->n_expert_used, err, errlen))
-            return false;
-        if (hp->n_expert < 1 || hp->n_expert > BD_MAX_EXPERTS)
-            FAIL("%s: '%s.expert_count' = %d is outside 1..%d", m->path, p, hp->n_expert, BD_MAX_EXPERTS);
-        if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert || hp->n_expert_used > BD_MAX_EXPERTS_USED)
-            FAIL("%s: '%s.expert_used_count' = %d is outside 1..%d", m->path, p, hp->n_expert_used,
-                 hp->n_expert < BD_MAX_EXPERTS_USED ? hp->n_expert : BD_MAX_EXPERTS_USED);
-        if (!key_u32_uniform(m, p, "expert_feed_forward_length", false, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp,
-                             err, errlen) ||
-            !bd_model_key_u32(m, p, "expert_shared_feed_forward_length", false, hp->n_ff, &hp->n_ff_shexp, err,
-                              errlen))
-            return false;
-        if (hp->n_ff_exp < 1) FAIL("%s: '%s.expert_feed_forward_length' is missing or 0", m->path, p);
-        /* llama.cpp's qwen35moe never reads a routed-weights scale (its
-         * router always normalizes, unscaled): a file carrying one was not
-         * written for this architecture, and either reading would be a guess */
-        char key[128];
-        snprintf(key, sizeof key, "%s.expert_weights_scale", p);
-        if (bd_gguf_find(m->gguf, key))
-            FAIL("%s: '%s' is not part of the %s schema (llama.cpp ignores it); refusing rather than guessing",
-                 m->path, key, p);
-    }
-    return true;
+    return !m->arch_info->moe || bd_model_load_moe_hparams(m, p, err, errlen);
 }
 
 /* ------------------------------------------------------------------------
@@ -215,39 +163,10 @@ static bool bind_layer(bd_model *m, int il, char *err, size_t errlen) {
         MAT(w_down, "ffn_down.weight", hp->n_ff, E);
         return true;
     }
-    const int64_t ne = hp->n_expert, ff = hp->n_ff_exp;
-    MAT(router, "ffn_gate_inp.weight", E, ne);
-    if (bd_gguf_find_tensor(m->gguf, NAME("ffn_gate_up_exps.weight"))) {
-        if (!bd_model_get_mat3(m, name, E, 2 * ff, ne, true, &L->gate_up_exps, err, errlen)) return false;
-    } else {
-        if (!bd_model_get_mat3(m, NAME("ffn_gate_exps.weight"), E, ff, ne, true, &L->gate_exps, err, errlen) ||
-            !bd_model_get_mat3(m, NAME("ffn_up_exps.weight"), E, ff, ne, true, &L->up_exps, err, errlen))
-            return false;
-    }
-    if (!bd_model_get_mat3(m, NAME("ffn_down_exps.weight"), ff, E, ne, true, &L->down_exps, err, errlen))
-        return false;
-    /* the shared expert: all four tensors or none */
-    bool any = false, all = true;
-    static const char *const sh[] = {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
-                                     "ffn_down_shexp.weight"};
-    for (int k = 0; k < 4; k++) {
-        snprintf(name, sizeof name, "blk.%d.%s", il, sh[k]);
-        bool has = bd_gguf_find_tensor(m->gguf, name) != NULL;
-        any |= has;
-        all &= has;
-    }
-    if (any && !all) FAIL("%s: layer %d has some but not all shared-expert tensors (ffn_*_shexp)", m->path, il);
-    if (all) {
-        if (hp->n_ff_shexp < 1) FAIL("%s: shared expert without a width (expert_shared_feed_forward_length)", m->path);
-        MAT(shexp_gate_inp, "ffn_gate_inp_shexp.weight", E, 1);
-        MAT(gate_shexp, "ffn_gate_shexp.weight", E, hp->n_ff_shexp);
-        MAT(up_shexp, "ffn_up_shexp.weight", E, hp->n_ff_shexp);
-        MAT(down_shexp, "ffn_down_shexp.weight", hp->n_ff_shexp, E);
-    }
+    return bd_model_bind_moe(m, il, err, errlen);
 #undef NAME
 #undef MAT
 #undef VEC
-    return true;
 }
 
 bool bd_load_qwen35(bd_model *m, char *err, size_t errlen) {

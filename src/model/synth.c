@@ -70,20 +70,47 @@ void bd_synth_row_values(uint64_t seed, const bd_synth_tensor *t, uint64_t row, 
 
 static const bd_synth_shape shapes[] = {
     /* name    layers embd   ff   head kv  hd   ctx    tied */
-    {"tiny", 4, 256, 512, 4, 2, 64, 4096, true},
-    {"small", 8, 512, 1536, 8, 4, 64, 8192, true},
-    {"odd", 3, 384, 640, 6, 2, 64, 4096, false},
-    {"0.6b", 28, 1024, 3072, 16, 8, 128, 40960, true},
-    {"4b", 36, 2560, 9728, 32, 8, 128, 40960, true},
+    {"tiny", 4, 256, 512, 4, 2, 64, 4096, true, 0, 0, 0},
+    {"small", 8, 512, 1536, 8, 4, 64, 8192, true, 0, 0, 0},
+    {"odd", 3, 384, 640, 6, 2, 64, 4096, false, 0, 0, 0},
+    {"0.6b", 28, 1024, 3072, 16, 8, 128, 40960, true, 0, 0, 0},
+    {"4b", 36, 2560, 9728, 32, 8, 128, 40960, true, 0, 0, 0},
 };
 
-const bd_synth_shape *bd_synth_shape_find(const char *name) {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (name && !strcmp(name, shapes[i].name)) return &shapes[i];
+/* qwen3moe shapes. Test shapes (ours): "tiny" 16 experts top-4, "small" 8
+ * experts top-2 (switches on llama.cpp's 8-expert Q4_K_M rules, as the
+ * qwen35moe "small"); expert widths that are multiples of 256, so K-quant
+ * mixes keep their K types. n_ff is the feed_forward_length key, which the
+ * converter writes from the dense intermediate_size; only n_ff_exp is
+ * used.
+ *   30b-a3b Qwen/Qwen3-30B-A3B: 48 layers, hidden 2048, intermediate 6144,
+ *           32 / 4 heads of 128, 128 experts, 8 per token, moe_intermediate
+ *           768, no shared expert, context 40960, untied, rope base 1e6, eps
+ *           1e-6, vocab 151936 (config.json as mirrored in derived configs,
+ *           e.g. a "Qwen3-30B-A3B-tiny" profiling config that keeps every
+ *           value but layers / experts; apxml.com spec sheet for 48 layers,
+ *           128 experts top-8, no shared experts; llama.cpp's qwen3moe.cpp
+ *           names 48 layers LLM_TYPE_30B_A3B). The vocabulary is the --vocab
+ *           file's (pass --n-vocab 151936 for the padded size). */
+static const bd_synth_shape moe_shapes[] = {
+    {"tiny", 4, 256, 1024, 4, 2, 64, 4096, true, 16, 4, 256},
+    {"small", 8, 512, 1024, 8, 4, 64, 8192, false, 8, 2, 512},
+    {"30b-a3b", 48, 2048, 6144, 32, 4, 128, 40960, false, 128, 8, 768},
+};
+
+const bd_synth_shape *bd_synth_shape_find(const char *arch, const char *name) {
+    const bool moe = arch && !strcmp(arch, "qwen3moe");
+    if (!name || !arch || (!moe && strcmp(arch, "qwen3") && strcmp(arch, "llama"))) return NULL;
+    const bd_synth_shape *t = moe ? moe_shapes : shapes;
+    const size_t n = moe ? sizeof moe_shapes / sizeof moe_shapes[0] : sizeof shapes / sizeof shapes[0];
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(name, t[i].name)) return &t[i];
     return NULL;
 }
 
-const char *bd_synth_shape_names(void) { return "tiny small odd 0.6b 4b"; }
+const char *bd_synth_shape_names(const char *arch) {
+    return arch && !strcmp(arch, "qwen3moe") ? "tiny small 30b-a3b" : "tiny small odd 0.6b 4b";
+}
 
 /* Hybrid (qwen35 / qwen35moe) shapes.
  *
@@ -220,7 +247,7 @@ static const mix_def mixes[] = {
 
 const char *bd_synth_mix_names(void) {
     return "f32 f16 bf16 q8_0 q4_k_m mix q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs "
-           "ud-q4_k_m (hybrid archs)";
+           "ud-q4_k_m (hybrid archs, qwen3moe)";
 }
 
 static const mix_def *mix_find(const char *name) {
@@ -276,6 +303,8 @@ static float inv_sqrt(uint64_t n) { return (float)(1.0 / sqrt((double)n)); }
 
 static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t n_vocab,
                              bd_synth_plan *p, char *err, size_t errlen);
+static int cmp_llama_order(const void *a, const void *b);
+static void assign_types_llama_order(bd_synth_plan *p, const mix_def *m, int n_expert);
 
 uint32_t bd_synth_n_vocab(const bd_synth_opts *o, uint32_t file_n) {
     if (o->n_vocab) return o->n_vocab;
@@ -297,29 +326,31 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
         }
         return true;
     }
-    const bd_synth_shape *s = bd_synth_shape_find(o->shape);
-    if (!s) return bd_err(err, errlen, "unknown shape '%s' (one of: %s)", o->shape ? o->shape : "",
-                          bd_synth_shape_names());
+    if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe")))
+        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen3moe, qwen35 or qwen35moe)",
+                      o->arch ? o->arch : "");
+    const bd_synth_shape *s = bd_synth_shape_find(o->arch, o->shape);
+    if (!s) return bd_err(err, errlen, "unknown %s shape '%s' (one of: %s)", o->arch, o->shape ? o->shape : "",
+                          bd_synth_shape_names(o->arch));
     const mix_def *m = mix_find(o->mix);
     if (!m) return bd_err(err, errlen, "unknown quantization mix '%s' (one of: %s)",
                           o->mix ? o->mix : "", bd_synth_mix_names());
-    if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama")))
-        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen35 or qwen35moe)",
-                      o->arch ? o->arch : "");
-    if (m->kind == MIX_UD)
-        return bd_err(err, errlen, "mix %s is defined for the hybrid archs (qwen35, qwen35moe) only",
-                      m->name);
-    if (o->n_layers || o->n_mtp || o->recurrent || o->fused_gate_up)
-        return bd_err(err, errlen, "--layers, --mtp, --recurrent-layers and --fused-gate-up apply to "
-                                   "qwen35/qwen35moe only");
+    const bool moe = s->n_expert > 0;
+    if (m->kind == MIX_UD && !moe)
+        return bd_err(err, errlen, "mix %s is defined for the hybrid archs and qwen3moe only", m->name);
+    if (o->n_mtp || o->recurrent || o->fused_gate_up)
+        return bd_err(err, errlen, "--mtp, --recurrent-layers and --fused-gate-up apply to qwen35/qwen35moe only");
+    if (o->n_layers > 256) return bd_err(err, errlen, "--layers %u: at most 256", o->n_layers);
     if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
     p->shape = s;
-    p->qwen3 = !strcmp(o->arch, "qwen3");
+    p->arch = moe ? "qwen3moe" : !strcmp(o->arch, "qwen3") ? "qwen3" : "llama";
+    p->qwen3 = strcmp(p->arch, "llama") != 0;
     p->tied = o->tied < 0 ? s->tied : o->tied != 0;
     p->n_vocab = n_vocab;
+    p->n_layer = o->n_layers ? o->n_layers : s->n_layer;
     p->file_type = m->file_type;
-    int per_layer = p->qwen3 ? 11 : 9;
-    p->tensors = calloc((size_t)(3 + per_layer * s->n_layer), sizeof *p->tensors);
+    int per_layer = moe ? 12 : p->qwen3 ? 11 : 9;
+    p->tensors = calloc((size_t)(3 + per_layer * p->n_layer), sizeof *p->tensors);
     if (!p->tensors) return bd_err(err, errlen, "out of memory");
 
     const uint64_t E = s->n_embd, F = s->n_ff, Q = (uint64_t)s->n_head * s->head_dim,
@@ -330,19 +361,25 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
      * 1/sqrt(fan_in) the residual stream is dominated by slowly changing
      * attention averages and greedy decoding repeats one token. A damped
      * attention output, a stronger FFN (3x) and sharper attention scores (2x
-     * q/k, or q/k norm weights near 2 for qwen3) give varied sequences. */
+     * q/k, or q/k norm weights near 2 for qwen3) give varied sequences.
+     * Experts use the dense FFN's scales with their own width. */
     const float s_vocab = 4.0f * inv_sqrt(E), s_in = inv_sqrt(E), s_o = 0.5f * inv_sqrt(Q),
-                s_down = 3.0f * inv_sqrt(F), s_norm = 0.1f, s_qk = 2.0f * inv_sqrt(E);
+                s_down = 3.0f * inv_sqrt(moe ? s->n_ff_exp : F), s_norm = 0.1f, s_qk = 2.0f * inv_sqrt(E);
     char nm[48];
 
     plan_add(p, "token_embd.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
     plan_add(p, "output_norm.weight", 1, E, 1, o->constant_output ? BD_SYNTH_ZERO : BD_SYNTH_NORM, s_norm);
     if (!p->tied) plan_add(p, "output.weight", 2, E, V, BD_SYNTH_MATRIX, s_vocab);
-    for (uint32_t l = 0; l < s->n_layer; l++) {
+    for (uint32_t l = 0; l < p->n_layer; l++) {
 #define ADD(suffix, nd, a, b, init, sc)                                   \
     do {                                                                  \
         snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, suffix);           \
         plan_add(p, nm, nd, a, b, init, sc);                              \
+    } while (0)
+#define ADD3(suffix, a, b, c, init, sc)                                   \
+    do {                                                                  \
+        snprintf(nm, sizeof nm, "blk.%u.%s.weight", l, suffix);           \
+        plan_add(p, nm, 3, a, b, init, sc)->ne[2] = c;                    \
     } while (0)
         ADD("attn_norm", 1, E, 1, BD_SYNTH_NORM, s_norm);
         ADD("attn_q", 2, E, Q, BD_SYNTH_MATRIX, s_qk);
@@ -354,17 +391,36 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
         }
         ADD("attn_output", 2, Q, E, BD_SYNTH_MATRIX, s_o);
         ADD("ffn_norm", 1, E, 1, BD_SYNTH_NORM, s_norm);
+        if (moe) {
+            const uint64_t FE = s->n_ff_exp, NE = s->n_expert;
+            /* router logits with a standard deviation of ~4, as for the
+             * vocabulary: the k-th and (k+1)-th experts are rarely near a
+             * tie, so a last-bit difference upstream seldom swaps an expert */
+            ADD("ffn_gate_inp", 2, E, NE, BD_SYNTH_MATRIX, 4.0f * s_in);
+            ADD3("ffn_gate_exps", E, FE, NE, BD_SYNTH_MATRIX, s_in);
+            ADD3("ffn_up_exps", E, FE, NE, BD_SYNTH_MATRIX, s_in);
+            ADD3("ffn_down_exps", FE, E, NE, BD_SYNTH_MATRIX, s_down);
+            continue;
+        }
         ADD("ffn_gate", 2, E, F, BD_SYNTH_MATRIX, s_in);
         ADD("ffn_up", 2, E, F, BD_SYNTH_MATRIX, s_in);
         ADD("ffn_down", 2, F, E, BD_SYNTH_MATRIX, s_down);
 #undef ADD
+#undef ADD3
+    }
+    if (moe) {
+        /* as llama.cpp's quantizer writes and types them (see
+         * assign_types_llama_order) */
+        qsort(p->tensors, (size_t)p->n_tensors, sizeof *p->tensors, cmp_llama_order);
+        assign_types_llama_order(p, m, (int)s->n_expert);
+        return true;
     }
 
     /* Types. Counters follow llama-quant.cpp: attn_v tensors are counted in
      * file order, ffn_down per layer. */
     static const uint32_t cycle[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0, BD_TYPE_F16,
                                      BD_TYPE_BF16};
-    int n_attn_v = (int)s->n_layer, i_attn_v = 0, n_ffn_down = (int)s->n_layer, i_ffn_down = 0;
+    int n_attn_v = (int)p->n_layer, i_attn_v = 0, n_ffn_down = (int)p->n_layer, i_ffn_down = 0;
     int k_2d = 0;
     for (int i = 0; i < p->n_tensors; i++) {
         bd_synth_tensor *t = &p->tensors[i];
@@ -482,15 +538,14 @@ static uint32_t ud_type(const bd_synth_tensor *t, enum tcat cat, bool tied, int 
     return BD_TYPE_Q4_K;
 }
 
-/* Types of a hybrid plan, tensors already in llama.cpp's order. */
-static void hybrid_assign_types(bd_synth_plan *p, const mix_def *m) {
+/* Types of a hybrid or qwen3moe plan (n_expert 0: no experts), tensors
+ * already in llama.cpp's order. */
+static void assign_types_llama_order(bd_synth_plan *p, const mix_def *m, int n_expert) {
     static const uint32_t cycle[] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q8_0, BD_TYPE_F16,
                                      BD_TYPE_BF16};
-    const bd_synth_hybrid_shape *s = p->hshape;
     const int n_all = (int)(p->n_layer + p->n_mtp);
     /* llama-quant.cpp: n_expert = max(1, hparams.n_expert); the 8-expert
      * rules test hparams.n_expert == 8 */
-    const int n_expert = s->moe ? (int)s->n_expert : 0;
     int n_v = 0, i_v = 0, i_down = 0, k = 0;
     for (int i = 0; i < p->n_tensors; i++) {
         enum tcat c = tensor_category(p->tensors[i].name);
@@ -684,7 +739,7 @@ static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t 
 #undef HADD3
     }
     qsort(p->tensors, (size_t)p->n_tensors, sizeof *p->tensors, cmp_llama_order);
-    hybrid_assign_types(p, m);
+    assign_types_llama_order(p, m, s->moe ? (int)s->n_expert : 0);
     return true;
 }
 
@@ -862,29 +917,35 @@ static bool set_arch_f32(bd_gguf_writer *w, const char *arch, const char *key, f
     return bd_gguf_writer_set_f32(w, k, v);
 }
 
-/* Metadata of a qwen3/llama model. */
+/* Metadata of a qwen3/llama/qwen3moe model (the keys llama.cpp's
+ * converter writes for them). */
 static bool dense_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_synth_plan *plan) {
     const bd_synth_shape *s = plan->shape;
-    const char *arch = plan->qwen3 ? "qwen3" : "llama";
-    char name[160];
-    snprintf(name, sizeof name, "blockdraft synthetic %s %s %s seed %llu", arch, s->name, o->mix,
-             (unsigned long long)o->seed);
-    return bd_gguf_writer_set_str(w, "general.architecture", arch) &&
-           bd_gguf_writer_set_str(w, "general.name", name) &&
-           bd_gguf_writer_set_u32(w, "general.file_type", plan->file_type) &&
-           bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
-           set_arch_u32(w, arch, "block_count", s->n_layer) &&
-           set_arch_u32(w, arch, "context_length", s->n_ctx) &&
-           set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
-           set_arch_u32(w, arch, "feed_forward_length", s->n_ff) &&
-           set_arch_u32(w, arch, "attention.head_count", s->n_head) &&
-           set_arch_u32(w, arch, "attention.head_count_kv", s->n_head_kv) &&
-           set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
-           set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
-           set_arch_u32(w, arch, "rope.dimension_count", s->head_dim) &&
-           set_arch_f32(w, arch, "rope.freq_base", plan->qwen3 ? 1000000.0f : 10000.0f) &&
-           set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", plan->qwen3 ? 1e-6f : 1e-5f) &&
-           set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
+    const char *arch = plan->arch;
+    char name[200];
+    snprintf(name, sizeof name, "blockdraft synthetic %s %s%s %s seed %llu", arch, s->name,
+             plan->n_layer != s->n_layer ? " (fewer layers)" : "", o->mix, (unsigned long long)o->seed);
+    bool ok = bd_gguf_writer_set_str(w, "general.architecture", arch) &&
+              bd_gguf_writer_set_str(w, "general.name", name) &&
+              bd_gguf_writer_set_u32(w, "general.file_type", plan->file_type) &&
+              bd_gguf_writer_set_u32(w, "general.quantization_version", 2) &&
+              set_arch_u32(w, arch, "block_count", plan->n_layer) &&
+              set_arch_u32(w, arch, "context_length", s->n_ctx) &&
+              set_arch_u32(w, arch, "embedding_length", s->n_embd) &&
+              set_arch_u32(w, arch, "feed_forward_length", s->n_ff) &&
+              set_arch_u32(w, arch, "attention.head_count", s->n_head) &&
+              set_arch_u32(w, arch, "attention.head_count_kv", s->n_head_kv) &&
+              set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
+              set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
+              set_arch_u32(w, arch, "rope.dimension_count", s->head_dim) &&
+              set_arch_f32(w, arch, "rope.freq_base", plan->qwen3 ? 1000000.0f : 10000.0f) &&
+              set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", plan->qwen3 ? 1e-6f : 1e-5f) &&
+              set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
+    if (ok && s->n_expert)
+        ok = set_arch_u32(w, arch, "expert_count", s->n_expert) &&
+             set_arch_u32(w, arch, "expert_used_count", s->n_expert_used) &&
+             set_arch_u32(w, arch, "expert_feed_forward_length", s->n_ff_exp);
+    return ok;
 }
 
 /* Metadata of a qwen35/qwen35moe model: the keys llama.cpp v0.5.0 reads

@@ -1,6 +1,6 @@
 /*
  * synth.h - synthetic models: random weights with the real tensor names,
- * shapes, metadata and quantization mixes of `qwen3`, `llama`, `qwen35`
+ * shapes, metadata and quantization mixes of `qwen3`, `llama`, `qwen3moe`, `qwen35`
  * (Qwen3.5/3.6 dense hybrid: Gated DeltaNet + gated attention) and
  * `qwen35moe` GGUFs, as llama.cpp v0.5.0 loads them.
  *
@@ -31,14 +31,16 @@ typedef struct bd_synth_shape {
     const char *name;
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_ctx;
     bool tied; /* default when neither --tied nor --untied is given */
+    uint32_t n_expert, n_expert_used, n_ff_exp; /* qwen3moe shapes only (0: dense) */
 } bd_synth_shape;
 
-/* Shapes: "tiny", "small", "odd" (widths not multiples of 256, to exercise
- * the quantization fallbacks), "0.6b" (Qwen3-0.6B), "4b" (Qwen3-4B).
- * Returns NULL for an unknown name. */
-const bd_synth_shape *bd_synth_shape_find(const char *name);
-/* Names for usage messages: "tiny small odd 0.6b 4b". */
-const char *bd_synth_shape_names(void);
+/* Shapes of the attention-only archs. qwen3 / llama: "tiny", "small",
+ * "odd" (widths not multiples of 256, to exercise the quantization
+ * fallbacks), "0.6b" (Qwen3-0.6B), "4b" (Qwen3-4B); qwen3moe: "tiny",
+ * "small", "30b-a3b" (Qwen3-30B-A3B). NULL for an unknown name or arch. */
+const bd_synth_shape *bd_synth_shape_find(const char *arch, const char *name);
+/* Names for usage messages, per arch ("tiny small odd 0.6b 4b"). */
+const char *bd_synth_shape_names(const char *arch);
 /* Mix names: "f32 f16 bf16 q8_0 q4_k_m mix q4_0 ...". */
 const char *bd_synth_mix_names(void);
 
@@ -74,7 +76,7 @@ const char *bd_synth_hybrid_shape_names(const char *arch);
 bool bd_synth_arch_is_hybrid(const char *arch);
 
 typedef struct bd_synth_opts {
-    const char *arch;       /* "qwen3", "llama", "qwen35" or "qwen35moe" */
+    const char *arch;       /* "qwen3", "llama", "qwen3moe", "qwen35" or "qwen35moe" */
     const char *shape;      /* see bd_synth_shape_find / bd_synth_hybrid_shape_find */
     const char *mix;        /* quantization mix, see bd_synth_plan */
     uint64_t seed;
@@ -88,9 +90,9 @@ typedef struct bd_synth_opts {
                                vocabulary file's size; larger than the file's: the tokenizer
                                is padded with UNUSED "[PAD<id>]" tokens (as the HF converter
                                pads Qwen vocabularies); smaller is refused */
-    /* hybrid archs only */
     uint32_t n_layers;      /* 0: the shape's; else this many trunk layers of the real
-                               per-layer shape (schedule still by interval) */
+                               per-layer shape (hybrids: schedule still by interval) */
+    /* hybrid archs only */
     uint32_t n_mtp;         /* trailing MTP (nextn) blocks, counted in block_count */
     const char *recurrent;  /* NULL: interval rule, no key; "auto": write
                                attention.recurrent_layers equal to the interval rule (as
@@ -122,12 +124,13 @@ typedef struct bd_synth_tensor {
 } bd_synth_tensor;
 
 typedef struct bd_synth_plan {
-    const bd_synth_shape *shape;        /* qwen3/llama; NULL for hybrid archs */
+    const bd_synth_shape *shape;        /* qwen3/llama/qwen3moe; NULL for hybrid archs */
     const bd_synth_hybrid_shape *hshape; /* qwen35/qwen35moe; NULL otherwise */
-    bool qwen3;        /* else llama (qwen3/llama plans) */
+    const char *arch;  /* general.architecture */
+    bool qwen3;        /* qwen3 or qwen3moe: q/k norms, Qwen3 RoPE base and epsilon */
     bool tied;
+    uint32_t n_layer;  /* (trunk) layers */
     /* hybrid plans: */
-    uint32_t n_layer;  /* trunk layers */
     uint32_t n_mtp;    /* MTP blocks after the trunk (block_count = n_layer + n_mtp) */
     bool recurrent_key; /* write attention.recurrent_layers */
     uint8_t *recurrent; /* [n_layer + n_mtp] 1 = GDN layer, owned */

@@ -100,12 +100,12 @@ static bool target_open(const char *path, target_info *ti, char *err, size_t err
         return bd_err(err, errlen, "%s: no general.architecture", path);
     if (!strcmp(ti->arch, "dflash") || !strcmp(ti->arch, "dflash-draft"))
         return bd_err(err, errlen, "%s is a drafter, not a target", path);
-    if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen35") &&
-        strcmp(ti->arch, "qwen35moe"))
-        return bd_err(err, errlen, "%s: target arch '%s' not supported (qwen3, llama, qwen35, qwen35moe)",
+    if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen3moe") &&
+        strcmp(ti->arch, "qwen35") && strcmp(ti->arch, "qwen35moe"))
+        return bd_err(err, errlen, "%s: target arch '%s' not supported (qwen3, llama, qwen3moe, qwen35, qwen35moe)",
                       path, ti->arch);
     ti->hybrid = !strncmp(ti->arch, "qwen35", 6);
-    ti->moe = !strcmp(ti->arch, "qwen35moe");
+    ti->moe = !strcmp(ti->arch, "qwen35moe") || !strcmp(ti->arch, "qwen3moe");
     uint32_t e = 0, bc = 0, nh = 0, nkv = 0, hd = 0, ff = 0, nextn = 0, ctx = 40960;
     if (!key_u32(ti, "embedding_length", &e) || !key_u32(ti, "block_count", &bc) ||
         !key_u32(ti, "attention.head_count", &nh) || e == 0 || bc == 0 || nh == 0)
@@ -214,11 +214,12 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
     float *buf = NULL, *x0 = NULL, *xm = NULL, *w0 = NULL, *v = NULL, *tmp = NULL;
     uint8_t swa[64] = {0};
     if (!target_open(o->target_path, &ti, err, errlen)) goto done;
-    /* Drafter sizes: qwen3/llama targets get the target's own attention and
-     * FFN widths (as before); hybrid targets the published drafter of their
+    /* Drafter sizes: qwen3/llama/qwen3moe targets get the target's own
+     * attention and FFN widths (feed_forward_length; 3 x width for a MoE
+     * file without one); hybrid targets the published drafter of their
      * width, else (test shapes) heads of 64 lanes (128 from width 1024),
      * half as many KV heads, and the target's FFN width (3 x width for MoE). */
-    int64_t NH = ti.n_head, NKV = ti.n_kv, HD = ti.hd, FF = ti.n_ff, L_def = 5;
+    int64_t NH = ti.n_head, NKV = ti.n_kv, HD = ti.hd, FF = ti.n_ff ? ti.n_ff : 3 * ti.n_embd, L_def = 5;
     if (ti.hybrid) {
         const drafter_size *ds = NULL;
         for (size_t i = 0; i < sizeof published / sizeof published[0]; i++)

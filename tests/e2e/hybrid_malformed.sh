@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# hybrid_malformed.sh - malformed qwen35 / qwen35moe GGUFs: each
+# hybrid_malformed.sh - malformed qwen35 / qwen35moe GGUFs, and qwen3moe
+# ones (the mixture-of-experts loader is shared with qwen35moe): each
 # inconsistency is refused by `blockdraft eval` with a message naming the
 # field, a non-zero exit and no crash, on the release binary and on the
 # ASan+UBSan one (build-debug/blockdraft, which `make test` builds; this
@@ -22,6 +23,12 @@ bad() { echo "FAIL: $*"; fail=1; }
     { echo "FAIL: make-model qwen35"; exit 1; }
 "$BD_BIN" make-model --arch qwen35moe --shape tiny --quant q8_0 --vocab "$ST" --seed 4 -o "$T/m.gguf" >/dev/null 2>&1 ||
     { echo "FAIL: make-model qwen35moe"; exit 1; }
+"$BD_BIN" make-model --arch qwen3moe --shape tiny --quant q8_0 --vocab "$ST" --seed 4 -o "$T/q.gguf" >/dev/null 2>&1 ||
+    { echo "FAIL: make-model qwen3moe"; exit 1; }
+# five layers: edits below drop block_count to 4 and rename the unused
+# fifth layer's tensors into layer 0's names
+"$BD_BIN" make-model --arch qwen3moe --shape tiny --layers 5 --quant q8_0 --vocab "$ST" --seed 4 -o "$T/q5.gguf" \
+    >/dev/null 2>&1 || { echo "FAIL: make-model qwen3moe --layers 5"; exit 1; }
 
 # expect NAME BASE FRAGMENT EDIT...: the edited file is refused naming FRAGMENT
 expect() {
@@ -40,7 +47,7 @@ expect() {
     printf '%-22s %s\n' "$name" "$(tail -1 "$T/err")"
 }
 
-for base in d m; do
+for base in d m q q5; do
     for bin in "$BD_BIN" "$DBG"; do
         "$bin" eval -m "$T/$base.gguf" --ids 1,2,3 --top 1 >/dev/null 2>"$T/err" || bad "valid $base refused: $(tail -1 "$T/err")"
     done
@@ -68,6 +75,20 @@ expect shexp-partial m "shared-expert" --drop-tensor blk.0.ffn_up_shexp.weight
 expect no-down-exps m "blk.1.ffn_down_exps.weight" --drop-tensor blk.1.ffn_down_exps.weight
 expect weights-scale m "expert_weights_scale" --set-f32 $A.expert_weights_scale 2.5
 expect exp-width m "ffn_gate_exps.weight" --set-u32 $A.expert_feed_forward_length 100
+A=qwen3moe
+expect q-used-gt-count q "expert_used_count" --set-u32 $A.expert_used_count 17
+expect q-no-experts q "expert_count" --set-u32 $A.expert_count 0
+expect q-no-count q "expert_count" --drop-key $A.expert_count
+expect q-no-router q "blk.2.ffn_gate_inp.weight" --drop-tensor blk.2.ffn_gate_inp.weight
+expect q-router-rows q "blk.0.ffn_gate_inp.weight" --set-u32 $A.expert_count 12
+expect q-exp-width q "ffn_gate_exps.weight" --set-u32 $A.expert_feed_forward_length 100
+expect q-weights-scale q "expert_weights_scale" --set-f32 $A.expert_weights_scale 2.5
+expect q-no-up-exps q "blk.3.ffn_up_exps.weight" --drop-tensor blk.3.ffn_up_exps.weight
+expect q-fused q "ffn_gate_up_exps" --rename-tensor blk.1.ffn_gate_exps.weight blk.1.ffn_gate_up_exps.weight
+expect q-shexp q5 "shared-expert" --set-u32 $A.block_count 4 \
+    --rename-tensor blk.4.attn_norm.weight blk.0.ffn_gate_inp_shexp.weight
+expect q-dense-ffn q5 "dense feed-forward" --set-u32 $A.block_count 4 \
+    --rename-tensor blk.4.ffn_norm.weight blk.0.ffn_up.weight
 
 [ $fail -eq 0 ] && echo "hybrid_malformed: every edit refused by name, release and ASan builds"
 exit $fail

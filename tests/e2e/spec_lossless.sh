@@ -2,20 +2,20 @@
 # spec_lossless.sh - speculative decoding against generated models.
 #
 # 1. Greedy losslessness: generated targets (qwen3 Q4_K_M tied, qwen3 "mix"
-#    untied, llama Q8_0; hybrid qwen35 Q4_K_M and qwen35moe Q4_K_M with fused
-#    experts and an MTP block) x drafters (random weights, constructed
+#    untied, llama Q8_0, qwen3moe Q4_K_M; hybrid qwen35 Q4_K_M and qwen35moe
+#    Q4_K_M with fused experts and an MTP block) x drafters (random weights, constructed
 #    weights; for the hybrids also a random drafter with sliding-window
 #    layers, and draft-simple with the same-seed model in Q4_0, whose drafts
 #    are right most of the time and wrong at varying places, so rollbacks
 #    into the middle of a block happen at many points and the continuation
-#    depends on the restored recurrent state; Q4_K for the MoE, whose router
-#    flips under coarser rounding) x --spec-draft-n-max 1, 3, 7,
+#    depends on the restored recurrent state; Q4_K for the MoEs, whose
+#    routers flip under coarser rounding) x --spec-draft-n-max 1, 3, 7,
 #    15: token-identical to plain greedy; a DFlash step drafts the same
 #    tokens whatever the draft length asks of the block (prefixes compared
 #    at common positions: the drafter's last layer computes only the
 #    drafted rows).
-# 2. Constructed acceptance patterns: --constant-output targets (qwen3 and
-#    qwen35; greedy emits token 0 forever) with drafters right for exactly
+# 2. Constructed acceptance patterns: --constant-output targets (qwen3,
+#    qwen3moe and qwen35moe; greedy emits token 0 forever) with drafters right for exactly
 #    the first k block positions (k = 0, 2, 5, all). Predicted exactly: accepted drafts
 #    per step a = min(k, n), target forwards 1 + ceil((N-1)/(a+1)), the
 #    per-position acceptance profile, tau, and the target KV length after
@@ -30,9 +30,10 @@ mm() { "$BD_BIN" make-model "$@" >/dev/null; }
 mm --arch qwen3 --shape tiny --quant q4_k_m --seed 11 --vocab "$QV" -o "$T/q1.gguf"
 mm --arch qwen3 --shape tiny --quant mix --untied --seed 12 --vocab "$QV" -o "$T/q2.gguf"
 mm --arch llama --shape tiny --quant q8_0 --seed 13 --vocab "$SV" -o "$T/l1.gguf"
+mm --arch qwen3moe --shape tiny --quant q4_k_m --seed 14 --vocab "$SV" -o "$T/m1.gguf"
 mm --arch qwen35 --shape tiny --quant q4_k_m --seed 21 --vocab "$SV" -o "$T/h1.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2.gguf"
-for t in q1 q2 l1 h1 h2; do
+for t in q1 q2 l1 m1 h1 h2; do
     mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 2 --quant q8_0 --seed 5 -o "$T/$t-rand.gguf"
     mm --arch dflash --target "$T/$t.gguf" --drafter constructed --accept 3 --layers 2 --quant f32 -o "$T/$t-cons.gguf"
 done
@@ -42,10 +43,11 @@ for t in h1 h2; do
 done
 mm --arch qwen35 --shape tiny --quant q4_0 --seed 21 --vocab "$SV" -o "$T/h1-simple.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2-simple.gguf"
+mm --arch qwen3moe --shape tiny --quant q4_k --seed 14 --vocab "$SV" -o "$T/m1-simple.gguf"
 run() { "$BD_BIN" run --temp 0 -t 2 -c 256 --json --ignore-eos "$@"; }
 P="The quick brown fox"
-drafters() { case $1 in h*) echo rand cons swa simple ;; *) echo rand cons ;; esac; }
-for t in q1 q2 l1 h1 h2; do
+drafters() { case $1 in h*) echo rand cons swa simple ;; m1) echo rand cons simple ;; *) echo rand cons ;; esac; }
+for t in q1 q2 l1 m1 h1 h2; do
     run -m "$T/$t.gguf" -p "$P" -n 40 > "$T/$t-plain.json"
     for d in $(drafters $t); do
         extra=(--spec-trace)
@@ -60,10 +62,10 @@ python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 partial = simple_acc = 0
-for t in ["q1", "q2", "l1", "h1", "h2"]:
+for t in ["q1", "q2", "l1", "m1", "h1", "h2"]:
     plain = json.load(open(os.path.join(d, t + "-plain.json")))["generated_ids"]
     assert len(plain) == 40 and len(set(plain)) > 5, (t, "degenerate target", plain)
-    for dr in (["rand", "cons", "swa", "simple"] if t.startswith("h") else ["rand", "cons"]):
+    for dr in {"h": ["rand", "cons", "swa", "simple"], "m": ["rand", "cons", "simple"]}.get(t[0], ["rand", "cons"]):
         for n in [1, 3, 7, 15]:
             o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (t, dr, n))))
             sp = o["stats"]["spec"]
@@ -85,7 +87,7 @@ assert partial > 0 and simple_acc >= 20, ("the draft-simple runs accepted too li
 # a of what the n_max b run drafts there (the drafter's context is the same
 # committed tokens' features in both runs).
 same = 0
-for t in ["q1", "q2", "l1", "h1", "h2"]:
+for t in ["q1", "q2", "l1", "m1", "h1", "h2"]:
     for dr in (["rand", "cons", "swa"] if t.startswith("h") else ["rand", "cons"]):
         steps = {}
         for n in [1, 3, 7, 15]:
@@ -105,7 +107,8 @@ PY
 # constructed acceptance patterns
 mm --arch qwen3 --shape tiny --quant q4_k_m --seed 21 --vocab "$QV" --constant-output -o "$T/c.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 22 --vocab "$SV" --constant-output -o "$T/hc.gguf"
-for c in c hc; do
+mm --arch qwen3moe --shape tiny --quant q4_k_m --seed 23 --vocab "$SV" --constant-output -o "$T/mc.gguf"
+for c in c hc mc; do
     for k in 0 2 5 all; do
         mm --arch dflash --target "$T/$c.gguf" --drafter constructed --accept $k --layers 2 --quant q8_0 \
             -o "$T/$c-$k.gguf"
@@ -119,7 +122,7 @@ python3 - "$T" <<'PY'
 import json, sys, os, math
 d = sys.argv[1]
 N = 49
-for c, k in [(c, k) for c in ["c", "hc"] for k in ["0", "2", "5", "all"]]:
+for c, k in [(c, k) for c in ["c", "hc", "mc"] for k in ["0", "2", "5", "all"]]:
     for n in [3, 7, 15]:
         o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (c, k, n))))
         sp, st = o["stats"]["spec"], o["stats"]

@@ -12,7 +12,8 @@
 #    n_v/n_k 2), qwen35 small (untied, n_v/n_k 3, V width 384: width
 #    fallbacks, explicit recurrent_layers, one MTP block), qwen35moe tiny (16
 #    experts, fused gate/up, untied), qwen35moe small (8 experts: llama.cpp's
-#    8-expert rules, one MTP block).
+#    8-expert rules, one MTP block); and the attention-only qwen3moe tiny and
+#    small (16 and 8 experts) with the same recipe code.
 # 2. llama.cpp loads and runs the files (several mixes, interval schedule and
 #    an explicit recurrent_layers pattern, MTP blocks, fused experts, a Qwen3
 #    vocabulary padded to Qwen3.5's 248320 tokens). Over an 80-token prompt
@@ -84,6 +85,8 @@ qcmp q35-tiny --arch qwen35 --shape tiny
 qcmp q35-small --arch qwen35 --shape small --mtp 1 --recurrent-layers 1,0,1,1,1,0,1,1
 qcmp moe-tiny --arch qwen35moe --shape tiny --fused-gate-up --untied
 qcmp moe-small --arch qwen35moe --shape small --mtp 1
+qcmp q3moe-tiny --arch qwen3moe --shape tiny
+qcmp q3moe-small --arch qwen3moe --shape small
 
 # ---- 2. llama.cpp runs the files -----------------------------------------
 # run_stats LABEL FILE N_VOCAB: the checks of item 2 (N_VOCAB: ids drawn
@@ -150,7 +153,9 @@ for spec in "q35-tiny-q4km|--arch qwen35 --shape tiny --quant q4_k_m" \
             "q35-small-bf16|--arch qwen35 --shape small --quant bf16 --seed 3" \
             "moe-tiny-ud-fused|--arch qwen35moe --shape tiny --quant ud-q4_k_m --fused-gate-up" \
             "moe-small-q4km-mtp|--arch qwen35moe --shape small --quant q4_k_m --mtp 1" \
-            "moe-small-q8-rec|--arch qwen35moe --shape small --quant q8_0 --recurrent-layers auto --seed 2"; do
+            "moe-small-q8-rec|--arch qwen35moe --shape small --quant q8_0 --recurrent-layers auto --seed 2" \
+            "q3moe-tiny-q4km|--arch qwen3moe --shape tiny --quant q4_k_m" \
+            "q3moe-small-ud|--arch qwen3moe --shape small --quant ud-q4_k_m"; do
     label=${spec%%|*}
     # shellcheck disable=SC2086
     mm "$W/$label.gguf" ${spec#*|} --vocab "$ST" && run_stats "$label" "$W/$label.gguf" 512

@@ -112,6 +112,43 @@ static bd_gguf_writer *micro_hybrid(bool moe) {
     return w;
 }
 
+/* A micro qwen3moe: attention in both layers (q/k norms), split expert
+ * stacks, no shared expert. */
+static bd_gguf_writer *micro_qwen3moe(void) {
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    bd_gguf_writer_set_str(w, "general.architecture", "qwen3moe");
+    bd_gguf_writer_set_u32(w, "qwen3moe.block_count", NL);
+    bd_gguf_writer_set_u32(w, "qwen3moe.embedding_length", E);
+    bd_gguf_writer_set_u32(w, "qwen3moe.feed_forward_length", FF);
+    bd_gguf_writer_set_u32(w, "qwen3moe.attention.head_count", NH);
+    bd_gguf_writer_set_u32(w, "qwen3moe.attention.head_count_kv", NKV);
+    bd_gguf_writer_set_u32(w, "qwen3moe.attention.key_length", HD);
+    bd_gguf_writer_set_u32(w, "qwen3moe.attention.value_length", HD);
+    bd_gguf_writer_set_u32(w, "qwen3moe.expert_count", NEXP);
+    bd_gguf_writer_set_u32(w, "qwen3moe.expert_used_count", 2);
+    bd_gguf_writer_set_u32(w, "qwen3moe.expert_feed_forward_length", FF);
+    add_zero(w, "token_embd.weight", BD_TYPE_Q8_0, E, VOC, 1);
+    add_zero(w, "output_norm.weight", BD_TYPE_F32, E, 1, 1);
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+#define T(sfx, type, a0, a1, a2) (snprintf(n, sizeof n, "blk.%d." sfx, l), add_zero(w, n, type, a0, a1, a2))
+        T("attn_norm.weight", BD_TYPE_F32, E, 1, 1);
+        T("attn_q.weight", BD_TYPE_Q8_0, E, NH * HD, 1);
+        T("attn_k.weight", BD_TYPE_Q8_0, E, NKV * HD, 1);
+        T("attn_v.weight", BD_TYPE_Q8_0, E, NKV * HD, 1);
+        T("attn_output.weight", BD_TYPE_Q8_0, NH * HD, E, 1);
+        T("attn_q_norm.weight", BD_TYPE_F32, HD, 1, 1);
+        T("attn_k_norm.weight", BD_TYPE_F32, HD, 1, 1);
+        T("ffn_norm.weight", BD_TYPE_F32, E, 1, 1);
+        T("ffn_gate_inp.weight", BD_TYPE_F32, E, NEXP, 1);
+        T("ffn_gate_exps.weight", BD_TYPE_Q8_0, E, FF, NEXP);
+        T("ffn_up_exps.weight", BD_TYPE_Q8_0, E, FF, NEXP);
+        T("ffn_down_exps.weight", BD_TYPE_Q8_0, FF, E, NEXP);
+#undef T
+    }
+    return w;
+}
+
 static bd_gguf_writer *micro_drafter(void) {
     bd_gguf_writer *w = bd_gguf_writer_create();
     bd_gguf_writer_set_str(w, "general.architecture", "dflash");
@@ -197,9 +234,11 @@ int main(int argc, char **argv) {
     rc |= write_seed(bd_gguf_writer_create(), dir, "seed-empty.gguf");
 
     /* micro hybrids: valid qwen35 / qwen35moe files of tiny sizes (the
-     * loader accepts them), and a DFlash drafter for the dense one */
+     * loader accepts them), a micro qwen3moe, and a DFlash drafter for the
+     * dense hybrid */
     rc |= write_seed(micro_hybrid(false), dir, "seed-qwen35.gguf");
     rc |= write_seed(micro_hybrid(true), dir, "seed-qwen35moe.gguf");
+    rc |= write_seed(micro_qwen3moe(), dir, "seed-qwen3moe.gguf");
     rc |= write_seed(micro_drafter(), dir, "seed-dflash.gguf");
     return rc;
 }

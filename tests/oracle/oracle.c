@@ -448,7 +448,10 @@ int main(int argc, char **argv) {
     if (!parse_opts(argc, argv, &o)) return usage();
     g_verbose = o.verbose;
     llama_log_set(log_cb, NULL);
-    ggml_backend_load_all_from_path(BD_ORACLE_LIBDIR);
+    /* BD_ORACLE_BACKENDS: a folder holding one libggml-cpu-<variant>.so
+     * (build/oracle/isa-*), to run llama.cpp's kernels of one ISA level */
+    const char *bdir = getenv("BD_ORACLE_BACKENDS");
+    ggml_backend_load_all_from_path(bdir && *bdir ? bdir : BD_ORACLE_LIBDIR);
     llama_backend_init();
     int rc;
     if (!strcmp(o.mode, "logits")) rc = mode_logits(&o);

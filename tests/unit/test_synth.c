@@ -499,13 +499,72 @@ static void test_hybrid_schedule(void **state) {
     assert_shape(&p, "blk.8.nextn.eh_proj.weight", 4096, 2048, 1, 2);
     assert_null(find(&p, "blk.9.attn_norm.weight"));
     bd_synth_plan_free(&p);
-    /* the hybrid options are refused for qwen3/llama, and so is the UD mix */
+    /* the hybrid-only options are refused for qwen3/llama, and so is the UD
+     * mix; --layers applies to every arch */
     o = hopts("qwen3", "tiny", "q4_k_m");
-    o.n_layers = 2;
+    o.n_mtp = 1;
     assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
+    o.n_mtp = 0;
+    o.recurrent = "auto";
+    assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
+    o.recurrent = NULL;
+    o.n_layers = 2;
+    if (!bd_synth_plan_make(&o, 512, &p, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.n_layer, 2);
+    assert_non_null(find(&p, "blk.1.ffn_down.weight"));
+    assert_null(find(&p, "blk.2.attn_norm.weight"));
+    bd_synth_plan_free(&p);
     o = hopts("qwen3", "tiny", "ud-q4_k_m");
     assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
     o = hopts("qwen35", "35b-a3b", "f32"); /* a qwen35moe shape */
+    assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
+}
+
+/* qwen3moe: Qwen3-30B-A3B's shape (48 layers of 12 tensors + 3: 579, untied,
+ * split experts, no shared expert), its Q4_K_M types (no 8-expert rules at
+ * 128 experts; ffn_down_exps by use_more_bits over the layer index), and
+ * --layers keeping the per-layer shape. */
+static void test_qwen3moe_plan(void **state) {
+    (void)state;
+    bd_synth_opts o = hopts("qwen3moe", "30b-a3b", "q4_k_m");
+    bd_synth_plan p;
+    char err[256], nm[64];
+    if (!bd_synth_plan_make(&o, 151936, &p, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.n_layer, 48);
+    assert_int_equal(p.n_tensors, 579);
+    assert_false(p.tied);
+    assert_shape(&p, "output.weight", 2048, 151936, 1, 2);
+    assert_shape(&p, "blk.0.attn_q.weight", 2048, 32 * 128, 1, 2);
+    assert_shape(&p, "blk.0.attn_k.weight", 2048, 4 * 128, 1, 2);
+    assert_shape(&p, "blk.0.attn_q_norm.weight", 128, 1, 1, 1);
+    assert_shape(&p, "blk.0.attn_output.weight", 32 * 128, 2048, 1, 2);
+    assert_shape(&p, "blk.0.ffn_gate_inp.weight", 2048, 128, 1, 2);
+    assert_type(&p, "blk.0.ffn_gate_inp.weight", BD_TYPE_F32);
+    assert_shape(&p, "blk.0.ffn_gate_exps.weight", 2048, 768, 128, 3);
+    assert_shape(&p, "blk.0.ffn_up_exps.weight", 2048, 768, 128, 3);
+    assert_shape(&p, "blk.0.ffn_down_exps.weight", 768, 2048, 128, 3);
+    assert_null(find(&p, "blk.0.ffn_gate.weight"));
+    assert_null(find(&p, "blk.0.ffn_gate_shexp.weight"));
+    assert_type(&p, "output.weight", BD_TYPE_Q6_K);
+    assert_type(&p, "token_embd.weight", BD_TYPE_Q4_K);
+    assert_type(&p, "blk.10.attn_output.weight", BD_TYPE_Q4_K);
+    assert_type(&p, "blk.10.attn_k.weight", BD_TYPE_Q4_K);
+    for (int l = 0; l < 48; l++) {
+        snprintf(nm, sizeof nm, "blk.%d.ffn_down_exps.weight", l);
+        assert_type(&p, nm, bd_synth_use_more_bits(l, 48) ? BD_TYPE_Q6_K : BD_TYPE_Q4_K);
+        snprintf(nm, sizeof nm, "blk.%d.attn_v.weight", l);
+        assert_type(&p, nm, bd_synth_use_more_bits(l, 48) ? BD_TYPE_Q6_K : BD_TYPE_Q4_K);
+    }
+    bd_synth_plan_free(&p);
+    o.n_layers = 8;
+    if (!bd_synth_plan_make(&o, 151936, &p, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(p.n_tensors, 3 + 8 * 12);
+    assert_shape(&p, "blk.7.ffn_down_exps.weight", 768, 2048, 128, 3);
+    bd_synth_plan_free(&p);
+    o = hopts("qwen3moe", "tiny", "f32");
+    o.fused_gate_up = true; /* llama.cpp's qwen3moe loads split experts only */
+    assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
+    o = hopts("qwen3moe", "4b", "f32"); /* a qwen3 shape */
     assert_false(bd_synth_plan_make(&o, 512, &p, err, sizeof err));
 }
 
@@ -773,6 +832,7 @@ int main(void) {
         cmocka_unit_test(test_hybrid_moe_plan),
         cmocka_unit_test(test_hybrid_schedule),
         cmocka_unit_test(test_hybrid_real_shapes),
+        cmocka_unit_test(test_qwen3moe_plan),
         cmocka_unit_test(test_hybrid_ud_mix),
         cmocka_unit_test(test_hybrid_write_read_back),
         cmocka_unit_test(test_hybrid_drafter),
