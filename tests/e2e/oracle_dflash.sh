@@ -25,6 +25,8 @@
 #              layers (window 4, pattern 1,0,1: the window cuts the context
 #              from the sixth token on), n_max 7; the Qwen3.5 drafter
 #              schema (rope sections [hd/2,0,0,0], taps below the trunk).
+#   qwen3moe   `make-model` qwen3moe tiny F32 target (16 experts top-4) +
+#              random 2-layer F32 drafter, n_max 7.
 #   constructed  --constant-output target + constructed drafter --accept 3,
 #              n_max 7, for qwen3 and for qwen35 (Q8_0 targets): every step
 #              drafts [0,0,0,MASK x4] and accepts 3.
@@ -77,6 +79,10 @@ fail=0
     --vocab "$S/stories260K.gguf" -o "$W/HM.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch dflash --target "$W/HM.gguf" --drafter random --layers 3 --quant f32 --seed 4 \
     --swa 4 --swa-pattern 1,0,1 -o "$W/HMD.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch qwen3moe --shape tiny --quant f32 --seed 6 --vocab "$S/stories260K.gguf" \
+    -o "$W/QM.gguf" >/dev/null &&
+"$BD_BIN" make-model --arch dflash --target "$W/QM.gguf" --drafter random --layers 2 --quant f32 --seed 4 \
+    -o "$W/QMD.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch qwen35 --shape tiny --quant q8_0 --seed 5 --vocab "$S/stories260K.gguf" \
     --constant-output -o "$W/HC.gguf" >/dev/null &&
 "$BD_BIN" make-model --arch dflash --target "$W/HC.gguf" --drafter constructed --accept 3 --layers 2 \
@@ -196,6 +202,7 @@ one_case random-k7 "$W/T.gguf" "$W/D.gguf" 32 7 2e-2 2e-2 -
 one_case hybrid-k3 "$W/H.gguf" "$W/HD.gguf" 32 3 2e-2 2e-2 -
 one_case hybrid-k7 "$W/H.gguf" "$W/HD.gguf" 32 7 2e-2 2e-2 -
 one_case hybrid-moe-swa-k7 "$W/HM.gguf" "$W/HMD.gguf" 32 7 2e-2 2e-2 -
+one_case qwen3moe-k7 "$W/QM.gguf" "$W/QMD.gguf" 32 7 2e-2 2e-2 -
 one_case constructed-k7 "$W/TC.gguf" "$W/DC.gguf" 24 7 -1 -1 - --samplers temperature
 one_case hybrid-constructed-k7 "$W/HC.gguf" "$W/HCD.gguf" 24 7 -1 -1 - --samplers temperature
 exit $fail
