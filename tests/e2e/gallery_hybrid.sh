@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Hybrid (qwen35 / qwen35moe) bundles in the gallery and at load:
-# * a qwen35 target + DFlash drafter bundle and a qwen35moe one (with an
-#   MTP block) validate and install as "installed", and `blockdraft run NAME`
+# Hybrid (qwen35 / qwen35moe) and qwen3moe bundles in the gallery and at load:
+# * a qwen35 target + DFlash drafter bundle, a qwen35moe one (with an MTP
+#   block) and a qwen3moe one validate and install as "installed", and `blockdraft run NAME`
 #   runs them with the drafter, token-identical to plain decoding;
 # * pairs that must not run are refused at pull (nothing installed) and at
 #   load (`run -m T -md D`), with the same message: a drafter tapping the
@@ -19,6 +19,8 @@ mm --arch qwen35 --shape tiny --quant q8_0 --seed 3 --vocab "$ST" -o "$H/t.gguf"
 mm --arch dflash --target "$H/t.gguf" --drafter random --layers 2 --taps 2 --quant q8_0 --seed 1 -o "$H/d.gguf"
 mm --arch qwen35moe --shape tiny --quant q8_0 --seed 4 --mtp 1 --vocab "$ST" -o "$H/tm.gguf"
 mm --arch dflash --target "$H/tm.gguf" --drafter random --layers 2 --taps 2 --quant q8_0 --seed 2 -o "$H/dm.gguf"
+mm --arch qwen3moe --shape tiny --quant q8_0 --seed 8 --vocab "$ST" -o "$H/tq.gguf"
+mm --arch dflash --target "$H/tq.gguf" --drafter random --layers 2 --taps 2 --quant q8_0 --seed 3 -o "$H/dq.gguf"
 # bad drafters
 "$EDIT" "$H/dm.gguf" "$H/d-mtp.gguf" --set-i32s dflash.target_layers 1,4 || fail "bd-gguf-edit"
 mm --arch qwen35 --shape small --quant q8_0 --seed 5 --vocab "$ST" -o "$H/small.gguf"
@@ -35,14 +37,15 @@ hentry() { entry "$1" "$1/t.gguf" "$BASE/files/hybrid/$2" "$(sha_of "hybrid/$2")
     "$BASE/files/hybrid/$3" "$(sha_of "hybrid/$3")"; }
 hentry q35-dflash t.gguf d.gguf
 hentry q35moe-dflash tm.gguf dm.gguf
-for name in q35-dflash q35moe-dflash; do
+hentry q3moe-dflash tq.gguf dq.gguf
+for name in q35-dflash q35moe-dflash q3moe-dflash; do
     pull $name
     [ $RC -eq 0 ] || fail "$name: pull failed"
     BD list >"$T/out" 2>&1
     grep -E "^$name +installed" "$T/out" >/dev/null || { cat "$T/out"; fail "$name not installed"; }
     BD run $name -p "Once upon a time" -n 24 --temp 0 --ignore-eos --json -t 2 >"$T/spec.json" 2>"$T/err" ||
         fail "run $name: $(tail -2 "$T/err")"
-    t=$H/t.gguf; [ $name = q35moe-dflash ] && t=$H/tm.gguf
+    t=$H/t.gguf; [ $name = q35moe-dflash ] && t=$H/tm.gguf; [ $name = q3moe-dflash ] && t=$H/tq.gguf
     BD run -m "$t" -p "Once upon a time" -n 24 --temp 0 --ignore-eos --json -t 2 >"$T/plain.json" 2>"$T/err" ||
         fail "plain run: $(tail -2 "$T/err")"
     python3 - "$T/spec.json" "$T/plain.json" <<'PY' || fail "$name: speculative run differs from plain decoding"
