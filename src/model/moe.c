@@ -1,7 +1,7 @@
 /*
- * moe.c - the mixture-of-experts feed-forward (qwen35moe), as llama.cpp's
- * build_moe_ffn computes it with softmax gating and normalized weights
- * (qwen35-hybrid.md §5):
+ * moe.c - the mixture-of-experts feed-forward (qwen3moe, qwen35moe), as
+ * llama.cpp's build_moe_ffn computes it with softmax gating and normalized
+ * weights (qwen35-hybrid.md §5, gguf-and-architectures.md §7):
  *
  *   p      = softmax(W_router y)                                [n_expert]
  *   sel    = the n_used largest p, largest first; equal p: lower expert id
@@ -12,6 +12,7 @@
  *   routed = ((w_0 E_0(y) + w_1 E_1(y)) + w_2 E_2(y)) + ...   in selection order,
  *            E_e(y) = down_e(silu(gate_e y) * up_e y)
  *   FFN(y) = routed + sigmoid(g_sh . y) * down_sh(silu(gate_sh y) * up_sh y)
+ *            (the shared-expert term where the layer has one: qwen35moe)
  *
  * Experts run one at a time over the rows routed to them (gathered), on
  * the pool. A row's numbers do not depend on which other rows share its
