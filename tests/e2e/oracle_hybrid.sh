@@ -53,24 +53,9 @@ mm m-small-f32 --arch qwen35moe --shape small --quant f32 --seed 9 --fused-gate-
 mm m-tiny-q8 --arch qwen35moe --shape tiny --quant q8_0 --seed 12 && logits m-tiny-q8 5e-2
 mm m-tiny-q4km --arch qwen35moe --shape tiny --quant q4_k_m --seed 12 && logits m-tiny-q4km 5e-2 rel
 mm m-tiny-q3k --arch qwen35moe --shape tiny --quant q3_k --seed 12 && logits m-tiny-q3k 5e-2 rel
-# Exact router ties: every expert's router row copied from its lower
-# neighbour's in groups of three (0=1=2, 3=4=5, ...), so the chosen set
-# always has tied members, and the k-th place is decided by a tie wherever
-# a group straddles it; llama.cpp (insertion sort, <= 16 experts) and
-# blockdraft both take the lower ids first. Also pins the renormalization
+# Exact router ties (lib/oracle_common.sh); also pins the renormalization
 # over the chosen experts and the shared expert's gate.
-if [ -f "$W/m-tiny-f32.gguf" ]; then
-    ne=$("$BD_BIN" inspect "$W/m-tiny-f32.gguf" | sed -n 's/.*qwen35moe.expert_count (uint32) = \([0-9]*\).*/\1/p')
-    [ -n "$ne" ] || bad "cannot read expert_count of m-tiny-f32"
-    edits=()
-    for l in 0 1 2 3; do
-        for ((e = 0; e + 2 < ne; e += 3)); do
-            edits+=(--copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 1)) --copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 2)))
-        done
-    done
-    "$EDIT" "$W/m-tiny-f32.gguf" "$W/m-ties.gguf" "${edits[@]}" || bad "bd-gguf-edit m-ties"
-    logits m-ties 1e-4
-fi
+router_ties m-tiny-f32 m-ties qwen35moe && logits m-ties 1e-4
 
 [ $fail -eq 0 ] && echo "oracle_hybrid: all comparisons within tolerance"
 exit $fail

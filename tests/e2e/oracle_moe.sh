@@ -35,23 +35,9 @@ mm q-small-f32 --arch qwen3moe --shape small --quant f32 --seed 9 && { logits q-
 mm q-tiny-q8 --arch qwen3moe --shape tiny --quant q8_0 --seed 12 && { logits q-tiny-q8 5e-2 rel 2; greedy q-tiny-q8; }
 mm q-tiny-q4km --arch qwen3moe --shape tiny --quant q4_k_m --seed 12 && logits q-tiny-q4km 5e-2 rel 2
 mm q-tiny-ud --arch qwen3moe --shape tiny --quant ud-q4_k_m --seed 14 --untied && logits q-tiny-ud 5e-2 rel 2
-# Exact router ties: every expert's router row copied from its lower
-# neighbour's in groups of three (0=1=2, 3=4=5, ...), so ties decide the
-# k-th place wherever a group straddles it; llama.cpp (insertion sort for
-# <= 16 experts) and blockdraft both take the lower ids first. Also pins
-# the renormalization over the chosen experts.
-if [ -f "$W/q-tiny-f32.gguf" ]; then
-    ne=$("$BD_BIN" inspect "$W/q-tiny-f32.gguf" | sed -n 's/.*qwen3moe.expert_count (uint32) = \([0-9]*\).*/\1/p')
-    [ -n "$ne" ] || bad "cannot read expert_count of q-tiny-f32"
-    edits=()
-    for l in 0 1 2 3; do
-        for ((e = 0; e + 2 < ne; e += 3)); do
-            edits+=(--copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 1)) --copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 2)))
-        done
-    done
-    "$EDIT" "$W/q-tiny-f32.gguf" "$W/q-ties.gguf" "${edits[@]}" || bad "bd-gguf-edit q-ties"
-    logits q-ties 1e-4
-fi
+# Exact router ties (lib/oracle_common.sh); also pins the renormalization
+# over the chosen experts.
+router_ties q-tiny-f32 q-ties qwen3moe && logits q-ties 1e-4
 
 [ $fail -eq 0 ] && echo "oracle_moe: all comparisons within tolerance"
 exit $fail

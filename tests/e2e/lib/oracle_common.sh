@@ -16,6 +16,14 @@
 #                         exceed it (compare.py --outliers: expert swaps).
 #   greedy NAME           `run --temp 0` against `bd-oracle greedy`, 64
 #                         tokens, identical up to the first near-tie.
+#   router_ties SRC NAME ARCH  $W/NAME.gguf := $W/SRC.gguf (a 4-layer MoE)
+#                         with every expert's router row copied from its
+#                         lower neighbour's in groups of three (0=1=2,
+#                         3=4=5, ...): the chosen set always has tied
+#                         members and ties decide the k-th place wherever a
+#                         group straddles it; llama.cpp (insertion sort for
+#                         <= 16 experts) and blockdraft both take the lower
+#                         ids first. Needs EDIT (bd-gguf-edit).
 : "${BD_BIN:?}" "${BD_BUILD:?}" "${W:?}" "${ST:?}"
 ROOT=${BD_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 CMP="python3 $ROOT/tests/oracle/compare.py"
@@ -82,4 +90,18 @@ greedy() {
         2>"$W/$label.bd.err" || { bad "$label: blockdraft run failed: $(tail -2 "$W/$label.bd.err")"; return; }
     $CMP greedy "$W/$label.greedy-oracle.json" "$W/$label.greedy-bd.json" --label "$label/greedy" ||
         bad "$label: greedy sequences differ before the first near-tie"
+}
+
+router_ties() {
+    local src=$1 name=$2 arch=$3 ne l e
+    [ -f "$W/$src.gguf" ] || return 1
+    ne=$("$BD_BIN" inspect "$W/$src.gguf" | sed -n "s/.*$arch.expert_count (uint32) = \([0-9]*\).*/\1/p")
+    [ -n "$ne" ] || { bad "cannot read expert_count of $src"; return 1; }
+    local edits=()
+    for l in 0 1 2 3; do
+        for ((e = 0; e + 2 < ne; e += 3)); do
+            edits+=(--copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 1)) --copy-row "blk.$l.ffn_gate_inp.weight" $e $((e + 2)))
+        done
+    done
+    "$EDIT" "$W/$src.gguf" "$W/$name.gguf" "${edits[@]}" || { bad "bd-gguf-edit $name"; return 1; }
 }
