@@ -35,8 +35,6 @@ set -u
 ST="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
 W="$BD_BUILD/oracle-hybrid"
 . "$(dirname "$0")/lib/oracle_common.sh"
-EDIT="$BD_BUILD/tests/bd-gguf-edit"
-[ -x "$EDIT" ] || { echo "FAIL: $EDIT not built (make tests)"; exit 1; }
 
 echo "== qwen35"
 mm d-tiny-f32 --arch qwen35 --shape tiny --quant f32 --seed 3 && { logits d-tiny-f32 1e-4; greedy d-tiny-f32; }

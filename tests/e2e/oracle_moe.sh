@@ -26,8 +26,6 @@ set -u
 ST="$BD_SHARED/fixtures/stories260K/stories260K.gguf"
 W="$BD_BUILD/oracle-moe"
 . "$(dirname "$0")/lib/oracle_common.sh"
-EDIT="$BD_BUILD/tests/bd-gguf-edit"
-[ -x "$EDIT" ] || { echo "FAIL: $EDIT not built (make tests)"; exit 1; }
 
 echo "== qwen3moe"
 mm q-tiny-f32 --arch qwen3moe --shape tiny --quant f32 --seed 4 && { logits q-tiny-f32 1e-4; greedy q-tiny-f32; }

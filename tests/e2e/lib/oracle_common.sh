@@ -1,7 +1,7 @@
 # oracle_common.sh - helpers of the scripts that compare blockdraft's
 # forward with llama.cpp v0.5.0 on make-model files (oracle_hybrid.sh,
 # oracle_moe.sh). Source it after setting W (work folder) and ST (the
-# vocabulary GGUF); it sets ORACLE, CMP, IDS (100 ids from 3..511: full
+# vocabulary GGUF); it sets ORACLE, EDIT, CMP, IDS (100 ids from 3..511: full
 # logit rows of a 512-token vocabulary are cheap), TH and fail.
 #
 #   mm NAME ARGS...       make-model ARGS into $W/NAME.gguf
@@ -23,11 +23,13 @@
 #                         members and ties decide the k-th place wherever a
 #                         group straddles it; llama.cpp (insertion sort for
 #                         <= 16 experts) and blockdraft both take the lower
-#                         ids first. Needs EDIT (bd-gguf-edit).
+#                         ids first (bd-gguf-edit, tests/tools/gguf_edit.c).
 : "${BD_BIN:?}" "${BD_BUILD:?}" "${W:?}" "${ST:?}"
 ROOT=${BD_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 CMP="python3 $ROOT/tests/oracle/compare.py"
 ORACLE=$("$ROOT/tests/oracle/setup.sh") || { echo "FAIL: cannot build the llama.cpp oracle (tests/oracle/setup.sh)"; exit 1; }
+EDIT="$BD_BUILD/tests/bd-gguf-edit"
+[ -x "$EDIT" ] || { echo "FAIL: $EDIT not built (make tests)"; exit 1; }
 mkdir -p "$W"
 TH=1
 fail=0
