@@ -59,7 +59,7 @@ BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
  * 18.4 / 17.2, into L2 2 KiB ahead 17.7 / 22.0, 4 KiB 18.0 / 17.3, 8 KiB
  * 17.0 / 16.9. (Zen 5 had measured none 25 % slower than into L1.) On
  * Zen 5 (family 26, same kbench, `avx512` / `avxvnni`, two alternating
- * builds each) 1, 4, 8 and 16 KiB all landed in 12.2-14.8 / 13.2-17.3 ms
+ * builds each) 1, 4, 8 and 16 KiB all landed in 12.2-14.8 / 13.6-17.3 ms
  * (Q4_K) and 10.1-14.2 / 13.2-16.5 (Q6_K): within that VM's noise, so one
  * distance for both. Build with CFLAGS=-DIL_PF_BYTES=N to measure others. */
 #ifndef IL_PF_BYTES
