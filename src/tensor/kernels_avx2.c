@@ -882,10 +882,91 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *
     }
 }
 
+/* NT (<= 4) activation rows against the two unpacked Q4_K blocks of a
+ * 16-row interleaved group (kernels_il.h's subs; u0 rows 0-7, u1 rows
+ * 8-15): rg_block_q4k on each, each activation broadcast feeding both
+ * subs' code vectors. The integer sums are exact and the f32 steps per
+ * sub and row are rg_block_q4k's, so the same bits. With one sub at a
+ * time, a broadcast load per vpdpbusd (or vpmaddubsw) held the loop near
+ * one product a cycle on Zen 5. kbench, Zen 5, 2 threads, 9728 x 2560 Q4_K
+ * from memory, 16 rows, best of 10, ms per 512 MiB, avx2 / avxvnni:
+ * 38.9 / 38.7 -> 34.1 / 31.1 (NT 3 / 4: NT 4 gave 37.0 on avx2, NT 3
+ * 31.4 on avxvnni; NT 2 slower on both). Q6_K's version of this measured
+ * 3-5 % slower than rg_block_q6k one sub at a time and was left out. */
+BD_INLINE void il_pair_q4k(const rg_q4k *u0, const rg_q4k *u1, const block_q8_K *const *x, __m256 *acc0,
+                           __m256 *acc1, const int NT) {
+    const rg_q4k *u[2] = {u0, u1};
+    __m256 *acc[2] = {acc0, acc1};
+    __m256i sumi[2][4];
+    UNROLL for (int j = 0; j < NT; j++) sumi[0][j] = sumi[1][j] = _mm256_setzero_si256();
+    UNROLL for (int s = 0; s < 8; s++) {
+        __m256i t[2][4];
+        UNROLL for (int j = 0; j < NT; j++) t[0][j] = t[1][j] = _mm256_setzero_si256();
+        UNROLL for (int g = 0; g < 8; g++) {
+            const __m256i U0 = _mm256_load_si256(&u0->u[s][g]), U1 = _mm256_load_si256(&u1->u[s][g]);
+            UNROLL for (int j = 0; j < NT; j++) {
+                const __m256i b = bcast32(x[j]->qs + 32 * s + 4 * g);
+#if defined(__AVXVNNI__)
+                t[0][j] = _mm256_dpbusd_avx_epi32(t[0][j], U0, b);
+                KEEP(t[0][j]);
+                t[1][j] = _mm256_dpbusd_avx_epi32(t[1][j], U1, b);
+                KEEP(t[1][j]);
+#else
+                t[0][j] = _mm256_add_epi16(t[0][j], _mm256_maddubs_epi16(U0, b));
+                KEEP(t[0][j]);
+                t[1][j] = _mm256_add_epi16(t[1][j], _mm256_maddubs_epi16(U1, b));
+                KEEP(t[1][j]);
+#endif
+            }
+        }
+        UNROLL for (int h = 0; h < 2; h++)
+            UNROLL for (int j = 0; j < NT; j++) {
+#if defined(__AVXVNNI__)
+                sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_mullo_epi32(t[h][j], u[h]->sc[s]));
+#else
+                sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_madd_epi16(t[h][j], u[h]->sc[s]));
+#endif
+                KEEP(sumi[h][j]);
+            }
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL for (int s = 0; s < 8; s++) {
+            const __m256i bs = bcast32(x[j]->bsums + 2 * s);
+            UNROLL for (int h = 0; h < 2; h++) summ[h] = _mm256_add_epi32(summ[h], _mm256_madd_epi16(u[h]->mn[s], bs));
+        }
+        const __m256 dx = _mm256_set1_ps(x[j]->d);
+        UNROLL for (int h = 0; h < 2; h++) {
+            acc[h][j] = _mm256_fmadd_ps(_mm256_mul_ps(u[h]->d, dx), _mm256_cvtepi32_ps(sumi[h][j]), acc[h][j]);
+            acc[h][j] = _mm256_fnmadd_ps(_mm256_mul_ps(u[h]->dmin, dx), _mm256_cvtepi32_ps(summ[h]), acc[h][j]);
+        }
+    }
+}
+/* activation rows per il_pair_q4k call (see its figures); -DIL_PAIR_NT=N
+ * to measure others */
+#ifndef IL_PAIR_NT
+#if defined(__AVXVNNI__)
+#define IL_PAIR_NT 4
+#else
+#define IL_PAIR_NT 3
+#endif
+#endif
+#define IL_PAIR_FN(N)                                                                                          \
+    static void il_pair_q4k_##N(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, __m256 *a1) { \
+        il_pair_q4k(u0, u1, x, a0, a1, N);                                                                   \
+    }
+IL_PAIR_FN(1)
+IL_PAIR_FN(2)
+IL_PAIR_FN(3)
+IL_PAIR_FN(4)
+typedef void (*il_pair_fn)(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, __m256 *a1);
+static const il_pair_fn k_il_pair_q4k[4] = {il_pair_q4k_1, il_pair_q4k_2, il_pair_q4k_3, il_pair_q4k_4};
+#define IL_PAIR_Q4 k_il_pair_q4k
+
 /* Q6_K, 8 rows of one block. */
 typedef struct {
     __m256i u[16][4]; /* [group G][k]: lane r = codes (0..63) of elements 16 G + 4 k .. + 3 of row r */
-    __m256i sc[16];   /* [G]: lane r = (sc, sc), the scale of group G as an int16 pair */
+    __m256i sc[16];   /* [G]: lane r = (sc, sc), the scale of group G as an int16 pair (AVX-VNNI: sc) */
     __m256i scb[8];   /* [p]: lane r = (-32 sc_2p, -32 sc_2p+1) as an int16 pair: the codes' offset */
     __m256 d;
 } rg_q6k;
@@ -911,7 +992,11 @@ BD_INLINE void rg_unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
     __m256i sc[16];
     UNROLL for (int G = 0; G < 16; G++) {
         sc[G] = _mm256_srai_epi32(_mm256_slli_epi32(q[G / 4], 24 - 8 * (G % 4)), 24);
+#if defined(__AVXVNNI__)
+        u->sc[G] = sc[G];
+#else
         u->sc[G] = _mm256_or_si256(_mm256_and_si256(sc[G], _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc[G], 16));
+#endif
     }
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     UNROLL for (int p = 0; p < 8; p++) {
@@ -933,6 +1018,24 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(u->scb[p], bcast32(x[j]->bsums + 2 * p)));
     }
     UNROLL for (int G = 0; G < 16; G++) {
+#if defined(__AVXVNNI__)
+        /* a group's four products in one vpdpbusd chain, then its scale
+         * (the codes are 0..63, so they are the unsigned operand). kbench,
+         * Zen 5, 2 threads, 2560 x 9728 from memory, best of 10, ms per
+         * 512 MiB, against the vpmaddubsw pairs: 16 rows 29.1 -> 27.8-28.5,
+         * 4 rows 10.5-10.7 -> 10.3-10.4. */
+        __m256i U[4], t[4];
+        UNROLL for (int k = 0; k < 4; k++) U[k] = _mm256_load_si256(&u->u[G][k]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            const int8_t *q = x[j]->qs + 16 * G;
+            t[j] = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), U[0], bcast32(q));
+            UNROLL for (int k = 1; k < 4; k++) t[j] = _mm256_dpbusd_avx_epi32(t[j], U[k], bcast32(q + 4 * k));
+        }
+        UNROLL for (int j = 0; j < NT; j++) {
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_mullo_epi32(t[j], u->sc[G]));
+            KEEP(sumi[j]);
+        }
+#else
         UNROLL for (int h = 0; h < 2; h++) { /* two products of a group at a time (int16 room) */
             const __m256i U0 = _mm256_load_si256(&u->u[G][2 * h]), U1 = _mm256_load_si256(&u->u[G][2 * h + 1]);
             UNROLL for (int j = 0; j < NT; j++) {
@@ -942,6 +1045,7 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *
                 KEEP(sumi[j]);
             }
         }
+#endif
     }
     UNROLL for (int j = 0; j < NT; j++)
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
@@ -1078,7 +1182,11 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
     __m256i sc[16];
     UNROLL for (int G = 0; G < 16; G++) {
         sc[G] = _mm256_srai_epi32(_mm256_slli_epi32(il_word(p, sub, 48 + G / 4), 24 - 8 * (G % 4)), 24);
+#if defined(__AVXVNNI__)
+        u->sc[G] = sc[G];
+#else
         u->sc[G] = _mm256_or_si256(_mm256_and_si256(sc[G], _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(sc[G], 16));
+#endif
     }
     const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
     UNROLL for (int q = 0; q < 8; q++) {
@@ -1169,15 +1277,15 @@ BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
     }
 }
 
-#if !defined(__AVXVNNI__)
 /* One activation row against a group, both subs side by side: each
  * activation broadcast feeds the two subs' code vectors at once (with the
  * subs one after the other, the compiler hoisted the 64 broadcasts of a
  * block out of the sub loop and spilled them to the stack). The integer
  * sums are il_few_q4k's, only added in another order (exact), and the f32
- * steps per sub are the same, so the same bits. kbench, Zen 4, one thread,
- * 2048 x 2048 in cache: 0.081 -> 0.064 ms (Q6_K's version of this measured
- * no better than il_few_q6k and was left out). */
+ * steps per sub are the same, so the same bits. kbench, one thread, in
+ * cache: Zen 4 AVX2, 2048 x 2048, 0.081 -> 0.064 ms; Zen 5 AVX-VNNI, 2048
+ * x 2560, 0.167 -> 0.137 (from memory both at ~17 ms per 512 MiB). Q6_K's
+ * version of this measured no better than il_few_q6k and was left out. */
 BD_INLINE void il_one_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, float *y) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), hi2 = _mm256_set1_epi8(0x30),
                   ff = _mm256_set1_epi32(0xFF);
@@ -1196,10 +1304,15 @@ BD_INLINE void il_one_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, float
                 UNROLL for (int sub = 0; sub < 2; sub++) {
                     const __m256i v = il_word(p, sub, 4 + 8 * c + g);
                     const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#if defined(__AVXVNNI__)
+                    tl[sub] = _mm256_dpbusd_avx_epi32(tl[sub], lo, bl);
+                    th[sub] = _mm256_dpbusd_avx_epi32(th[sub], hi, bh);
+#else
                     tl[sub] = _mm256_add_epi16(tl[sub], _mm256_maddubs_epi16(lo, bl));
                     KEEP(tl[sub]);
                     th[sub] = _mm256_add_epi16(th[sub], _mm256_maddubs_epi16(hi, bh));
                     KEEP(th[sub]);
+#endif
                 }
             }
             UNROLL for (int sub = 0; sub < 2; sub++) {
@@ -1210,7 +1323,11 @@ BD_INLINE void il_one_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, float
                                              : _mm256_or_si256(_mm256_and_si256(q3, m4),
                                                                _mm256_and_si256(_mm256_srli_epi32(q1, 2), hi2));
                     const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(sv, 8 * (s % 4)), ff);
+#if defined(__AVXVNNI__)
+                    sumi[sub] = _mm256_add_epi32(sumi[sub], _mm256_mullo_epi32(h ? th[sub] : tl[sub], sc));
+#else
                     sumi[sub] = _mm256_add_epi32(sumi[sub], _mm256_madd_epi16(h ? th[sub] : tl[sub], pair16(sc)));
+#endif
                 }
             }
         }
@@ -1237,7 +1354,6 @@ BD_INLINE void il_one_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, float
     _mm256_storeu_ps(y, acc[0]);
     _mm256_storeu_ps(y + 8, acc[1]);
 }
-#endif
 
 /* vpshufb control putting byte a of every 32-bit lane in its byte 1 and
  * byte b in its byte 3 (bytes 0 and 2 zero): an arithmetic shift of each
@@ -1314,17 +1430,11 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
 }
 
 /* kernels_il.h's IL_FEW: NT as a constant, one copy each; one Q4_K row
- * through il_one_q4k without VNNI (the AVX-VNNI build keeps il_few_q4k:
- * its dpbusd chains were not the ones spilling, and no AVX-VNNI host has
- * measured a variant). */
+ * through il_one_q4k. */
 static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
                    int64_t ldy) {
     if (type == BD_TYPE_Q4_K) {
-#if !defined(__AVXVNNI__)
         if (nt == 1) il_one_q4k(nb, w, xq, y);
-#else
-        if (nt == 1) il_few_q4k(nb, w, xq, xs, y, ldy, 1);
-#endif
         else il_few_q4k(nb, w, xq, xs, y, ldy, 2);
     } else {
         if (nt == 1) il_few_q6k(nb, w, xq, xs, y, ldy, 1);
@@ -1335,60 +1445,81 @@ static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *x
 
 /* Q8_0 on interleaved weights (kernels.h: a pair of blocks' 16 code
  * words, then their 32 scales; the DFlash drafter's matrices): the sums
- * and f32 step of rg_block_q80 (the tile order) per sub, each code word
- * loaded (AVX-VNNI: flipped; AVX2: its magnitude taken) once for all NT
- * activation rows, whose accumulators stay in registers for the whole
- * row of blocks. Registers at NT 4: 4 accumulators, 4 sums, the word and
- * its magnitude, ones, the scales: 12 of 16. */
+ * and f32 step of rg_block_q80 (the tile order), both subs at once, each
+ * code word loaded (AVX-VNNI: flipped; AVX2: its magnitude taken) once for
+ * all NT activation rows and each activation broadcast feeding both subs;
+ * the rows' accumulators stay for the whole row of blocks (at NT 4 some
+ * of the 16 f32 and int sums live on the stack). One sub at a time, as
+ * before, spent a broadcast per product: kbench, Zen 5, 2 threads, 4096 x
+ * 1024 Q8_0 from memory, 16 rows, best of 10, ms per 128 MiB, avx2 /
+ * avxvnni: 13.2 / 9.8 -> 12.7 / 7.3 (both subs in rows of two: 13.7 /
+ * 8.4). */
 #define IL8_MAX 4
 #define IL8_PAIR (2 * 16 * sizeof(block_q8_0))
-BD_INLINE void il8_few(int64_t nb, const uint8_t *w, int sub, const rg_x8 *x, float *y, int64_t ldy, const int NT) {
-    __m256 acc[IL8_MAX];
-    UNROLL for (int j = 0; j < NT; j++) acc[j] = _mm256_setzero_ps();
+BD_INLINE void il8_pair(int64_t nb, const uint8_t *w, const rg_x8 *x, float *y, int64_t ldy, const int NT) {
+    __m256 acc[2][IL8_MAX];
+    UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *pair = w + (size_t)(i / 2) * IL8_PAIR, *p = pair + 512 * (size_t)(i % 2);
         il_prefetch(p, 512 + 32 * (size_t)(i % 2));
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pair + 1024 + 32 * (i % 2) + 16 * sub)));
         const rg_x8 *xb = x + 16 * i;
-        __m256i a[IL8_MAX];
+        __m256i a[2][IL8_MAX];
 #if defined(__AVXVNNI__)
-        UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_set1_epi32(xb[j].corr);
+        UNROLL for (int j = 0; j < NT; j++) a[0][j] = a[1][j] = _mm256_set1_epi32(xb[j].corr);
         UNROLL for (int g = 0; g < 8; g++) {
-            const __m256i u = _mm256_xor_si256(il_word(p, sub, g), _mm256_set1_epi8((char)0x80));
-            UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_dpbusd_avx_epi32(a[j], u, bcast32(xb[j].qs + 4 * g));
+            const __m256i u0 = _mm256_xor_si256(il_word(p, 0, g), _mm256_set1_epi8((char)0x80));
+            const __m256i u1 = _mm256_xor_si256(il_word(p, 1, g), _mm256_set1_epi8((char)0x80));
+            UNROLL for (int j = 0; j < NT; j++) {
+                const __m256i b = bcast32(xb[j].qs + 4 * g);
+                a[0][j] = _mm256_dpbusd_avx_epi32(a[0][j], u0, b);
+                a[1][j] = _mm256_dpbusd_avx_epi32(a[1][j], u1, b);
+            }
         }
 #else
         const __m256i one = _mm256_set1_epi16(1);
-        UNROLL for (int j = 0; j < NT; j++) a[j] = _mm256_setzero_si256();
+        UNROLL for (int j = 0; j < NT; j++) a[0][j] = a[1][j] = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g++) {
-            const __m256i s = il_word(p, sub, g), u = _mm256_abs_epi8(s);
+            const __m256i s0 = il_word(p, 0, g), u0 = _mm256_abs_epi8(s0);
+            const __m256i s1 = il_word(p, 1, g), u1 = _mm256_abs_epi8(s1);
             UNROLL for (int j = 0; j < NT; j++) {
-                a[j] = _mm256_add_epi32(
-                    a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(bcast32(xb[j].qs + 4 * g), s)), one));
-                KEEP(a[j]);
+                const __m256i b = bcast32(xb[j].qs + 4 * g);
+                a[0][j] = _mm256_add_epi32(a[0][j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(b, s0)), one));
+                KEEP(a[0][j]);
+                a[1][j] = _mm256_add_epi32(a[1][j], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(b, s1)), one));
+                KEEP(a[1][j]);
             }
         }
 #endif
-        UNROLL for (int j = 0; j < NT; j++)
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[j]), _mm256_mul_ps(_mm256_set1_ps(xb[j].d), d), acc[j]);
+        UNROLL for (int h = 0; h < 2; h++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(pair + 1024 + 32 * (i % 2) + 16 * h)));
+            UNROLL for (int j = 0; j < NT; j++)
+                acc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a[h][j]), _mm256_mul_ps(_mm256_set1_ps(xb[j].d), d), acc[h][j]);
+        }
     }
-    UNROLL for (int j = 0; j < NT; j++) _mm256_storeu_ps(y + j * ldy + 8 * sub, acc[j]);
+    UNROLL for (int j = 0; j < NT; j++) {
+        _mm256_storeu_ps(y + j * ldy, acc[0][j]);
+        _mm256_storeu_ps(y + j * ldy + 8, acc[1][j]);
+    }
 }
 
 static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float *y, int64_t ldy) {
-    for (int sub = 0; sub < 2; sub++) switch (nt) {
-        case 1: il8_few(nb, w, sub, x, y, ldy, 1); break;
-        case 2: il8_few(nb, w, sub, x, y, ldy, 2); break;
-        case 3: il8_few(nb, w, sub, x, y, ldy, 3); break;
-        default: il8_few(nb, w, sub, x, y, ldy, 4); break;
-        }
+    switch (nt) {
+    case 1: il8_pair(nb, w, x, y, ldy, 1); break;
+    case 2: il8_pair(nb, w, x, y, ldy, 2); break;
+    case 3: il8_pair(nb, w, x, y, ldy, 3); break;
+    default: il8_pair(nb, w, x, y, ldy, 4); break;
+    }
 }
-/* Batches up to this many rows take il_few, larger ones il_groups (Zen 4,
+/* Batches up to this many rows take il_few, larger ones il_groups. Zen 4,
  * 2 threads, 9728 x 2560 from memory, kbench, ms per 512 MiB, il_few
- * against il_groups: Q4_K at 3 / 4 / 8 / 16 rows 36 / 43 / 82 / 160
- * against 38 / 48 / 75 / 125; Q6_K 33 / 37 / 69 / 127 against 34 / 35 /
- * 51 / 83: without VNNI the unpacking is the smaller part). */
-#define IL_FEW_ROWS 4
+ * against il_groups before il_pair_q4k: Q4_K at 3 / 4 / 8 / 16 rows 36 /
+ * 43 / 82 / 160 against 38 / 48 / 75 / 125; Q6_K 33 / 37 / 69 / 127
+ * against 34 / 35 / 51 / 83. Zen 5 (family 26), same kbench, with
+ * il_pair_q4k, best of 10, avx2 / avxvnni: Q4_K at 2 rows 10.3 / 8.8
+ * against 10.8 / 10.4, at 3 rows 14.5 / 14.2 against 12.8 / 12.3, at 4
+ * rows 17.6 / 14.7 against 14.7 / 13.0; Q6_K (2560 x 9728) at 2 rows 8.5 /
+ * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. */
+#define IL_FEW_ROWS 2
 #include "kernels_il.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;

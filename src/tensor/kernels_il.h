@@ -14,6 +14,10 @@
  *       IL_FEW_MAX_FOR(type)) activation rows against a whole group,
  *       unpacking each code vector once for all of them (decode and short
  *       verifies), with IL_FEW_ROWS the largest batch that goes there;
+ *   IL_PAIR_Q4, IL_PAIR_NT  optional (files with two subs): a table of
+ *       il_pair_fn by row count 1..IL_PAIR_NT taking both subs' unpacked
+ *       Q4_K blocks at once, used by il_groups in place of the per-sub
+ *       block kernel (same bits);
  *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
  *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
  *       against a whole group of nb blocks, in the tile order.
@@ -50,6 +54,20 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
                 else il_unpack_q6k(p, sub, &ub[IL_SUBS * g + sub].q6);
             }
         }
+#ifdef IL_PAIR_Q4
+        if (q4) {
+            /* calls of at most IL_PAIR_NT rows, balanced (16 rows at 3 as
+             * 3 3 3 3 2 2, not 3 3 3 3 3 1) */
+            for (int t = 0, left = (nt + IL_PAIR_NT - 1) / IL_PAIR_NT; t < nt; left--) {
+                const block_q8_K *x[8];
+                const int n = (nt - t + left - 1) / left;
+                for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
+                for (int g = 0; g < nu; g += 2) IL_PAIR_Q4[n - 1](&ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
+                t += n;
+            }
+            continue;
+        }
+#endif
         for (int t = 0; t < nt; t += step) {
             const block_q8_K *x[8];
             const int n = nt - t < step ? nt - t : step;
