@@ -882,6 +882,76 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *
     }
 }
 
+BD_INLINE __m256i il_word(const uint8_t *p, int sub, int D) {
+    return _mm256_loadu_si256((const __m256i *)(p + 64 * D + 32 * sub));
+}
+
+/* Code vector g of sub-block s of one sub of the interleaved Q4_K block p
+ * (kernels_il.h's word 4 + 8 (s / 2) + g, low nibbles for even s), as
+ * il_unpack_q4k stores it in u[s][g]. */
+BD_INLINE __m256i il_q4k_codes(const uint8_t *p, int sub, int s, int g) {
+    const __m256i v = il_word(p, sub, 4 + 8 * (s / 2) + g), m4 = _mm256_set1_epi8(0x0F);
+    return s % 2 ? _mm256_and_si256(_mm256_srli_epi16(v, 4), m4) : _mm256_and_si256(v, m4);
+}
+
+/* IL_HI16: the fused pair kernel takes odd sub-blocks' codes as 16 q (the
+ * high nibble masked in place, no shift) and even ones' scales times 16,
+ * so its integer sums are 16 times the true ones, shifted back at the end
+ * (exact: every term is a multiple of 16, |sum| < 2^29). vpdpbusd only:
+ * 16 q x 127 would saturate vpmaddubsw's 16-bit pairs. It saves the
+ * shift of half the code vectors: kbench, Zen 5, 2 threads, 9728 x 2560
+ * from memory, best of 4 alternating, 3 / 6 / 16 rows 18.8 / 26.7 / 62.4
+ * -> 17.6 / 25.5 / 58.8 ms (a VM with ~50 % steal; in L2 about 5 % at 6
+ * rows). */
+#if defined(__AVXVNNI__) && !defined(IL_HI16)
+#define IL_HI16 1
+#endif
+static const uint8_t k_il_nibble_mask[2][32] __attribute__((aligned(32))) = {
+    {0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F,
+     0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F},
+    {0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0,
+     0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0, 0xF0}};
+BD_INLINE __m256i il_q4k_codes16(const uint8_t *p, int sub, int s, int g) {
+    /* the mask read from memory: with every register taken, gcc otherwise
+     * rebuilt it from an immediate (three instructions) at every use */
+    const __m256i v = il_word(p, sub, 4 + 8 * (s / 2) + g);
+    return _mm256_and_si256(v, _mm256_load_si256((const __m256i *)k_il_nibble_mask[s % 2]));
+}
+
+/* Code vector k of group G of one sub of an interleaved Q6_K block p (ql
+ * word 16 h + j, qh word 32 + 8 h + j % 8 with its next two bits for j >=
+ * 8, low nibbles for even h2; G = 4 h2 + j / 4, k = j % 4, h = h2 / 2), as
+ * il_unpack_q6k stores it in u[G][k]. (Read like this inside the block
+ * kernel for batches of one call, as Q4_K does, it measured no faster on
+ * avxvnni and 15 % slower on avx2, Zen 5 kbench in cache, 3-4 rows.) */
+BD_INLINE __m256i il_q6k_codes(const uint8_t *p, int sub, int G, int k) {
+    const int h2 = G / 4, j = 4 * (G % 4) + k, h = h2 / 2;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i ql = il_word(p, sub, 16 * h + j);
+    __m256i qh = il_word(p, sub, 32 + 8 * h + j % 8);
+    if (j >= 8) qh = _mm256_srli_epi16(qh, 2);
+    return h2 % 2 ? _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m4), _mm256_and_si256(qh, m30))
+                  : _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+}
+
+/* il_pair_q4k's end, per row and sub: the mins against the activation's
+ * block sums, then rg_block_q4k's f32 steps (same order, same bits). */
+BD_INLINE void il_pair_q4k_tail(const rg_q4k *const *u, const block_q8_K *const *x, __m256i sumi[2][4],
+                                __m256 *const *acc, const int NT) {
+    UNROLL for (int j = 0; j < NT; j++) {
+        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL for (int s = 0; s < 8; s++) {
+            const __m256i bs = bcast32(x[j]->bsums + 2 * s);
+            UNROLL for (int h = 0; h < 2; h++) summ[h] = _mm256_add_epi32(summ[h], _mm256_madd_epi16(u[h]->mn[s], bs));
+        }
+        const __m256 dx = _mm256_set1_ps(x[j]->d);
+        UNROLL for (int h = 0; h < 2; h++) {
+            acc[h][j] = _mm256_fmadd_ps(_mm256_mul_ps(u[h]->d, dx), _mm256_cvtepi32_ps(sumi[h][j]), acc[h][j]);
+            acc[h][j] = _mm256_fnmadd_ps(_mm256_mul_ps(u[h]->dmin, dx), _mm256_cvtepi32_ps(summ[h]), acc[h][j]);
+        }
+    }
+}
+
 /* NT (<= 4) activation rows against the two unpacked Q4_K blocks of a
  * 16-row interleaved group (kernels_il.h's subs; u0 rows 0-7, u1 rows
  * 8-15): rg_block_q4k on each, each activation broadcast feeding both
@@ -892,9 +962,12 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *
  * from memory, 16 rows, best of 10, ms per 512 MiB, avx2 / avxvnni:
  * 38.9 / 38.7 -> 34.1 / 31.1 (NT 3 / 4: NT 4 gave 37.0 on avx2, NT 3
  * 31.4 on avxvnni; NT 2 slower on both). Q6_K's version of this measured
- * 3-5 % slower than rg_block_q6k one sub at a time and was left out. */
-BD_INLINE void il_pair_q4k(const rg_q4k *u0, const rg_q4k *u1, const block_q8_K *const *x, __m256 *acc0,
-                           __m256 *acc1, const int NT) {
+ * 3-5 % slower than rg_block_q6k one sub at a time and was left out.
+ * F (a constant after inlining): the codes read from the interleaved
+ * block p instead of u0 / u1, which then hold only the scales; with
+ * IL_HI16 odd sub-blocks' codes come as 16 q. */
+BD_INLINE void il_pair_q4k(const uint8_t *p, const rg_q4k *u0, const rg_q4k *u1, const block_q8_K *const *x,
+                           __m256 *acc0, __m256 *acc1, const int NT, const bool F) {
     const rg_q4k *u[2] = {u0, u1};
     __m256 *acc[2] = {acc0, acc1};
     __m256i sumi[2][4];
@@ -903,7 +976,13 @@ BD_INLINE void il_pair_q4k(const rg_q4k *u0, const rg_q4k *u1, const block_q8_K 
         __m256i t[2][4];
         UNROLL for (int j = 0; j < NT; j++) t[0][j] = t[1][j] = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g++) {
-            const __m256i U0 = _mm256_load_si256(&u0->u[s][g]), U1 = _mm256_load_si256(&u1->u[s][g]);
+#if IL_HI16
+            const __m256i U0 = F ? il_q4k_codes16(p, 0, s, g) : _mm256_load_si256(&u0->u[s][g]);
+            const __m256i U1 = F ? il_q4k_codes16(p, 1, s, g) : _mm256_load_si256(&u1->u[s][g]);
+#else
+            const __m256i U0 = F ? il_q4k_codes(p, 0, s, g) : _mm256_load_si256(&u0->u[s][g]);
+            const __m256i U1 = F ? il_q4k_codes(p, 1, s, g) : _mm256_load_si256(&u1->u[s][g]);
+#endif
             UNROLL for (int j = 0; j < NT; j++) {
                 const __m256i b = bcast32(x[j]->qs + 32 * s + 4 * g);
 #if defined(__AVXVNNI__)
@@ -922,26 +1001,25 @@ BD_INLINE void il_pair_q4k(const rg_q4k *u0, const rg_q4k *u1, const block_q8_K 
         UNROLL for (int h = 0; h < 2; h++)
             UNROLL for (int j = 0; j < NT; j++) {
 #if defined(__AVXVNNI__)
-                sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_mullo_epi32(t[h][j], u[h]->sc[s]));
+                __m256i sc = u[h]->sc[s];
+#if IL_HI16
+                if (F && s % 2 == 0) sc = _mm256_slli_epi32(sc, 4);
+#endif
+                sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_mullo_epi32(t[h][j], sc));
 #else
                 sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_madd_epi16(t[h][j], u[h]->sc[s]));
 #endif
                 KEEP(sumi[h][j]);
             }
     }
-    UNROLL for (int j = 0; j < NT; j++) {
-        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        UNROLL for (int s = 0; s < 8; s++) {
-            const __m256i bs = bcast32(x[j]->bsums + 2 * s);
-            UNROLL for (int h = 0; h < 2; h++) summ[h] = _mm256_add_epi32(summ[h], _mm256_madd_epi16(u[h]->mn[s], bs));
-        }
-        const __m256 dx = _mm256_set1_ps(x[j]->d);
-        UNROLL for (int h = 0; h < 2; h++) {
-            acc[h][j] = _mm256_fmadd_ps(_mm256_mul_ps(u[h]->d, dx), _mm256_cvtepi32_ps(sumi[h][j]), acc[h][j]);
-            acc[h][j] = _mm256_fnmadd_ps(_mm256_mul_ps(u[h]->dmin, dx), _mm256_cvtepi32_ps(summ[h]), acc[h][j]);
-        }
-    }
+#if IL_HI16
+    if (F)
+        UNROLL for (int j = 0; j < NT; j++) sumi[0][j] = _mm256_srai_epi32(sumi[0][j], 4),
+                                           sumi[1][j] = _mm256_srai_epi32(sumi[1][j], 4);
+#endif
+    il_pair_q4k_tail(u, x, sumi, acc, NT);
 }
+
 /* activation rows per il_pair_q4k call (see its figures); -DIL_PAIR_NT=N
  * to measure others */
 #ifndef IL_PAIR_NT
@@ -951,16 +1029,30 @@ BD_INLINE void il_pair_q4k(const rg_q4k *u0, const rg_q4k *u1, const block_q8_K 
 #define IL_PAIR_NT 3
 #endif
 #endif
+/* il_pair_q4k_N: unpacked blocks; il_pairf_q4k_N: the codes read from the
+ * interleaved block p (u0 and u1 then hold only the scales, il_scales_q4k's
+ * part), no pass through memory for batches of one or two calls a block.
+ * Two instantiations with F a constant: with a run-time choice in one
+ * body gcc hoisted the shared activation broadcasts out of the branch and
+ * spilled them, or tested p at every code vector. */
 #define IL_PAIR_FN(N)                                                                                          \
-    static void il_pair_q4k_##N(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, __m256 *a1) { \
-        il_pair_q4k(u0, u1, x, a0, a1, N);                                                                   \
+    static void il_pair_q4k_##N(const uint8_t *p, const void *u0, const void *u1, const block_q8_K *const *x,  \
+                                __m256 *a0, __m256 *a1) {                                                      \
+        (void)p;                                                                                               \
+        il_pair_q4k(NULL, u0, u1, x, a0, a1, N, false);                                                        \
+    }                                                                                                          \
+    static void il_pairf_q4k_##N(const uint8_t *p, const void *u0, const void *u1, const block_q8_K *const *x, \
+                                 __m256 *a0, __m256 *a1) {                                                     \
+        il_pair_q4k(p, u0, u1, x, a0, a1, N, true);                                                            \
     }
 IL_PAIR_FN(1)
 IL_PAIR_FN(2)
 IL_PAIR_FN(3)
 IL_PAIR_FN(4)
-typedef void (*il_pair_fn)(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, __m256 *a1);
-static const il_pair_fn k_il_pair_q4k[4] = {il_pair_q4k_1, il_pair_q4k_2, il_pair_q4k_3, il_pair_q4k_4};
+typedef void (*il_pair_fn)(const uint8_t *p, const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0,
+                           __m256 *a1);
+static const il_pair_fn k_il_pair_q4k[2][4] = {{il_pair_q4k_1, il_pair_q4k_2, il_pair_q4k_3, il_pair_q4k_4},
+                                               {il_pairf_q4k_1, il_pairf_q4k_2, il_pairf_q4k_3, il_pairf_q4k_4}};
 #define IL_PAIR_Q4 k_il_pair_q4k
 
 /* Q6_K, 8 rows of one block. */
@@ -1147,38 +1239,21 @@ BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m25
  * block kernels are the ones above (same bits).
  * ---------------------------------------------------------------------- */
 
-BD_INLINE __m256i il_word(const uint8_t *p, int sub, int D) {
-    return _mm256_loadu_si256((const __m256i *)(p + 64 * D + 32 * sub));
+BD_INLINE void il_scales_q4k(const uint8_t *p, int sub, rg_q4k *u) {
+    const __m256i q[4] = {il_word(p, sub, 0), il_word(p, sub, 1), il_word(p, sub, 2), il_word(p, sub, 3)};
+    rg_q4k_scales(q, u);
 }
 
 BD_INLINE void il_unpack_q4k(const uint8_t *p, int sub, rg_q4k *u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    UNROLL for (int c = 0; c < 4; c++)
-        UNROLL for (int g = 0; g < 8; g++) {
-            const __m256i v = il_word(p, sub, 4 + 8 * c + g);
-            u->u[2 * c][g] = _mm256_and_si256(v, m4);
-            u->u[2 * c + 1][g] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        }
-    const __m256i q[4] = {il_word(p, sub, 0), il_word(p, sub, 1), il_word(p, sub, 2), il_word(p, sub, 3)};
-    rg_q4k_scales(q, u);
+    UNROLL for (int s = 0; s < 8; s++)
+        UNROLL for (int g = 0; g < 8; g++) u->u[s][g] = il_q4k_codes(p, sub, s, g);
+    il_scales_q4k(p, sub, u);
 }
 
 /* Codes of elements 16 G + 4 k of the 8 rows, G = 4 h2 + j / 4, k = j % 4:
  * ql word 16 h + j and qh word 8 h + j % 8 (its next two bits for j >= 8),
  * h = h2 / 2, low nibbles for even h2. */
-BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    UNROLL for (int h2 = 0; h2 < 4; h2++) {
-        const int h = h2 / 2, hi = h2 % 2;
-        UNROLL for (int j = 0; j < 16; j++) {
-            const __m256i ql = il_word(p, sub, 16 * h + j);
-            __m256i qh = il_word(p, sub, 32 + 8 * h + j % 8);
-            if (j >= 8) qh = _mm256_srli_epi16(qh, 2);
-            u->u[4 * h2 + j / 4][j % 4] =
-                hi ? _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), m4), _mm256_and_si256(qh, m30))
-                   : _mm256_or_si256(_mm256_and_si256(ql, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        }
-    }
+BD_INLINE void il_scales_q6k(const uint8_t *p, int sub, rg_q6k *u) {
     __m256i sc[16];
     UNROLL for (int G = 0; G < 16; G++) {
         sc[G] = _mm256_srai_epi32(_mm256_slli_epi32(il_word(p, sub, 48 + G / 4), 24 - 8 * (G % 4)), 24);
@@ -1195,6 +1270,12 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
                                     _mm256_slli_epi32(_mm256_sub_epi32(_mm256_setzero_si256(), b), 16));
     }
     u->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 64 * 52 + 16 * sub)));
+}
+
+BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
+    UNROLL for (int G = 0; G < 16; G++)
+        UNROLL for (int k = 0; k < 4; k++) u->u[G][k] = il_q6k_codes(p, sub, G, k);
+    il_scales_q6k(p, sub, u);
 }
 
 /* NT (<= IL_FEW_MAX) activation rows (Q8_K, row j at xq + j xs) against
@@ -1520,6 +1601,22 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * rows 17.6 / 14.7 against 14.7 / 13.0; Q6_K (2560 x 9728) at 2 rows 8.5 /
  * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. */
 #define IL_FEW_ROWS 2
+/* Q4_K batches up to this many rows read the codes in the pair kernel
+ * (kernels_il.h) instead of from an unpacked copy; -DIL_FUSED_ROWS=N to
+ * measure others. Zen 5, kbench, 2 threads, 9728 x 2560 from memory (521
+ * MiB a rep), best of 8, ms, unpacked / read in the kernel: avxvnni at 3 /
+ * 6 / 16 rows 18.2 / 26.1 / 54.5 against 16.4 / 24.7 / 50.4 (prompts of
+ * 32 and 64 rows even, in cache); avx2, whose vpmaddubsw + vpaddw pair
+ * leaves fewer free ALU slots, 19.5 / 28.1 / 60.4 against 19.0 / 28.7 /
+ * 66.5, so not there. */
+#ifndef IL_FUSED_ROWS
+#if defined(__AVXVNNI__)
+#define IL_FUSED_ROWS 16
+#else
+#define IL_FUSED_ROWS 0
+#endif
+#endif
+
 #include "kernels_il.h"
 
 /* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;

@@ -14,10 +14,14 @@
  *       IL_FEW_MAX_FOR(type)) activation rows against a whole group,
  *       unpacking each code vector once for all of them (decode and short
  *       verifies), with IL_FEW_ROWS the largest batch that goes there;
- *   IL_PAIR_Q4, IL_PAIR_NT  optional (files with two subs): a table of
- *       il_pair_fn by row count 1..IL_PAIR_NT taking both subs' unpacked
- *       Q4_K blocks at once, used by il_groups in place of the per-sub
- *       block kernel (same bits);
+ *   IL_PAIR_Q4, IL_PAIR_NT  optional (files with two subs): two tables
+ *       of il_pair_fn by row count 1..IL_PAIR_NT taking both subs' Q4_K
+ *       blocks at once, used by il_groups in place of the per-sub block
+ *       kernel (same bits). [0][n - 1] reads unpacked blocks; [1][n - 1]
+ *       is given the interleaved block's address and reads the codes from
+ *       there, the unpacked blocks holding only their scales
+ *       (il_scales_q4k); il_groups uses [1] for batches of up to
+ *       IL_FUSED_ROWS rows;
  *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
  *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
  *       against a whole group of nb blocks, in the tile order.
@@ -42,6 +46,11 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
     for (int g = 0; g < nu; g++)
         for (int t = 0; t < nt; t++) acc[g][t] = RG_VZERO();
     const bool q4 = type == BD_TYPE_Q4_K;
+#ifdef IL_PAIR_Q4
+    /* few rows: the pair kernel reads the codes from the block itself
+     * (each call unpacks them again, in registers) */
+    const bool fused = q4 && nt <= IL_FUSED_ROWS;
+#endif
     const rg_block_fn *fn = q4 ? k_rg_q4k : k_rg_q6k;
     const int step = q4 ? RG_NT_Q4 : RG_NT_Q6;
     const size_t ib = 16 * (q4 ? sizeof(block_q4_K) : sizeof(block_q6_K)); /* bytes of a block of 16 rows */
@@ -50,6 +59,10 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
             const uint8_t *p = w + (size_t)(g0 + g) * gs + (size_t)i * ib;
             il_prefetch(p, ib);
             for (int sub = 0; sub < IL_SUBS; sub++) {
+#ifdef IL_PAIR_Q4
+                if (fused) il_scales_q4k(p, sub, &ub[IL_SUBS * g + sub].q4);
+                else
+#endif
                 if (q4) il_unpack_q4k(p, sub, &ub[IL_SUBS * g + sub].q4);
                 else il_unpack_q6k(p, sub, &ub[IL_SUBS * g + sub].q6);
             }
@@ -62,7 +75,9 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
                 const block_q8_K *x[8];
                 const int n = (nt - t + left - 1) / left;
                 for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
-                for (int g = 0; g < nu; g += 2) IL_PAIR_Q4[n - 1](&ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
+                for (int g = 0; g < nu; g += 2)
+                    IL_PAIR_Q4[fused][n - 1](fused ? w + (size_t)(g0 + g / 2) * gs + (size_t)i * ib : NULL, &ub[g],
+                                      &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
                 t += n;
             }
             continue;
