@@ -903,8 +903,15 @@ BD_INLINE __m256i il_q4k_codes(const uint8_t *p, int sub, int s, int g) {
  * from memory, best of 4 alternating, 3 / 6 / 16 rows 18.8 / 26.7 / 62.4
  * -> 17.6 / 25.5 / 58.8 ms (a VM with ~50 % steal; in L2 about 5 % at 6
  * rows). */
-#if defined(__AVXVNNI__) && !defined(IL_HI16)
+#ifndef IL_HI16
+#if defined(__AVXVNNI__)
 #define IL_HI16 1
+#else
+#define IL_HI16 0
+#endif
+#endif
+#if IL_HI16 && !defined(__AVXVNNI__)
+#error "IL_HI16 needs vpdpbusd (the avxvnni build of this file)"
 #endif
 static const uint8_t k_il_nibble_mask[2][32] __attribute__((aligned(32))) = {
     {0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F, 0x0F,
