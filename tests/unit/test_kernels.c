@@ -467,6 +467,39 @@ static void check_attention(const bd_kernels *k) {
 /* The softmax exp against libm's double exp: relative error below 2^-22
  * (2 ulp of f32) over the range attention uses (x <= 0), exactly 1 at 0,
  * 0 below the cut-off. */
+/* bd_argmax's contract (base.h) on hand-made rows whose answers are read
+ * off by eye: ties to the lowest index, +0 and -0 equal, NaN never chosen
+ * after index 0 and always at index 0, infinities, one element. */
+static void test_argmax(void **state) {
+    (void)state;
+    const float nan = NAN, inf = INFINITY;
+    const struct {
+        float x[8];
+        int n, want;
+    } c[] = {
+        {{1, 3, 2, 3, 0}, 5, 1},           /* tie: first of the two 3s */
+        {{-5, -2, -7, -2}, 4, 1},          /* negatives */
+        {{-0.0f, 0.0f, -0.0f}, 3, 0},      /* +0 is not > -0 */
+        {{0.0f, -1, -0.0f}, 3, 0},
+        {{nan, 5, 9}, 3, 0},               /* NaN at 0: nothing is > NaN */
+        {{1, nan, 2, nan, 2}, 5, 2},       /* NaN elsewhere is skipped */
+        {{-inf, -inf, -inf}, 3, 0},
+        {{-inf, 4, inf, inf, 1}, 5, 2},
+        {{7}, 1, 0},
+        {{2, 2, 2, 2, 2, 2, 2, 8}, 8, 7},  /* maximum last */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) assert_int_equal(bd_argmax(c[i].x, c[i].n), c[i].want);
+    /* a long row: the largest value planted late, a tie of it later still */
+    enum { N = 151936 };
+    float *row = malloc(N * sizeof *row);
+    assert_non_null(row);
+    for (int i = 0; i < N; i++) row[i] = (float)((i * 7919) % 1000) * 0.001f;
+    row[120001] = 2.5f;
+    row[150000] = 2.5f;
+    assert_int_equal(bd_argmax(row, N), 120001);
+    free(row);
+}
+
 static void test_expf_poly(void **state) {
     (void)state;
     double worst = 0;
@@ -1146,6 +1179,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_matmul_interleaved),
+        cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_expf_poly),
         cmocka_unit_test(test_expf_dd),
     };
