@@ -129,9 +129,9 @@ static void add_bias(const bd_sampler *s, float *vals) {
 
 double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
 
-/* Sort candidates by value, descending, stable on id (ids ascending on
- * ties), with a bottom-up merge sort over the scratch arrays: no allocation,
- * O(n log n) worst case. */
+/* Sort candidates by value, descending, ids ascending on ties (whatever
+ * order they come in), with a bottom-up merge sort over the scratch
+ * arrays: no allocation, O(n log n) worst case. */
 static void sort_desc(bd_sampler *s, int32_t n) {
     int32_t *a_id = s->ids, *b_id = s->tmp_ids;
     float *a_v = s->vals, *b_v = s->tmp_vals;
@@ -140,7 +140,7 @@ static void sort_desc(bd_sampler *s, int32_t n) {
             int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
             int32_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
-                if (a_v[j] > a_v[i]) { b_v[k] = a_v[j]; b_id[k++] = a_id[j++]; }
+                if (a_v[j] > a_v[i] || (a_v[j] == a_v[i] && a_id[j] < a_id[i])) { b_v[k] = a_v[j]; b_id[k++] = a_id[j++]; }
                 else { b_v[k] = a_v[i]; b_id[k++] = a_id[i++]; }
             }
             while (i < mid) { b_v[k] = a_v[i]; b_id[k++] = a_id[i++]; }
@@ -155,28 +155,48 @@ static void sort_desc(bd_sampler *s, int32_t n) {
     }
 }
 
-/* Keep the k largest logits (unsorted) with a quickselect partition. */
-static void select_top_k(bd_sampler *s, int32_t n, int32_t k) {
-    int32_t lo = 0, hi = n - 1;
+/* Heap order of the top-k selection: a is worse than b (lower value, or
+ * the same value and a higher id), so the root is the weakest kept. */
+static inline bool cand_worse(float va, int32_t ia, float vb, int32_t ib) {
+    return va < vb || (va == vb && ia > ib);
+}
+
+static void heap_sift_down(int32_t *id, float *v, int32_t k, int32_t r) {
+    for (;;) {
+        int32_t c = 2 * r + 1;
+        if (c >= k) return;
+        if (c + 1 < k && cand_worse(v[c + 1], id[c + 1], v[c], id[c])) c++;
+        if (!cand_worse(v[c], id[c], v[r], id[r])) return;
+        float tv = v[r]; v[r] = v[c]; v[c] = tv;
+        int32_t ti = id[r]; id[r] = id[c]; id[c] = ti;
+        r = c;
+    }
+}
+
+/* The k best of vals[0..n) (indexed by token id; NaN never a candidate) by
+ * value, ties to the lower id, into ids / vals[0..return) unsorted: a
+ * min-heap of k over one pass. Tokens come in id order, so a token only
+ * displaces the root when its value is strictly greater: one compare per
+ * token for nearly all of them (the quickselect this replaces copied and
+ * partitioned the whole vocabulary, ~2 ms a token at 151936). vals may be
+ * s->vals itself: slot j < i is written only after token j was read. */
+static int32_t select_top_k(bd_sampler *s, const float *vals, int32_t n, int32_t k) {
     int32_t *id = s->ids;
     float *v = s->vals;
-    while (lo < hi) {
-        float pivot = v[lo + (hi - lo) / 2];
-        int32_t i = lo, j = hi;
-        while (i <= j) {
-            while (v[i] > pivot) i++;
-            while (v[j] < pivot) j--;
-            if (i <= j) {
-                float tv = v[i]; v[i] = v[j]; v[j] = tv;
-                int32_t ti = id[i]; id[i] = id[j]; id[j] = ti;
-                i++;
-                j--;
-            }
+    int32_t m = 0, i = 0;
+    for (; i < n && m < k; i++)
+        if (!isnan(vals[i])) v[m] = vals[i], id[m++] = i;
+    for (int32_t r = m / 2 - 1; r >= 0; r--) heap_sift_down(id, v, m, r);
+    if (m < k) return m;
+    for (; i < n; i++) {
+        const float x = vals[i];
+        if (x > v[0]) {
+            v[0] = x;
+            id[0] = i;
+            heap_sift_down(id, v, k, 0);
         }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
     }
+    return k;
 }
 
 int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
@@ -196,16 +216,27 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         *probs = s->vals;
         return 1;
     }
-    for (int32_t i = 0; i < n; i++) {
-        s->ids[i] = i;
-        s->vals[i] = logits[i];
+    const float *vals = logits;
+    if (pen || s->n_bias) {
+        memcpy(s->tmp_vals, logits, (size_t)n * sizeof *logits);
+        add_bias(s, s->tmp_vals);
+        if (pen) penalize(s, s->tmp_vals, hist, n_hist);
+        vals = s->tmp_vals;
     }
-    add_bias(s, s->vals);
-    if (pen) penalize(s, s->vals, hist, n_hist);
-    /* top-k */
     if (s->p.top_k > 0 && s->p.top_k < n) {
-        select_top_k(s, n, s->p.top_k);
-        n = s->p.top_k;
+        n = select_top_k(s, vals, n, s->p.top_k);
+        if (n == 0) { /* every logit NaN: nothing to rank, token 0 */
+            s->ids[0] = 0;
+            s->vals[0] = 1.0f;
+            *ids = s->ids;
+            *probs = s->vals;
+            return 1;
+        }
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            s->ids[i] = i;
+            s->vals[i] = vals[i];
+        }
     }
     sort_desc(s, n);
     /* top-p on the softmax at temperature 1 */
