@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "sampler.h"
+#include "../tensor/kernels.h"
 
 struct bd_sampler {
     bd_sampler_params p;
@@ -210,7 +211,7 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
             if (pen) penalize(s, s->tmp_vals, hist, n_hist);
             logits = s->tmp_vals;
         }
-        s->ids[0] = bd_argmax(logits, n);
+        s->ids[0] = bd_kernels_get()->argmax(logits, n);
         s->vals[0] = 1.0f;
         *ids = s->ids;
         *probs = s->vals;

@@ -561,7 +561,7 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
     while (k < n) {
         const float *lg = bd_session_logits(ds, 0);
         int32_t V = ds->m->hp.n_vocab;
-        int32_t best = bd_argmax(lg, V);
+        int32_t best = bd_kernels_get()->argmax(lg, V);
         if (sp->p.p_min > 0.0f) {
             double sum = 0.0;
             for (int32_t i = 0; i < V; i++) sum += exp((double)lg[i] - lg[best]);

@@ -264,7 +264,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
     bd_matmul_fast(d->pool, &d->out, d->h, E, n_draft, d->logits, V, d->mm_scratch);
     for (int32_t i = 0; i < n_draft; i++) {
         const float *lg = d->logits + (int64_t)i * V;
-        out[i] = bd_argmax(lg, V);
+        out[i] = bd_kernels_get()->argmax(lg, V);
     }
     if (!bd_model_intact(d->dm))
         return bd_err(err, errlen, "drafter file %s changed on disk while in use (truncated or rewritten): "

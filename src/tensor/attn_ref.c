@@ -133,6 +133,7 @@ void bd_gdn_step_ref(const float *src, float *dst, int32_t d_k, int32_t d_v, con
 void bd_attn_kernels_fill_ref(bd_kernels *k) {
     k->silu_mul = silu_mul_ref;
     k->gdn_step = bd_gdn_step_ref;
+    k->argmax = bd_argmax;
     k->attn_scores = scores_ref;
     k->attn_softmax = softmax_ref;
     k->attn_accum = accum_ref;

@@ -104,6 +104,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
     if (top->attn_accum) k->attn_accum = top->attn_accum;
     if (top->silu_mul) k->silu_mul = top->silu_mul;
     if (top->gdn_step) k->gdn_step = top->gdn_step;
+    if (top->argmax) k->argmax = top->argmax;
     if (top->tile) k->tile = top->tile;
 }
 

@@ -45,6 +45,12 @@ typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int
  * in every table. */
 typedef void (*bd_silu_mul_fn)(int64_t n, float *g, const float *u);
 
+/* Index of the largest of x[0..n) (n >= 1) by base.h's bd_argmax rule
+ * (compared with '>': ties to the lowest index, a NaN chosen only at
+ * index 0); the same index in every table. The reference table's is
+ * bd_argmax itself. */
+typedef int32_t (*bd_argmax_fn)(const float *x, int32_t n);
+
 /* One Gated DeltaNet step of one value head (qwen35-hybrid.md §3.4): the
  * state M [d_v][d_k] (row j for value lane j, key lanes contiguous) goes
  * from src to dst (src == dst allowed: in place) and, if q is not NULL,
@@ -121,6 +127,7 @@ typedef struct bd_kernels {
     bd_attn_accum_fn attn_accum;
     bd_silu_mul_fn silu_mul;
     bd_gdn_step_fn gdn_step;
+    bd_argmax_fn argmax;
     const bd_tile_ops *tile;                     /* row-group matmul; NULL where there is none */
 } bd_kernels;
 

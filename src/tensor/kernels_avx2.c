@@ -675,6 +675,33 @@ static void silu_mul(int64_t n, float *g, const float *u) {
     for (; i < n; i++) g[i] = g[i] / (1.0f + bd_expf_dd(-g[i])) * u[i];
 }
 
+/* argmax (kernels.h, bd_argmax's rule) in two passes: the largest value
+ * with vmaxps (x as the first operand, so a NaN element leaves the running
+ * maximum as it was; +0 and -0 compare equal below, whichever is kept),
+ * then the first index equal to it. x[0] NaN: nothing is '>' it, index 0;
+ * no element equal (every one NaN or -inf but x[0] = -inf is found): 0. */
+static int32_t argmax_avx2(const float *x, int32_t n) {
+    if (n < 32 || isnan(x[0])) return bd_argmax(x, n);
+    __m256 m[4];
+    UNROLL for (int k = 0; k < 4; k++) m[k] = _mm256_set1_ps(-INFINITY);
+    int32_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        UNROLL for (int k = 0; k < 4; k++) m[k] = _mm256_max_ps(_mm256_loadu_ps(x + i + 8 * k), m[k]);
+    m[0] = _mm256_max_ps(_mm256_max_ps(m[0], m[1]), _mm256_max_ps(m[2], m[3]));
+    float lane[8], mx = -INFINITY;
+    _mm256_storeu_ps(lane, m[0]);
+    for (int k = 0; k < 8; k++) mx = lane[k] > mx ? lane[k] : mx;
+    for (int32_t j = i; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    const __m256 v = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), v, _CMP_EQ_OQ));
+        if (hit) return i + __builtin_ctz((unsigned)hit);
+    }
+    for (; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
+}
+
 /* Gated DeltaNet step (kernels.h): the 16 lanes of each dot in two ymm
  * (elements i..i+7 of a 16-block in the first); multiplies and adds stay
  * separate (no fma), as in the scalar twin. */
@@ -1657,5 +1684,6 @@ static const bd_tile_ops k_rg_ops = {
 
 void BD_AVX2_FILL(bd_kernels *k) {
     BD_SIMD_FILL_COMMON(k);
+    k->argmax = argmax_avx2;
     k->vec_dot_n[BD_TYPE_BF16] = dot_n_bf16;
 }

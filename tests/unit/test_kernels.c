@@ -323,6 +323,39 @@ static void check_batch_invariance(const bd_kernels *k) {
  * split j range giving the same bits as one call).
  */
 /*
+ * argmax: every table gives bd_argmax's index (the scalar twin, whose rule
+ * test_argmax pins), on rows around the vector widths with coarse values
+ * (many ties), planted NaN (at index 0 too), -inf, +0 / -0, and the
+ * maximum in the tail.
+ */
+static void check_argmax(const bd_kernels *k) {
+    static const int32_t ns[] = {1, 7, 31, 32, 33, 63, 64, 65, 100, 1000, 4099, 151936};
+    enum { NMAX = 151936 };
+    float *x = malloc(NMAX * sizeof *x);
+    assert_non_null(x);
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+        for (int pass = 0; pass < 8; pass++) {
+            const int32_t n = ns[ni];
+            for (int32_t i = 0; i < n; i++) x[i] = (float)(int)(rng_gauss() * 4.0f) * 0.5f;
+            switch (pass) {
+            case 1: x[0] = NAN; break;
+            case 2: for (int32_t i = 0; i < n; i += 3) x[i] = NAN; break;
+            case 3: for (int32_t i = 0; i < n; i++) x[i] = -INFINITY; break;
+            case 4: for (int32_t i = 0; i < n; i++) x[i] = (i % 2) ? 0.0f : -0.0f; break;
+            case 5: x[n - 1] = 1e30f; break;
+            case 6: for (int32_t i = 0; i < n; i++) x[i] = i % 5 ? NAN : -INFINITY; break;
+            case 7: x[n / 2] = INFINITY; x[n - 1] = INFINITY; break;
+            }
+            const int32_t want = bd_argmax(x, n), got = k->argmax(x, n);
+            if (got != want) {
+                print_error("argmax %s n=%d pass %d: %d, bd_argmax %d\n", k->name, n, pass, got, want);
+                fail();
+            }
+        }
+    free(x);
+}
+
+/*
  * SiLU-gated product: every table bit-identical to the scalar twin, for
  * lengths around the vector widths, and the twin within 4 ulp-ish relative
  * error (1e-6) of the same formula in double precision with libm's exp.
@@ -747,6 +780,7 @@ static void run_isa(bd_isa isa) {
     check_batch_invariance(k);
     check_attention(k);
     check_silu(k);
+    check_argmax(k);
     check_gdn(k);
     if (k->tile) check_tiles(k);
     if (k->tile && k->tile->il_rows) check_interleaved(k);
