@@ -179,8 +179,8 @@ static void heap_sift_down(int32_t *id, float *v, int32_t k, int32_t r) {
  * min-heap of k over one pass. Tokens come in id order, so a token only
  * displaces the root when its value is strictly greater: one compare per
  * token for nearly all of them (the quickselect this replaces copied and
- * partitioned the whole vocabulary, ~2 ms a token at 151936). vals may be
- * s->vals itself: slot j < i is written only after token j was read. */
+ * partitioned the whole vocabulary, ~2 ms a token at 151936). vals is
+ * the logits or tmp_vals, never s->vals. */
 static int32_t select_top_k(bd_sampler *s, const float *vals, int32_t n, int32_t k) {
     int32_t *id = s->ids;
     float *v = s->vals;
