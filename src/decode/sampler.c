@@ -200,6 +200,67 @@ static int32_t select_top_k(bd_sampler *s, const float *vals, int32_t n, int32_t
     return k;
 }
 
+/* Without top-k: the candidates that top-p and min-p can keep, into ids /
+ * vals[0..return) unsorted (NaN never a candidate), so that only they are
+ * sorted instead of the whole vocabulary (14.7 ms a token at 151936).
+ * The kept set is the one sorting everything would give: min-p keeps v >=
+ * max + log(min_p) (the float its step computes) and top-p a prefix of the
+ * sorted candidates, which lies inside every set {v >= t} holding at least
+ * top_p of the mass. One pass adds each token's weight into the normalizer
+ * and into a bin by its distance e below the maximum (bin 0: e < 0.5, bin
+ * b: 0.5 * 2^(b-1) <= e < 0.5 * 2^b); the first bins whose mass reaches
+ * top_p plus 1e-3 (a margin far beyond either sum's rounding) set t =
+ * max - 2 * 0.5 * 2^b, twice their reach so that rounding at a bin's edge
+ * cannot leave one of their tokens out. *zall gets top-p's normalizer over
+ * the whole vocabulary (0 when top-p is off). */
+static int32_t select_above(bd_sampler *s, const float *vals, int32_t n, double *zall) {
+    float mx = -INFINITY;
+    bool any = false;
+    for (int32_t i = 0; i < n; i++)
+        if (!isnan(vals[i])) {
+            any = true;
+            if (vals[i] > mx) mx = vals[i];
+        }
+    *zall = 0.0;
+    if (!any) return 0;
+    float t = -INFINITY;
+    if (mx > -INFINITY) { /* all -inf: every candidate stays, as before */
+        if (s->p.min_p > 0.0f) t = mx + logf(s->p.min_p);
+        if (s->p.top_p < 1.0f) {
+            double z = 0.0, bin[64] = {0};
+            for (int32_t i = 0; i < n; i++) {
+                const float v = vals[i];
+                if (!(v > -INFINITY)) continue; /* NaN, or -inf: weight 0 */
+                const double w = exp((double)v - mx);
+                const float q = 2.0f * (mx - v); /* e / 0.5 */
+                int b = 0;
+                if (q >= 1.0f) {
+                    uint32_t u;
+                    memcpy(&u, &q, sizeof u);
+                    b = (int)((u >> 23) & 0xFF) - 127 + 1; /* floor(log2 q) + 1 */
+                    if (b > 63) b = 63;
+                }
+                z += w;
+                bin[b] += w;
+            }
+            *zall = z;
+            double mass = 0.0;
+            for (int b = 0; b < 63; b++) {
+                mass += bin[b];
+                if (mass >= ((double)s->p.top_p + 1e-3) * z) {
+                    const float tp = mx - ldexpf(1.0f, b); /* 2 * 0.5 * 2^b */
+                    if (tp > t) t = tp;
+                    break;
+                }
+            }
+        }
+    }
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (vals[i] >= t) s->vals[m] = vals[i], s->ids[m++] = i; /* NaN fails the compare */
+    return m;
+}
+
 int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
                         const int32_t **ids, const float **probs) {
     int32_t n = s->n_vocab;
@@ -218,6 +279,7 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         return 1;
     }
     const float *vals = logits;
+    double zall = 0.0; /* > 0: the top-p normalizer over the whole vocabulary (select_above) */
     if (pen || s->n_bias) {
         memcpy(s->tmp_vals, logits, (size_t)n * sizeof *logits);
         add_bias(s, s->tmp_vals);
@@ -234,16 +296,22 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
             return 1;
         }
     } else {
-        for (int32_t i = 0; i < n; i++) {
-            s->ids[i] = i;
-            s->vals[i] = vals[i];
+        n = select_above(s, vals, n, &zall);
+        if (n == 0) { /* every logit NaN */
+            s->ids[0] = 0;
+            s->vals[0] = 1.0f;
+            *ids = s->ids;
+            *probs = s->vals;
+            return 1;
         }
     }
     sort_desc(s, n);
-    /* top-p on the softmax at temperature 1 */
+    /* top-p on the softmax at temperature 1 (over every candidate left
+     * by top-k: without a k, the whole vocabulary's normalizer) */
     if (s->p.top_p < 1.0f) {
-        double sum = 0.0;
-        for (int32_t i = 0; i < n; i++) sum += exp((double)s->vals[i] - s->vals[0]);
+        double sum = zall;
+        if (!(sum > 0.0))
+            for (int32_t i = 0; i < n; i++) sum += exp((double)s->vals[i] - s->vals[0]);
         double cum = 0.0;
         int32_t keep = n;
         for (int32_t i = 0; i < n; i++) {

@@ -118,6 +118,35 @@ static void topk_matches_reference(void **st) {
     free(lg);
 }
 
+/* no top-k (k 0, or k past the vocabulary): the candidates that top-p and
+ * min-p keep are found without sorting the vocabulary; the same list as
+ * the reference's full sort, for each filter alone, both, neither (pure
+ * temperature), and top-p close to 1 */
+static void no_topk_matches_reference(void **st) {
+    (void)st;
+    enum { N = 151936 };
+    float *lg = malloc(N * sizeof *lg);
+    assert_non_null(lg);
+    const struct {
+        float top_p, min_p, temp;
+        int32_t k;
+    } c[] = {
+        {0.95f, 0.0f, 1.0f, 0}, {1.0f, 0.05f, 0.8f, 0}, {0.95f, 0.05f, 0.8f, 0}, {0.5f, 0.0f, 1.5f, -1},
+        {0.9995f, 0.0f, 1.0f, 0}, {1.0f, 0.0f, 1.0f, 0}, {0.7f, 0.01f, 1.0f, N},
+    };
+    for (unsigned seed = 1; seed <= 3; seed++) {
+        fill_row(lg, N, seed, seed == 1 ? 1.0f : 0.25f);
+        if (seed == 3) /* a peaked row: a handful of tokens hold the mass */
+            for (int i = 0; i < 5; i++) lg[1000 * i + 7] = 40.0f - (float)i;
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            bd_sampler_params p = {.temperature = c[i].temp, .top_k = c[i].k, .top_p = c[i].top_p,
+                                   .min_p = c[i].min_p, .seed = 1};
+            check_row(lg, N, &p);
+        }
+    }
+    free(lg);
+}
+
 /* fewer finite logits than k: the NaNs stay out, the -infs are kept at
  * probability 0 and then dropped */
 static void topk_small_rows(void **st) {
@@ -142,6 +171,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(topk_matches_reference),
         cmocka_unit_test(topk_small_rows),
+        cmocka_unit_test(no_topk_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
