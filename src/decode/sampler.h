@@ -34,7 +34,9 @@ bool bd_sampler_has_bias(const bd_sampler *s);
 /* The distribution plain sampling draws from after the n_hist tokens of
  * hist (hist may be NULL when n_hist is 0): on return ids and probs point
  * at the candidates (sampler-owned, valid until the next call), probs
- * summing to 1, sorted by probability, descending. Greedy: one candidate
+ * summing to 1, sorted by probability, descending, ties by the lower id
+ * (so the same list whichever way the filters found it); a NaN logit is
+ * never a candidate (an all-NaN row gives token 0). Greedy: one candidate
  * (the argmax of the penalized logits, ties to the lowest id). */
 int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
                         const int32_t **ids, const float **probs);
