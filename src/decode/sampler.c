@@ -286,24 +286,14 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         if (pen) penalize(s, s->tmp_vals, hist, n_hist);
         vals = s->tmp_vals;
     }
-    if (s->p.top_k > 0 && s->p.top_k < n) {
-        n = select_top_k(s, vals, n, s->p.top_k);
-        if (n == 0) { /* every logit NaN: nothing to rank, token 0 */
-            s->ids[0] = 0;
-            s->vals[0] = 1.0f;
-            *ids = s->ids;
-            *probs = s->vals;
-            return 1;
-        }
-    } else {
-        n = select_above(s, vals, n, &zall);
-        if (n == 0) { /* every logit NaN */
-            s->ids[0] = 0;
-            s->vals[0] = 1.0f;
-            *ids = s->ids;
-            *probs = s->vals;
-            return 1;
-        }
+    if (s->p.top_k > 0 && s->p.top_k < n) n = select_top_k(s, vals, n, s->p.top_k);
+    else n = select_above(s, vals, n, &zall);
+    if (n == 0) { /* every logit NaN: nothing to rank, token 0 */
+        s->ids[0] = 0;
+        s->vals[0] = 1.0f;
+        *ids = s->ids;
+        *probs = s->vals;
+        return 1;
     }
     sort_desc(s, n);
     /* top-p on the softmax at temperature 1 (over every candidate left
