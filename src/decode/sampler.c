@@ -18,8 +18,10 @@ struct bd_sampler {
     bd_rng rng;
     int32_t *ids;   /* [n_vocab] candidate ids */
     float *vals;    /* [n_vocab] logits, then probabilities */
-    int32_t *tmp_ids; /* [n_vocab] radix/merge scratch */
+    int32_t *tmp_ids; /* [n_vocab] merge / radix scratch */
     float *tmp_vals;  /* [n_vocab] */
+    uint32_t *key;     /* [n_vocab] radix sort keys ... */
+    uint32_t *tmp_key; /* [n_vocab] ... and their scratch */
     uint32_t *seen;   /* [n_vocab] penalty: == epoch when the token was counted in this call */
     int32_t *cnt;     /* [n_vocab] occurrences in the window (valid where seen == epoch) */
     int32_t *uniq;    /* [n_vocab] the distinct tokens of the window, in order of first sight */
@@ -47,6 +49,8 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
     s->vals = malloc((size_t)n_vocab * sizeof *s->vals);
     s->tmp_ids = malloc((size_t)n_vocab * sizeof *s->tmp_ids);
     s->tmp_vals = malloc((size_t)n_vocab * sizeof *s->tmp_vals);
+    s->key = malloc((size_t)n_vocab * sizeof *s->key);
+    s->tmp_key = malloc((size_t)n_vocab * sizeof *s->tmp_key);
     bool pen = bd_sampler_has_penalty(s);
     if (pen) {
         s->seen = calloc((size_t)n_vocab, sizeof *s->seen);
@@ -54,7 +58,7 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
         s->uniq = malloc((size_t)n_vocab * sizeof *s->uniq);
     }
     if (p->logit_bias && p->n_logit_bias > 0) s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
-    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || (pen && (!s->seen || !s->cnt || !s->uniq)) ||
+    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || !s->key || !s->tmp_key || (pen && (!s->seen || !s->cnt || !s->uniq)) ||
         (p->logit_bias && p->n_logit_bias > 0 && !s->bias)) {
         bd_sampler_free(s);
         return NULL;
@@ -77,6 +81,8 @@ void bd_sampler_free(bd_sampler *s) {
     free(s->vals);
     free(s->tmp_ids);
     free(s->tmp_vals);
+    free(s->key);
+    free(s->tmp_key);
     free(s->seen);
     free(s->cnt);
     free(s->uniq);
@@ -133,7 +139,7 @@ double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
 /* Sort candidates by value, descending, ids ascending on ties (whatever
  * order they come in), with a bottom-up merge sort over the scratch
  * arrays: no allocation, O(n log n) worst case. */
-static void sort_desc(bd_sampler *s, int32_t n) {
+static void sort_desc_merge(bd_sampler *s, int32_t n) {
     int32_t *a_id = s->ids, *b_id = s->tmp_ids;
     float *a_v = s->vals, *b_v = s->tmp_vals;
     for (int32_t w = 1; w < n; w *= 2) {
@@ -154,6 +160,62 @@ static void sort_desc(bd_sampler *s, int32_t n) {
         memcpy(s->ids, a_id, (size_t)n * sizeof *a_id);
         memcpy(s->vals, a_v, (size_t)n * sizeof *a_v);
     }
+}
+
+/* A float's radix key: unsigned order of keys = descending order of the
+ * floats, -0 and +0 one key (they compare equal); never called on NaN. */
+static inline uint32_t radix_key(float v) {
+    if (v == 0.0f) v = 0.0f;
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u = u & 0x80000000u ? ~u : u | 0x80000000u; /* ascending order */
+    return ~u;
+}
+
+static inline float radix_value(uint32_t k) {
+    uint32_t u = ~k;
+    u = u & 0x80000000u ? u & 0x7FFFFFFFu : ~u;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* sort_desc_merge's order for candidates that come in ascending id order
+ * (select_above's): an LSD radix sort on radix_key in three passes of 11
+ * bits. Each pass is stable, so equal values keep their ids ascending.
+ * Sorting the whole vocabulary (no top-k, top-p or min-p: plain
+ * temperature sampling) took 14.7 ms a token by merging at 151936. */
+static void sort_desc_radix(bd_sampler *s, int32_t n) {
+    enum { BITS = 11, BUCKETS = 1 << BITS, PASSES = 3 };
+    uint32_t count[PASSES][BUCKETS];
+    memset(count, 0, sizeof count);
+    uint32_t *ka = s->key, *kb = s->tmp_key;
+    int32_t *ia = s->ids, *ib = s->tmp_ids;
+    for (int32_t i = 0; i < n; i++) {
+        const uint32_t k = radix_key(s->vals[i]);
+        ka[i] = k;
+        for (int p = 0; p < PASSES; p++) count[p][(k >> (BITS * p)) & (BUCKETS - 1)]++;
+    }
+    for (int p = 0; p < PASSES; p++) {
+        const int shift = BITS * p;
+        uint32_t *c = count[p];
+        if (c[(ka[0] >> shift) & (BUCKETS - 1)] == (uint32_t)n) continue; /* one bucket: order kept */
+        uint32_t sum = 0;
+        for (int b = 0; b < BUCKETS; b++) {
+            const uint32_t t = c[b];
+            c[b] = sum;
+            sum += t;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            const uint32_t o = c[(ka[i] >> shift) & (BUCKETS - 1)]++;
+            kb[o] = ka[i];
+            ib[o] = ia[i];
+        }
+        uint32_t *tk = ka; ka = kb; kb = tk;
+        int32_t *ti = ia; ia = ib; ib = ti;
+    }
+    if (ia != s->ids) memcpy(s->ids, ia, (size_t)n * sizeof *ia);
+    for (int32_t i = 0; i < n; i++) s->vals[i] = radix_value(ka[i]);
 }
 
 /* Heap order of the top-k selection: a is worse than b (lower value, or
@@ -286,7 +348,8 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         if (pen) penalize(s, s->tmp_vals, hist, n_hist);
         vals = s->tmp_vals;
     }
-    if (s->p.top_k > 0 && s->p.top_k < n) n = select_top_k(s, vals, n, s->p.top_k);
+    const bool top_k = s->p.top_k > 0 && s->p.top_k < n;
+    if (top_k) n = select_top_k(s, vals, n, s->p.top_k);
     else n = select_above(s, vals, n, &zall);
     if (n == 0) { /* every logit NaN: nothing to rank, token 0 */
         s->ids[0] = 0;
@@ -295,7 +358,9 @@ int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist,
         *probs = s->vals;
         return 1;
     }
-    sort_desc(s, n);
+    /* select_above's list is in id order, the heap's is not */
+    if (!top_k && n >= 1024) sort_desc_radix(s, n);
+    else sort_desc_merge(s, n);
     /* top-p on the softmax at temperature 1 (over every candidate left
      * by top-k: without a k, the whole vocabulary's normalizer) */
     if (s->p.top_p < 1.0f) {

@@ -89,12 +89,14 @@ static void check_row(const float *lg, int n, const bd_sampler_params *p) {
     bd_sampler_free(s);
 }
 
-/* logits quantized to a coarse grid (many exact ties), planted NaN / -inf */
+/* logits quantized to a coarse grid (many exact ties), planted NaN / -inf
+ * and -0 (equal to the grid's +0s, so tied with them by id) */
 static void fill_row(float *lg, int n, unsigned seed, float grid) {
     srand(seed);
     for (int i = 0; i < n; i++) lg[i] = grid * (float)(rand() % 2000 - 1000) / 100.0f;
     for (int i = 0; i < 20; i++) lg[rand() % n] = NAN;
     for (int i = 0; i < 20; i++) lg[rand() % n] = -INFINITY;
+    for (int i = 0; i < 20; i++) lg[rand() % n] = -0.0f;
 }
 
 static void topk_matches_reference(void **st) {
