@@ -724,8 +724,14 @@ BD_DOT_N(dot_n_bf16, bf16_kernel, 4)
  * installed only where the CPU has it.
  * ---------------------------------------------------------------------- */
 
+/* gcc takes the target pragma; clang ignores it (make fuzz builds the core
+ * with clang) and takes the attribute pragma instead */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512bf16"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512bf16")
+#endif
 
 BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs, float *out,
                              const int NX) {
@@ -754,7 +760,11 @@ BD_INLINE void bf16dp_kernel(int64_t n, const void *w, const void *x, size_t xs,
 }
 BD_DOT_N(dot_n_bf16dp, bf16dp_kernel, 4)
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 /* ------------------------------------------------------------------------
  * Attention (f32): the canonical order of attn_ref.c, lane for lane
