@@ -58,8 +58,8 @@ bd_sampler *bd_sampler_create(const bd_sampler_params *p, int32_t n_vocab) {
         s->uniq = malloc((size_t)n_vocab * sizeof *s->uniq);
     }
     if (p->logit_bias && p->n_logit_bias > 0) s->bias = malloc((size_t)p->n_logit_bias * sizeof *s->bias);
-    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || !s->key || !s->tmp_key || (pen && (!s->seen || !s->cnt || !s->uniq)) ||
-        (p->logit_bias && p->n_logit_bias > 0 && !s->bias)) {
+    if (!s->ids || !s->vals || !s->tmp_ids || !s->tmp_vals || !s->key || !s->tmp_key ||
+        (pen && (!s->seen || !s->cnt || !s->uniq)) || (p->logit_bias && p->n_logit_bias > 0 && !s->bias)) {
         bd_sampler_free(s);
         return NULL;
     }
