@@ -301,6 +301,7 @@ typedef struct bd_spec_stats {
     int64_t accepted_at[32];/* accepted drafts by block position */
     int64_t drafted_at[32];
     double draft_ms, verify_ms, other_ms;
+    int64_t n_short_blocks; /* DFlash drafting passes run on a short block */
 } bd_spec_stats;
 
 typedef struct bd_gen_stats {
@@ -363,6 +364,19 @@ typedef enum bd_spec_type {
     BD_SPEC_NGRAM_SIMPLE = 3, /* prompt lookup, no draft model */
 } bd_spec_type;
 
+/* The rows of a DFlash drafting pass. The drafter was trained on blocks
+ * of block_size rows: [anchor, MASK x (block_size - 1)]. A short block
+ * [anchor, MASK x n] for n drafts costs less (its rows scale the pass's
+ * work) but changes what every row attends to, so its drafts -- and how
+ * often they are accepted -- can differ. Output is exact either way. */
+typedef enum bd_dflash_block {
+    BD_DFLASH_BLOCK_AUTO = 0, /* the trained block; with adaptive drafting the trained block or
+                                 a short one, whichever measures the better tokens per second
+                                 (each with its own acceptance estimates) */
+    BD_DFLASH_BLOCK_FULL,     /* always the trained block (the reference) */
+    BD_DFLASH_BLOCK_SHORT,    /* always [anchor, MASK x n], as llama.cpp does */
+} bd_dflash_block;
+
 typedef struct bd_spec_params {
     bd_spec_type type;
     int32_t n_max;    /* max drafted tokens per step (DFlash: <= block_size - 1); 0 = default */
@@ -370,8 +384,7 @@ typedef struct bd_spec_params {
     float p_min;      /* draft-simple: stop drafting below this draft probability */
     bool adaptive;    /* pick the draft length each step from acceptance and measured cost */
     int32_t ngram_n;  /* ngram-simple: match length (default 3) */
-    bool dflash_short_block; /* DFlash: run [anchor, MASK x n] like llama.cpp instead of the
-                                trained block length (lower acceptance for small n) */
+    bd_dflash_block dflash_block; /* DFlash block length (below) */
 } bd_spec_params;
 
 bd_spec_params bd_spec_default_params(void);

@@ -39,6 +39,14 @@ int32_t arg_i32(const char *opt, const char *v, int32_t lo, int32_t hi) {
     return (int32_t)x;
 }
 
+int arg_dflash_block(const char *opt, const char *v) {
+    static const char *const names[] = {"auto", "full", "short"}; /* bd_dflash_block order */
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(v, names[i])) return i;
+    fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected auto, full or short)\n", opt, v);
+    exit(2);
+}
+
 uint64_t arg_u64(const char *opt, const char *v) {
     char *end;
     errno = 0;

@@ -21,6 +21,10 @@ int32_t arg_i32(const char *opt, const char *v, int32_t lo, int32_t hi);
 uint64_t arg_u64(const char *opt, const char *v);
 float arg_f32(const char *opt, const char *v, float lo, float hi);
 
+/* "auto" | "full" | "short" -> the DFlash block enum (bd_dflash_block, as
+ * an int so this header needs no engine header); exits 2 otherwise. */
+int arg_dflash_block(const char *opt, const char *v);
+
 /* Parse "1,2,3" into ids (at most max). Returns the count or -1. */
 int arg_ids(const char *s, int32_t *ids, int max);
 

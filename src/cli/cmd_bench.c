@@ -62,7 +62,7 @@ typedef struct bench_opts {
     int32_t verify_depth, verify_max;
     int32_t spec_n_max, spec_reps;
     int spec_adaptive;      /* 1 on, 0 off, -1 (default): on unless --spec-draft-n-max is given */
-    bool spec_short_block;
+    int spec_block;         /* bd_dflash_block */
     bool json, bw_probe, no_verify;
     double peak_gops, peak_gbps;
     uint64_t seed;
@@ -83,7 +83,10 @@ static void bench_usage(FILE *out) {
             "  --spec-adaptive 0|1     adaptive draft length (default 1 unless --spec-draft-n-max is given)\n"
             "  --spec-draft-n-max N    drafted tokens per step; the upper bound when adaptive\n"
             "                          (default: the drafter's limit)\n"
-            "  --spec-dflash-short-block  DFlash: [anchor, MASK x n] blocks as llama.cpp does\n"
+            "  --spec-dflash-block auto|full|short  DFlash block rows: the trained block (full), [anchor,\n"
+            "                          MASK x n] as llama.cpp (short), or picked by measurement when\n"
+            "                          adaptive (auto, the default; full when not adaptive)\n"
+            "  --spec-dflash-short-block  the same as --spec-dflash-block short\n"
             "  --spec-prompt TEXT      prompt of the speculative test\n"
             "  --spec-reps N           runs of the speculative test (default: -r)\n"
             "  --seed S                seed of the random token ids (default 1)\n"
@@ -428,7 +431,7 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     spp.type = bd_spec_type_for_draft(dm);
     spp.adaptive = o->spec_adaptive != 0;
     spp.n_max = o->spec_n_max;
-    spp.dflash_short_block = o->spec_short_block;
+    spp.dflash_block = (bd_dflash_block)o->spec_block;
     bd_session_params sprm = bd_session_default_params();
     sprm.n_threads = o->threads;
     sprm.n_ctx = np + o->n_gen + 64;
@@ -482,6 +485,7 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
         acc.draft_ms += st.spec.draft_ms;
         acc.verify_ms += st.spec.verify_ms;
         acc.other_ms += st.spec.other_ms;
+        acc.n_short_blocks += st.spec.n_short_blocks;
         for (int i = 0; i < 32; i++) {
             acc.accepted_at[i] += st.spec.accepted_at[i];
             acc.drafted_at[i] += st.spec.drafted_at[i];
@@ -664,7 +668,9 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
             o->spec_adaptive = arg_i32(a, v, 0, 1);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-max", NULL}, &v))
             o->spec_n_max = arg_i32(a, v, 1, 63);
-        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spec_short_block = true;
+        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spec_block = BD_DFLASH_BLOCK_SHORT;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-dflash-block", NULL}, &v))
+            o->spec_block = arg_dflash_block(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-prompt", NULL}, &v)) o->spec_prompt = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-reps", NULL}, &v))
             o->spec_reps = arg_i32(a, v, 1, 1000);

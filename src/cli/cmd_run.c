@@ -111,8 +111,11 @@ static void usage(void) {
             "  --spec-adaptive        choose the draft length each step from acceptance and measured cost\n"
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
-            "  --spec-dflash-short-block  DFlash: draft with [anchor, MASK x n] as llama.cpp does, instead\n"
-            "                         of the trained block length (default)\n"
+            "  --spec-dflash-block auto|full|short  DFlash block rows: the trained block (full), [anchor,\n"
+            "                         MASK x n] as llama.cpp (short), or, with --spec-adaptive, whichever\n"
+            "                         measures faster, each with its own acceptance (auto, the default;\n"
+            "                         full without --spec-adaptive)\n"
+            "  --spec-dflash-short-block  the same as --spec-dflash-block short\n"
             "constrained output (llama.cpp's flag names; one of them):\n"
             "  --grammar GBNF         every token obeys this GBNF grammar (root rule `root`); generation\n"
             "                         ends when the grammar is complete and allows nothing else\n"
@@ -209,7 +212,9 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             o->gram_file = strstr(a, "-file") || !strcmp(a, "-jf");
             o->gram_schema = strstr(a, "json") || !strcmp(a, "-j") || !strcmp(a, "-jf");
         } else if (arg_is(a, "--spec-adaptive", NULL)) o->spp.adaptive = true;
-        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spp.dflash_short_block = true;
+        else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spp.dflash_block = BD_DFLASH_BLOCK_SHORT;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--spec-dflash-block", NULL}, &v))
+            o->spp.dflash_block = (bd_dflash_block)arg_dflash_block(a, v);
         else if (arg_is(a, "--spec-trace", NULL)) o->spec_trace = true;
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
             fprintf(stderr, "blockdraft run: %s was removed (as in llama.cpp); use --spec-draft-n-max / --spec-draft-n-min\n", a);

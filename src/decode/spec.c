@@ -68,6 +68,16 @@ struct bd_spec {
     double probe_ms;        /* the last drafting step's time ... */
     int32_t probe_tokens;   /* ... and the tokens it emitted (0: none yet) */
     int32_t step_no;
+    /* draft-dflash with an adaptive block (BD_DFLASH_BLOCK_AUTO): the
+     * same estimates for steps run with a short block [anchor, MASK x n]
+     * (s_cost: whole steps; index 0 unused, plain steps live in cost[0]) */
+    double s_alpha[SPEC_MAX_DRAFT + 1];
+    int32_t s_alpha_n[SPEC_MAX_DRAFT + 1];
+    double s_cost[SPEC_MAX_DRAFT + 1];
+    int32_t s_cost_n[SPEC_MAX_DRAFT + 1];
+    int32_t s_provisional;  /* short length whose next time replaces its cost (a warm-up's), or -1 */
+    bool pick_short;        /* adapt_pick chose a short block for this step */
+    bool step_short;        /* this step's draft ran a short block */
     /* draft-dflash: target features of plain steps not yet given to the
      * drafter ([SPEC_PEND][n_taps * n_embd]); appended in one batch before
      * the next draft, so a run of plain steps reads the drafter's context
@@ -340,6 +350,18 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * plain step (the cost of not drafting). Plain steps hold their features
  * back from a DFlash drafter (SPEC_PEND rows at most) and hand them over in
  * one batch before the next draft.
+ *
+ * A DFlash drafter's block (BD_DFLASH_BLOCK_AUTO) is picked the same way:
+ * the trained block [anchor, MASK x (B - 1)] whatever n is, or a short one
+ * [anchor, MASK x n], whose pass costs less (n + 1 rows through every
+ * layer: at 16 rows the 4B drafter's pass is compute-bound, 60 ms against
+ * 38 ms for 6 rows at avx2 on Zen 5) but whose drafts may be accepted less
+ * often (its rows attend to fewer mask rows than in training). Each keeps
+ * its own acceptance estimates and costs; what the short block has not
+ * observed it takes from the full block (no better than its own last
+ * observed position), what it has not measured it prices as the full
+ * block, and the better E(n)/Cost(n) wins, ties going to the short block so
+ * that it gets measured. The warm-up runs the full block, the reference.
  * ---------------------------------------------------------------------- */
 
 /* A DFlash drafting step's cost as a line over its draft length, fitted
@@ -401,24 +423,110 @@ static double adapt_cost(const double *cost, const double *vcost, const int32_t 
     return 0;
 }
 
-int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
-                             int32_t n_max, int32_t *best_draft_n) {
-    double best_rate = cost_n[0] ? 1.0 / cost[0] : 0.0;
-    int32_t best_n = 0, bdn = 1;
-    double best_draft_rate = -1, e = 1.0, prod = 1.0;
+/* A short-block step's cost as a line a + b n over its draft length: its
+ * drafter pass grows with n too (n + 1 rows), so whole steps go on one
+ * line, fitted by least squares to the measured lengths (weights as in
+ * adapt_fit_cost). A short step is a plain step's forward and more, so
+ * the line starts at the plain step's time c0 or above: a fit below it
+ * (noise between two close lengths), or a single measured length, gives
+ * the line through c0 instead; b is never negative. */
+static void adapt_short_line(const double *s_cost, const int32_t *s_cost_n, double c0, int32_t n_max, double *a,
+                             double *b) {
+    double sw = 0, sn = 0, snn = 0, sc = 0, snc = 0, d = 0;
+    int32_t lengths = 0;
+    for (int32_t i = 1; i <= n_max; i++) {
+        if (!s_cost_n[i]) continue;
+        const double w = s_cost_n[i] < ADAPT_FIT_WEIGHT ? s_cost_n[i] : ADAPT_FIT_WEIGHT;
+        sw += w;
+        sn += w * i;
+        snn += w * i * i;
+        sc += w * s_cost[i];
+        snc += w * i * s_cost[i];
+        d += w * i * (s_cost[i] - c0);
+        lengths++;
+    }
+    if (lengths >= 2) {
+        *b = (sw * snc - sn * sc) / (sw * snn - sn * sn);
+        *a = (sc - *b * sn) / sw;
+        if (*a >= c0 && *b >= 0) return;
+    }
+    *a = c0;
+    *b = snn > 0 && d > 0 ? d / snn : 0;
+}
+
+/* Every draft length's estimated step cost, est[1..n_max] (adapt_cost). */
+static void adapt_costs(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, double *est) {
+    for (int32_t n = 1; n <= n_max; n++) est[n] = adapt_cost(cost, vcost, cost_n, n_max, n);
+}
+
+/* The best drafting rate E(n) / est[n] over n = 1..n_max (0 where the cost
+ * is unknown), its length in *bdn (1 if none rates above 0). */
+static double adapt_best_draft(const double *alpha, const double *est, int32_t n_max, int32_t *bdn) {
+    double best = -1, e = 1.0, prod = 1.0;
+    *bdn = 1;
     for (int32_t n = 1; n <= n_max; n++) {
         prod *= alpha[n];
         e += prod;
-        double c = adapt_cost(cost, vcost, cost_n, n_max, n);
-        double rate = c > 0 ? e / c : 0;
-        if (rate > best_draft_rate) {
-            best_draft_rate = rate;
-            bdn = n;
+        double rate = est[n] > 0 ? e / est[n] : 0;
+        if (rate > best) {
+            best = rate;
+            *bdn = n;
         }
     }
-    if (best_draft_rate > best_rate) best_n = bdn;
+    return best;
+}
+
+int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
+                             int32_t n_max, int32_t *best_draft_n) {
+    BD_ASSERT(n_max >= 1 && n_max <= SPEC_MAX_DRAFT);
+    double est[SPEC_MAX_DRAFT + 1];
+    int32_t bdn;
+    adapt_costs(cost, vcost, cost_n, n_max, est);
+    double rate = adapt_best_draft(alpha, est, n_max, &bdn);
     if (best_draft_n) *best_draft_n = bdn;
-    return best_n;
+    return rate > (cost_n[0] ? 1.0 / cost[0] : 0.0) ? bdn : 0;
+}
+
+int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, const double *vcost,
+                                   const int32_t *cost_n, const double *s_alpha, const int32_t *s_alpha_n,
+                                   const double *s_cost, const int32_t *s_cost_n, int32_t n_max, int force,
+                                   int32_t *best_draft_n, bool *short_block, double *est_cost) {
+    BD_ASSERT(n_max >= 1 && n_max <= SPEC_MAX_DRAFT);
+    double est_f[SPEC_MAX_DRAFT + 1], est_s[SPEC_MAX_DRAFT + 1], a_s[SPEC_MAX_DRAFT + 1];
+    adapt_costs(cost, vcost, cost_n, n_max, est_f);
+    bool measured = false;
+    for (int32_t n = 1; n <= n_max; n++) measured |= s_cost_n[n] > 0;
+    if (measured) {
+        /* never above the full block's estimate, whose work a short
+         * block's is a part of */
+        double a, b;
+        adapt_short_line(s_cost, s_cost_n, cost_n[0] ? cost[0] : 0, n_max, &a, &b);
+        for (int32_t n = 1; n <= n_max; n++) {
+            est_s[n] = a + b * n;
+            if (est_f[n] > 0 && est_f[n] < est_s[n]) est_s[n] = est_f[n];
+        }
+    } else {
+        memcpy(est_s, est_f, sizeof est_s);
+    }
+    /* a position the short block has not reached takes the full block's
+     * estimate, capped by the short block's own estimate before it */
+    bool seen = false;
+    a_s[0] = 1.0;
+    for (int32_t i = 1; i <= n_max; i++) {
+        a_s[i] = s_alpha_n[i] ? s_alpha[i] : alpha[i];
+        if (!s_alpha_n[i] && seen && a_s[i] > a_s[i - 1]) a_s[i] = a_s[i - 1];
+        seen |= s_alpha_n[i] > 0;
+    }
+    int32_t bdn_f = 1, bdn_s = 1;
+    double rate_f = force == 1 ? -1 : adapt_best_draft(alpha, est_f, n_max, &bdn_f);
+    double rate_s = force == 0 ? -1 : adapt_best_draft(a_s, est_s, n_max, &bdn_s);
+    /* ties go to the short block: it is the one still to be measured */
+    bool s = rate_s >= rate_f;
+    int32_t bdn = s ? bdn_s : bdn_f;
+    *short_block = s;
+    if (best_draft_n) *best_draft_n = bdn;
+    if (est_cost) *est_cost = s ? est_s[bdn] : est_f[bdn];
+    return (s ? rate_s : rate_f) > (cost_n[0] ? 1.0 / cost[0] : 0.0) ? bdn : 0;
 }
 
 bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {
@@ -446,14 +554,28 @@ static int32_t adapt_pick(bd_spec *sp) {
      * the plain step after an accepted warm-up raises tau on an always-right
      * drafter, but then a drafter that is right yet too slow to pay --
      * stories260K -- is never found out: tried and measured.) */
+    sp->pick_short = sp->df && sp->p.dflash_block == BD_DFLASH_BLOCK_SHORT;
     if (sp->step_no == 1) return sp->n_max < ADAPT_WARMUP ? sp->n_max : ADAPT_WARMUP;
     if (sp->step_no == 2) return 0;
-    int32_t best_draft_n;
-    /* a DFlash pass costs the same for every draft length; a draft model's
-     * autoregressive drafting grows with it: whole steps' slope there */
-    const double *vcost = sp->df ? sp->vcost : NULL;
-    int32_t n = bd_spec_adapt_choose(sp->alpha, sp->cost, vcost, sp->cost_n, sp->n_max, &best_draft_n);
-    if (bd_spec_plain_stale(sp->cost, vcost, sp->cost_n, sp->n_max, n)) {
+    int32_t best_draft_n, n;
+    bool stale;
+    if (sp->df && sp->p.dflash_block != BD_DFLASH_BLOCK_FULL) {
+        /* the block's length is picked too (auto), or always short */
+        double est;
+        int force = sp->p.dflash_block == BD_DFLASH_BLOCK_SHORT ? 1 : -1;
+        n = bd_spec_adapt_choose_block(sp->alpha, sp->cost, sp->vcost, sp->cost_n, sp->s_alpha, sp->s_alpha_n,
+                                       sp->s_cost, sp->s_cost_n, sp->n_max, force, &best_draft_n,
+                                       &sp->pick_short, &est);
+        stale = n > 0 && sp->cost_n[0] > 0 && est < sp->cost[0];
+    } else {
+        /* a DFlash pass costs the same for every draft length; a draft
+         * model's autoregressive drafting grows with it: whole steps'
+         * slope there */
+        const double *vcost = sp->df ? sp->vcost : NULL;
+        n = bd_spec_adapt_choose(sp->alpha, sp->cost, vcost, sp->cost_n, sp->n_max, &best_draft_n);
+        stale = bd_spec_plain_stale(sp->cost, vcost, sp->cost_n, sp->n_max, n);
+    }
+    if (stale) {
         /* re-measure plain: the next plain step's time replaces cost[0]
          * (seen on a 39 MB target: one 10x plain step, then 45 one-token
          * drafts in a row against a drafter that was never right) */
@@ -486,17 +608,34 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
         sp->probe_ms = ms;
         sp->probe_tokens = sp->step_no == 1 ? 0 : n_acc + 1;
     }
+    /* a short block's acceptance and cost are its own: a shorter block
+     * changes what the drafter's rows attend to */
+    double *alpha = sp->step_short ? sp->s_alpha : sp->alpha;
+    int32_t *alpha_n = sp->step_short ? sp->s_alpha_n : sp->alpha_n;
     for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
         double obs = i <= n_acc ? 1.0 : 0.0;
-        double beta = 1.0 / (sp->alpha_n[i] + 2);
+        double beta = 1.0 / (alpha_n[i] + 2);
         if (beta < ADAPT_BETA) beta = ADAPT_BETA;
-        sp->alpha[i] += beta * (obs - sp->alpha[i]);
-        sp->alpha_n[i]++;
+        alpha[i] += beta * (obs - alpha[i]);
+        alpha_n[i]++;
     }
     /* positions never reached yet are assumed no better than the last one
-     * observed before them: optimism only where nothing says otherwise */
-    for (int32_t j = 2; j <= sp->n_max; j++)
+     * observed before them: optimism only where nothing says otherwise
+     * (the short block's unreached positions: bd_spec_adapt_choose_block) */
+    for (int32_t j = 2; j <= sp->n_max && !sp->step_short; j++)
         if (sp->alpha_n[j] == 0 && sp->alpha[j] > sp->alpha[j - 1]) sp->alpha[j] = sp->alpha[j - 1];
+    if (sp->step_short) {
+        /* (a warm-up's time, cold, only until the next of its length) */
+        bool replace = sp->s_provisional == n_drafted;
+        if (sp->s_cost_n[n_drafted] && !replace)
+            sp->s_cost[n_drafted] += ADAPT_BETA * (ms - sp->s_cost[n_drafted]);
+        else
+            sp->s_cost[n_drafted] = ms;
+        sp->s_cost_n[n_drafted]++;
+        if (replace) sp->s_provisional = -1;
+        if (sp->step_no == 1) sp->s_provisional = n_drafted;
+        return;
+    }
     /* The warm-up step's time (page faults, cold caches) is kept only as a
      * provisional figure until the first real measurement replaces it. */
     if (sp->step_no == 1) {
@@ -751,7 +890,13 @@ static int32_t spec_reset(bd_spec *sp, const int32_t *prompt, int32_t n_prompt) 
         sp->alpha_n[i] = 0;
         sp->cost[i] = sp->vcost[i] = 0;
         sp->cost_n[i] = 0;
+        sp->s_alpha[i] = 1.0;
+        sp->s_alpha_n[i] = 0;
+        sp->s_cost[i] = 0;
+        sp->s_cost_n[i] = 0;
     }
+    sp->pick_short = sp->step_short = false;
+    sp->s_provisional = -1;
     sp->plain_run = sp->step_no = 0;
     sp->probe_ms = 0;
     sp->probe_tokens = 0;
@@ -801,13 +946,19 @@ static bool spec_draft(gen_run *r, int32_t *nd) {
     int32_t n_block = n; /* llama.cpp-style short blocks keep their length */
     if (r->gp->n_predict >= 0 && n > r->gp->n_predict - r->st->n_gen - 1) n = r->gp->n_predict - r->st->n_gen - 1;
     *nd = 0;
+    sp->step_short = false;
     if (n <= 0) return true;
     if (!spec_flush_pending(r)) return false;
     double td = bd_time_ms();
     bool ok = true;
     if (sp->df) {
-        ok = bd_dflash_draft(sp->df, sp->hist[sp->n_hist - 1], n, sp->p.dflash_short_block ? n_block + 1 : 0,
-                             sp->drafts, r->err, r->errlen);
+        /* a short block: [anchor, MASK x n_block] (forced, or the adaptive
+         * pick); at n_block = B - 1 it is the full block */
+        bool short_block = sp->p.adaptive ? sp->pick_short : sp->p.dflash_block == BD_DFLASH_BLOCK_SHORT;
+        int32_t rows = short_block && n_block + 1 < bd_dflash_block_size(sp->df) ? n_block + 1 : 0;
+        sp->step_short = rows > 0;
+        ok = bd_dflash_draft(sp->df, sp->hist[sp->n_hist - 1], n, rows, sp->drafts, r->err, r->errlen);
+        if (ok && sp->step_short) r->st->spec.n_short_blocks++;
         *nd = n;
     } else if (sp->ds) {
         ok = draft_simple(sp, n, sp->drafts, nd, r->err, r->errlen);

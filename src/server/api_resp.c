@@ -216,6 +216,7 @@ static bd_gen_stats stats_sum(const api_out *o) {
         s.spec.draft_ms += t->spec.draft_ms;
         s.spec.verify_ms += t->spec.verify_ms;
         s.spec.other_ms += t->spec.other_ms;
+        s.spec.n_short_blocks += t->spec.n_short_blocks;
     }
     s.prompt_tps = s.prompt_ms > 0 ? 1e3 * (s.n_prompt - s.n_prompt_cached) / s.prompt_ms : 0;
     s.gen_tps = s.gen_ms > 0 ? 1e3 * s.n_gen / s.gen_ms : 0;

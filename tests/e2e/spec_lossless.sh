@@ -13,13 +13,16 @@
 #    15: token-identical to plain greedy; a DFlash step drafts the same
 #    tokens whatever the draft length asks of the block (prefixes compared
 #    at common positions: the drafter's last layer computes only the
-#    drafted rows).
+#    drafted rows). The DFlash pairs again with short blocks [anchor, MASK x n]
+#    (forced at n_max 3 and 7; adaptive with the block picked by measurement,
+#    and adaptive forced short): token-identical to plain greedy too.
 # 2. Constructed acceptance patterns: --constant-output targets (qwen3,
 #    qwen3moe and qwen35moe; greedy emits token 0 forever) with drafters right for exactly
 #    the first k block positions (k = 0, 2, 5, all). Predicted exactly: accepted drafts
 #    per step a = min(k, n), target forwards 1 + ceil((N-1)/(a+1)), the
 #    per-position acceptance profile, tau, and the target KV length after
-#    the last rollback. Adaptive mode stays lossless and backs off when
+#    the last rollback; the same with short blocks at n_max 7 (every
+#    drafting step counted short). Adaptive mode stays lossless and backs off when
 #    the drafter is never right (its decision rule has a unit test,
 #    tests/unit/test_spec_adapt.c).
 set -euo pipefail
@@ -56,6 +59,15 @@ for t in q1 q2 l1 m1 h1 h2; do
             run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${extra[@]}" --spec-draft-n-max $n -p "$P" -n 40 \
                 > "$T/$t-$d-$n.json"
         done
+        [ $d = simple ] && continue
+        # short blocks [anchor, MASK x n], forced and picked by the adaptive rule
+        for n in 3 7; do
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-dflash-block short --spec-draft-n-max $n -p "$P" -n 40 \
+                > "$T/$t-$d-s$n.json"
+        done
+        run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-adaptive -p "$P" -n 40 > "$T/$t-$d-ad.json"
+        run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-adaptive --spec-dflash-block short -p "$P" -n 40 \
+            > "$T/$t-$d-ads.json"
     done
 done
 python3 - "$T" <<'PY'
@@ -78,6 +90,16 @@ for t in ["q1", "q2", "l1", "m1", "h1", "h2"]:
             assert sp["n_drafted"] >= n, (t, dr, n, sp)   # speculation really ran
             print("lossless %s %-6s n_max %2d: drafted %3d accepted %3d tau %.2f" % (
                 t, dr, n, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+        if dr == "simple":
+            continue
+        for v in ["s3", "s7", "ad", "ads"]:
+            o = json.load(open(os.path.join(d, "%s-%s-%s.json" % (t, dr, v))))
+            sp = o["stats"]["spec"]
+            assert o["generated_ids"] == plain, "%s/%s/%s differs from plain greedy" % (t, dr, v)
+            if v[0] == "s":  # every drafting step ran a short block
+                assert sp["draft_steps"] > 0 and sp["short_block_steps"] == sp["draft_steps"], (t, dr, v, sp)
+            print("lossless %s %-6s %-3s (short blocks): drafted %3d accepted %3d, %d of %d drafting steps short" % (
+                t, dr, v, sp["n_drafted"], sp["n_accepted"], sp["short_block_steps"], sp["draft_steps"]))
 assert partial > 0 and simple_acc >= 20, ("the draft-simple runs accepted too little to test rollbacks",
                                           partial, simple_acc)
 # DFlash drafts do not depend on how many of the block's rows are drafted:
@@ -115,6 +137,8 @@ for c in c hc mc; do
         for n in 3 7 15; do
             run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-draft-n-max $n -p "$P" -n 49 > "$T/$c-$k-$n.json"
         done
+        run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-dflash-block short --spec-draft-n-max 7 -p "$P" -n 49 \
+            > "$T/$c-$k-s7.json"
         run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-adaptive -p "$P" -n 49 > "$T/$c-$k-ad.json"
     done
 done
@@ -123,8 +147,12 @@ import json, sys, os, math
 d = sys.argv[1]
 N = 49
 for c, k in [(c, k) for c in ["c", "hc", "mc"] for k in ["0", "2", "5", "all"]]:
-    for n in [3, 7, 15]:
-        o = json.load(open(os.path.join(d, "%s-%s-%d.json" % (c, k, n))))
+    for n in [3, 7, 15, "s7"]:
+        o = json.load(open(os.path.join(d, "%s-%s-%s.json" % (c, k, n))))
+        short = n == "s7"
+        if short:  # a short block: the same pattern, every step on 8 rows
+            n = 7
+            assert o["stats"]["spec"]["short_block_steps"] == o["stats"]["spec"]["draft_steps"] > 0
         sp, st = o["stats"]["spec"], o["stats"]
         assert o["generated_ids"] == [0] * N, "constant target must emit token 0"
         # predicted run: the prefill emits the first token; each step drafts
@@ -146,8 +174,8 @@ for c, k in [(c, k) for c in ["c", "hc", "mc"] for k in ["0", "2", "5", "all"]]:
         assert sp["acceptance_by_position"] == want, (k, n, sp["acceptance_by_position"], want)
         assert abs(sp["tau"] - N / fwd) < 1e-9
         assert st["kv_len"] == st["n_prompt"] + N - 1, ("rollback left the KV at", st["kv_len"])
-        print("constructed %-2s k=%-3s n_max %2d: drafted %d, accepted %d, forwards %d, tau %.3f, kv %d (as predicted)" % (
-            c, k, n, drafted, accepted, fwd, sp["tau"], st["kv_len"]))
+        print("constructed %-2s k=%-3s n_max %2d%s: drafted %d, accepted %d, forwards %d, tau %.3f, kv %d (as predicted)" % (
+            c, k, n, " short" if short else "", drafted, accepted, fwd, sp["tau"], st["kv_len"]))
     o = json.load(open(os.path.join(d, "%s-%s-ad.json" % (c, k))))
     sp = o["stats"]["spec"]
     assert o["generated_ids"] == [0] * N

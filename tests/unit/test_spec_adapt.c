@@ -4,8 +4,10 @@
  * Expected choices are worked out in the comments from
  * E(n) = 1 + sum_{i<=n} prod_{j<=i} alpha_j and rate = E(n) / Cost(n).
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -210,6 +212,117 @@ static void probe_gap_bounds_the_probes_loss(void **st) {
     assert_int_equal(bd_spec_probe_gap(16, 2000, 1, 31), 256);
 }
 
+/* The DFlash block length picked too (bd_spec_adapt_choose_block). The
+ * full block's tables: plain 50 ms; a warm-up of 4 drafts 180 ms (verify
+ * 130) and 15 drafts 370 ms (verify 290). Its line (adapt_fit_cost,
+ * weights 1, 1): verify slope (290 - 130) / 11 = 14.545 ms a row, drafter
+ * pass ((180 - 130) + (370 - 290)) / 2 = 65 ms, verify intercept (420 -
+ * 14.545 x 19) / 2 = 71.82: cost(n) = 136.82 + 14.545 n, so cost(5) =
+ * 209.5. A drafter right for the first 5 positions: E(5) = 6. */
+static double s_alpha[N + 1], s_cost[N + 1];
+static int32_t s_alpha_n[N + 1], s_cost_n[N + 1];
+static double vcost_b[N + 1];
+
+static void block_tables(void) {
+    for (int i = 0; i <= N; i++) {
+        cost_n[i] = 0;
+        cost[i] = vcost_b[i] = 0;
+        s_alpha[i] = 1.0;
+        s_alpha_n[i] = s_cost_n[i] = 0;
+        s_cost[i] = 0;
+    }
+    cost[0] = vcost_b[0] = 50, cost_n[0] = 20;
+    cost[4] = 180, vcost_b[4] = 130, cost_n[4] = 1;
+    cost[15] = 370, vcost_b[15] = 290, cost_n[15] = 1;
+    set_alpha(1.0);
+    for (int i = 6; i <= N; i++) alpha[i] = 0.0;
+}
+
+static void unmeasured_short_block_ties_and_is_tried(void **st) {
+    (void)st;
+    block_tables();
+    /* nothing known of short blocks: the full block's alpha and costs, the
+     * same rate, and the tie goes to the short block (to measure it) */
+    int32_t bd_full, bd;
+    bool shrt = false;
+    double est = 0;
+    int32_t n_full = bd_spec_adapt_choose(alpha, cost, vcost_b, cost_n, N, &bd_full);
+    assert_int_equal(n_full, 5);
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                -1, &bd, &shrt, &est),
+                     5);
+    assert_true(shrt);
+    assert_int_equal(bd, 5);
+    assert_true(fabs(est - 209.5) < 0.1);
+    /* forced full: the same length, on the full block */
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                0, &bd, &shrt, &est),
+                     5);
+    assert_false(shrt);
+    /* never right (alpha 0): plain; the probe is a one-token short block */
+    set_alpha(0.0);
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                -1, &bd, &shrt, &est),
+                     0);
+    assert_int_equal(bd, 1);
+    assert_true(shrt);
+}
+
+static void cheaper_short_block_with_equal_acceptance_wins(void **st) {
+    (void)st;
+    block_tables();
+    /* short blocks measured: 5 drafts 170 ms (10 steps, weight 8), 6 drafts
+     * 209 ms (1 step); positions 1..5 accepted, 6 rejected. The free line
+     * (sw 9, sum w n 46, sum w n^2 236, sum w c 1569, sum w n c 8054) is
+     * b = (9 x 8054 - 46 x 1569) / (9 x 236 - 46^2) = 312 / 8 = 39, a =
+     * (1569 - 39 x 46) / 9 = -25: below the plain step (a one-token short
+     * draft at 14 ms would look cheaper than plain, and the driver would
+     * re-measure plain forever). So the line through plain: b = (8 x 5 x 120
+     * + 6 x 159) / 236 = 24.381, cost(n) = 50 + 24.381 n; cost(5) = 171.9
+     * (under the full block's 209.5), rate 6 / 171.9 = 0.0349 against the
+     * full block's 6 / 209.5 = 0.0286 and cost(4): 5 / 147.5 = 0.0339. */
+    for (int i = 1; i <= 5; i++) s_alpha_n[i] = 11;
+    s_alpha[6] = 0.0, s_alpha_n[6] = 1;
+    s_cost[5] = 170, s_cost_n[5] = 10;
+    s_cost[6] = 209, s_cost_n[6] = 1;
+    int32_t bd;
+    bool shrt = false;
+    double est = 0;
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                -1, &bd, &shrt, &est),
+                     5);
+    assert_true(shrt);
+    assert_true(fabs(est - 171.9) < 0.1);
+    assert_true(est > cost[0]); /* never below a plain step */
+}
+
+static void short_block_with_worse_acceptance_loses(void **st) {
+    (void)st;
+    block_tables();
+    /* the same short costs, but the short block's drafts are right less
+     * often: alpha 1 at position 1, 0.3 at 2 (observed); unobserved 3.. take
+     * the full block's alpha capped at 0.3. E(1) = 2 at 50 + 24.381 = 74.38
+     * ms: 0.0269; E(2) = 2.3 at 98.76: 0.0233; E(3) = 2.39 at 123.1: 0.0194.
+     * The full block's 0.0286 wins: draft 5 on the full block. */
+    s_alpha_n[1] = 11;
+    s_alpha[2] = 0.3, s_alpha_n[2] = 11;
+    s_cost[5] = 170, s_cost_n[5] = 10;
+    s_cost[6] = 209, s_cost_n[6] = 1;
+    int32_t bd;
+    bool shrt = true;
+    double est = 0;
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                -1, &bd, &shrt, &est),
+                     5);
+    assert_false(shrt);
+    assert_true(fabs(est - 209.5) < 0.1);
+    /* forced short: one token (0.0269 beats plain's 0.02) */
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                1, &bd, &shrt, &est),
+                     1);
+    assert_true(shrt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
@@ -220,6 +333,9 @@ int main(void) {
         cmocka_unit_test(one_line_through_all_drafts_prices_one_more_row),
         cmocka_unit_test(a_draft_cheaper_than_plain_means_a_stale_plain_time),
         cmocka_unit_test(probe_gap_bounds_the_probes_loss),
+        cmocka_unit_test(unmeasured_short_block_ties_and_is_tried),
+        cmocka_unit_test(cheaper_short_block_with_equal_acceptance_wins),
+        cmocka_unit_test(short_block_with_worse_acceptance_loses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
