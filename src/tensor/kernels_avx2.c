@@ -1635,6 +1635,14 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * rows 17.6 / 14.7 against 14.7 / 13.0; Q6_K (2560 x 9728) at 2 rows 8.5 /
  * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. */
 #define IL_FEW_ROWS 2
+/* ... per type: on avxvnni two Q4_K rows go to il_groups, whose fused pair
+ * kernel (IL_FUSED_ROWS) beat il_few there once it existed: Zen 5, kbench,
+ * 2 threads, best of 2 alternating, 9728 x 2560 from memory 15.6 -> 12.5
+ * ms, 4096 x 2048 in cache 301-308 -> 395-414 GOPS; Q6_K (2560 x 9728) stays
+ * (13.7 against 14.4-14.8), as does avx2 (18.2-18.5 both ways). */
+#if defined(__AVXVNNI__)
+#define IL_FEW_ROWS_FOR(type) ((type) == BD_TYPE_Q4_K ? 1 : IL_FEW_ROWS)
+#endif
 /* Q4_K batches up to this many rows read the codes in the pair kernel
  * (kernels_il.h) instead of from an unpacked copy; -DIL_FUSED_ROWS=N to
  * measure others. Zen 5, kbench, 2 threads, 9728 x 2560 from memory (521

@@ -13,7 +13,8 @@
  *   IL_FEW(type, nb, wg, xq, xs, nt, y, ldy)  optional: nt (<=
  *       IL_FEW_MAX_FOR(type)) activation rows against a whole group,
  *       unpacking each code vector once for all of them (decode and short
- *       verifies), with IL_FEW_ROWS the largest batch that goes there;
+ *       verifies), with IL_FEW_ROWS the largest batch that goes there
+ *       (IL_FEW_ROWS_FOR(type), optional: per type);
  *   IL_PAIR_Q4, IL_PAIR_NT  optional (files with two subs): two tables
  *       of il_pair_fn by row count 1..IL_PAIR_NT taking both subs' Q4_K
  *       blocks at once, used by il_groups in place of the per-sub block
@@ -30,6 +31,9 @@
 #define BD_KERNELS_IL_H
 
 #define IL_SUBS (16 / RG_R)
+#if defined(IL_FEW) && !defined(IL_FEW_ROWS_FOR)
+#define IL_FEW_ROWS_FOR(type) IL_FEW_ROWS
+#endif
 #define IL_GROUPS 4 /* 16-row groups per block step for prompts (activations read once per 64 weight rows) */
 
 /* Groups g0 .. g0 + ng - 1 of the interleaved rows at w (gs bytes per
@@ -115,7 +119,7 @@ static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
         return;
     }
 #ifdef IL_FEW
-    if (n_tok <= IL_FEW_ROWS) {
+    if (n_tok <= IL_FEW_ROWS_FOR(type)) {
         /* as few calls as the type's widest allows, their rows balanced
          * (9 rows as 5 + 4, not 8 + 1: a call's unpacking is shared by
          * its rows, and its products are spread evenly) */
