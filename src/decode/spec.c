@@ -37,8 +37,11 @@
 #define ADAPT_BETA 0.15      /* EMA weight of one observation */
 #define ADAPT_PROBE_EVERY 16 /* plain steps between re-probing the drafter */
 #define ADAPT_PROBE_MAX 256  /* ... doubling after each failed probe, up to this */
-#define ADAPT_PROBE_SHARE 0.02 /* a probe's loss against plain steps: at most this share of their time */
-#define ADAPT_WARMUP 4       /* draft length of the first step */
+/* a probe's loss against plain steps: at most this share of their time (at
+ * 2 % the 8-layer MoE pair, a drafter pass worth ~1.5 plain tokens, paid
+ * two probes in a never-right run of 128 tokens on top of its warm-up) */
+#define ADAPT_PROBE_SHARE 0.01
+#define ADAPT_WARMUP 2       /* draft length of the first step */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
@@ -494,16 +497,22 @@ int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, cons
     BD_ASSERT(n_max >= 1 && n_max <= SPEC_MAX_DRAFT);
     double est_f[SPEC_MAX_DRAFT + 1], est_s[SPEC_MAX_DRAFT + 1], a_s[SPEC_MAX_DRAFT + 1];
     adapt_costs(cost, vcost, cost_n, n_max, est_f);
-    bool measured = false;
-    for (int32_t n = 1; n <= n_max; n++) measured |= s_cost_n[n] > 0;
+    bool measured = false, full_measured = false;
+    for (int32_t n = 1; n <= n_max; n++) {
+        measured |= s_cost_n[n] > 0;
+        full_measured |= cost_n[n] > 0;
+    }
     if (measured) {
         /* never above the full block's estimate, whose work a short
-         * block's is a part of */
+         * block's is a part of -- once a full block has been measured:
+         * before that adapt_cost prices every length at a plain step, and
+         * a forced-short run whose warm-up was rejected at its first
+         * token drafted 15 next (seen on the MoE pair) */
         double a, b;
         adapt_short_line(s_cost, s_cost_n, cost_n[0] ? cost[0] : 0, n_max, &a, &b);
         for (int32_t n = 1; n <= n_max; n++) {
             est_s[n] = a + b * n;
-            if (est_f[n] > 0 && est_f[n] < est_s[n]) est_s[n] = est_f[n];
+            if (full_measured && est_f[n] > 0 && est_f[n] < est_s[n]) est_s[n] = est_f[n];
         }
     } else {
         memcpy(est_s, est_f, sizeof est_s);
@@ -550,7 +559,11 @@ static int32_t adapt_pick(bd_spec *sp) {
      * token: a 2-row verify costs ~1.8x one row on CPUs (4B, Zen 5), 5 rows
      * ~2.2x, 16 rows ~4.6x, so the slope from a one-token draft charges each
      * drafted token three times its share and a right drafter stays plain
-     * until the next probe (4B always-right 2.29x -> 1.97x: tried). (Skipping
+     * until the next probe (4B always-right 2.29x -> 1.97x: tried). Two
+     * tokens, not four: past the first drafted row a verify grows about
+     * linearly (4B at avxvnni: t(3) 1.57x, t(5) 2.12x one row), so two give
+     * the slope as well, and the MoE pair's never-right warm-up fell from
+     * ~120 to ~88 ms (verify t(3) against t(5)), ~1 % of 128 tokens. (Skipping
      * the plain step after an accepted warm-up raises tau on an always-right
      * drafter, but then a drafter that is right yet too slow to pay --
      * stories260K -- is never found out: tried and measured.) */

@@ -201,13 +201,16 @@ static void probe_gap_bounds_the_probes_loss(void **st) {
     assert_int_equal(bd_spec_probe_gap(32, 0, 0, 31), 32);
     /* a probe that paid (3 tokens in 80 ms against 3 x 31): no loss */
     assert_int_equal(bd_spec_probe_gap(16, 80, 3, 31), 16);
-    /* a cheap probe's loss, 40 - 31 = 9 ms, needs 9 / (0.02 x 31) = 14.5 ->
-     * 15 plain steps: the back-off gap (16) is larger */
-    assert_int_equal(bd_spec_probe_gap(16, 40, 1, 31), 16);
-    /* the MoE drafter: a 121 ms probe for one token at 31 ms a plain token
-     * loses 90 ms; 90 / 0.62 = 145.2 -> 146 plain steps */
-    assert_int_equal(bd_spec_probe_gap(16, 121, 1, 31), 146);
-    assert_int_equal(bd_spec_probe_gap(200, 121, 1, 31), 200);
+    /* a cheap probe's loss, 36 - 31 = 5 ms, needs 5 / (0.01 x 31) = 16.1 ->
+     * 17 plain steps: more than the back-off gap of 16, less than 32 */
+    assert_int_equal(bd_spec_probe_gap(16, 36, 1, 31), 17);
+    assert_int_equal(bd_spec_probe_gap(32, 36, 1, 31), 32);
+    /* the 8-layer MoE pair: a 57 ms probe for one token at 22 ms a plain
+     * token loses 35 ms; 35 / 0.22 = 159.1 -> 160 plain steps */
+    assert_int_equal(bd_spec_probe_gap(16, 57, 1, 22), 160);
+    assert_int_equal(bd_spec_probe_gap(200, 57, 1, 22), 200);
+    /* a 121 ms one-token probe at 31 ms: 90 / 0.31 = 290.3, capped at 256 */
+    assert_int_equal(bd_spec_probe_gap(16, 121, 1, 31), 256);
     /* a very slow probe: capped at 256 */
     assert_int_equal(bd_spec_probe_gap(16, 2000, 1, 31), 256);
 }
@@ -323,6 +326,33 @@ static void short_block_with_worse_acceptance_loses(void **st) {
     assert_true(shrt);
 }
 
+static void forced_short_without_a_measured_full_block(void **st) {
+    (void)st;
+    /* Forced short blocks after a warm-up of 4 on a short block, rejected at
+     * position 1: plain 50 ms (20 steps), the warm-up 180 ms; no full block
+     * measured (its tables hold the prior: alpha 1, no costs). The short
+     * line through plain: b = 4 x 130 / 16 = 32.5, cost(n) = 50 + 32.5 n.
+     * alpha: 0.5 at position 1 (one rejection from the prior 1), the
+     * unobserved ones capped at 0.5: E(1) = 1.5 at 82.5 ms, 0.0182 a ms;
+     * E(2) = 1.75 at 115, 0.0152; plain 1 / 50 = 0.02 wins. (A full block
+     * priced at a plain step would cap every short cost at 50 ms: E(15) ~ 2
+     * at 50 ms, 0.04, and a 15-token draft.) */
+    block_tables();
+    for (int i = 1; i <= N; i++) cost_n[i] = 0, cost[i] = vcost_b[i] = 0;
+    set_alpha(1.0);
+    s_alpha[1] = 0.5, s_alpha_n[1] = 1;
+    s_cost[4] = 180, s_cost_n[4] = 1;
+    int32_t bd = 0;
+    bool shrt = false;
+    double est = 0;
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                1, &bd, &shrt, &est),
+                     0);
+    assert_int_equal(bd, 1);
+    assert_true(shrt);
+    assert_true(fabs(est - 82.5) < 0.01);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
@@ -336,6 +366,7 @@ int main(void) {
         cmocka_unit_test(unmeasured_short_block_ties_and_is_tried),
         cmocka_unit_test(cheaper_short_block_with_equal_acceptance_wins),
         cmocka_unit_test(short_block_with_worse_acceptance_loses),
+        cmocka_unit_test(forced_short_without_a_measured_full_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
