@@ -36,16 +36,18 @@ int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const doub
  * observations each) and whole-step times s_cost[1..n_max] (s_cost_n[i];
  * index 0 unused: plain steps are cost[0]). A short block's unobserved
  * positions take the full block's alpha (capped by the short block's own
- * estimate before them); its unmeasured costs the full block's, and its
- * measured ones are never taken above the full block's estimate. The mode
- * with the better E(n)/Cost(n) wins, ties to the short block (so it gets
- * measured). force: -1 pick, 0 full only, 1 short only. Returns the draft
+ * estimate before them). Until a short block is measured, its cost is the
+ * full block's less the drafter rows it skips (the full block's measured
+ * drafter pass times 1 - (n + 1) / block, block = the trained block's rows),
+ * never below a plain step; measured short costs are never taken above the
+ * full block's estimate. The mode with the better E(n)/Cost(n) wins, ties
+ * to the short block. force: -1 pick, 0 full only, 1 short only. Returns the draft
  * length (0 = a plain step); *best_draft_n the best drafting length,
  * *short_block its mode, *est_cost its estimated step time. */
 int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, const double *vcost,
                                    const int32_t *cost_n, const double *s_alpha, const int32_t *s_alpha_n,
-                                   const double *s_cost, const int32_t *s_cost_n, int32_t n_max, int force,
-                                   int32_t *best_draft_n, bool *short_block, double *est_cost);
+                                   const double *s_cost, const int32_t *s_cost_n, int32_t n_max, int32_t block,
+                                   int force, int32_t *best_draft_n, bool *short_block, double *est_cost);
 
 /* True when draft length n (> 0) is estimated cheaper than a plain step.
  * A drafting step does a plain step's work and more (a verify of n + 1

@@ -241,34 +241,56 @@ static void block_tables(void) {
     for (int i = 6; i <= N; i++) alpha[i] = 0.0;
 }
 
-static void unmeasured_short_block_ties_and_is_tried(void **st) {
+static void unmeasured_short_block_is_priced_below_the_full_one(void **st) {
     (void)st;
     block_tables();
-    /* nothing known of short blocks: the full block's alpha and costs, the
-     * same rate, and the tie goes to the short block (to measure it) */
+    /* nothing known of short blocks: the full block's alpha, and its costs
+     * less the drafter rows a short block skips: the full pass is 65 ms
+     * for 16 rows, so 5 drafts (6 rows) save 65 x 10 / 16 = 40.625 ms:
+     * 209.545 - 40.625 = 168.92, rate 6 / 168.92 = 0.0355 against the full
+     * block's 6 / 209.5 = 0.0286 (4 drafts: 5 / (194.99 - 44.69) = 0.0333,
+     * 6: 6 / (224.09 - 36.56) = 0.0320). The short block is tried. */
     int32_t bd_full, bd;
     bool shrt = false;
     double est = 0;
     int32_t n_full = bd_spec_adapt_choose(alpha, cost, vcost_b, cost_n, N, &bd_full);
     assert_int_equal(n_full, 5);
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                -1, &bd, &shrt, &est),
+                                                16, -1, &bd, &shrt, &est),
                      5);
     assert_true(shrt);
     assert_int_equal(bd, 5);
-    assert_true(fabs(est - 209.5) < 0.1);
+    assert_true(fabs(est - 168.92) < 0.01);
     /* forced full: the same length, on the full block */
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                0, &bd, &shrt, &est),
+                                                16, 0, &bd, &shrt, &est),
                      5);
     assert_false(shrt);
-    /* never right (alpha 0): plain; the probe is a one-token short block */
+    /* never right (alpha 0): plain (a one-token short block at 151.36 -
+     * 65 x 14 / 16 = 94.49 ms, 0.0106 against plain's 0.02); the probe is
+     * that one-token short block */
     set_alpha(0.0);
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                -1, &bd, &shrt, &est),
+                                                16, -1, &bd, &shrt, &est),
                      0);
     assert_int_equal(bd, 1);
     assert_true(shrt);
+    assert_true(fabs(est - 94.49) < 0.01);
+    /* a block of 4 rows: one draft (2 rows) saves 65 x 2 / 4 = 32.5 ms,
+     * 151.36 - 32.5 = 118.86 (3 drafts and more: the full block's cost) */
+    assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
+                                                4, -1, &bd, &shrt, &est),
+                     0);
+    assert_true(fabs(est - 118.86) < 0.01);
+    /* a plain step of 120 ms (above the fitted verify of 2 rows, 86.36):
+     * the one-token short block's 94.49 would be below it, so it is
+     * priced at the plain step, never below */
+    cost[0] = vcost_b[0] = 120;
+    bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N, 16, -1, &bd,
+                               &shrt, &est);
+    assert_true(shrt);
+    assert_int_equal(bd, 1);
+    assert_true(fabs(est - 120.0) < 1e-9);
 }
 
 static void cheaper_short_block_with_equal_acceptance_wins(void **st) {
@@ -292,7 +314,7 @@ static void cheaper_short_block_with_equal_acceptance_wins(void **st) {
     bool shrt = false;
     double est = 0;
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                -1, &bd, &shrt, &est),
+                                                16, -1, &bd, &shrt, &est),
                      5);
     assert_true(shrt);
     assert_true(fabs(est - 171.9) < 0.1);
@@ -315,13 +337,13 @@ static void short_block_with_worse_acceptance_loses(void **st) {
     bool shrt = true;
     double est = 0;
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                -1, &bd, &shrt, &est),
+                                                16, -1, &bd, &shrt, &est),
                      5);
     assert_false(shrt);
     assert_true(fabs(est - 209.5) < 0.1);
     /* forced short: one token (0.0269 beats plain's 0.02) */
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                1, &bd, &shrt, &est),
+                                                16, 1, &bd, &shrt, &est),
                      1);
     assert_true(shrt);
 }
@@ -346,7 +368,7 @@ static void forced_short_without_a_measured_full_block(void **st) {
     bool shrt = false;
     double est = 0;
     assert_int_equal(bd_spec_adapt_choose_block(alpha, cost, vcost_b, cost_n, s_alpha, s_alpha_n, s_cost, s_cost_n, N,
-                                                1, &bd, &shrt, &est),
+                                                16, 1, &bd, &shrt, &est),
                      0);
     assert_int_equal(bd, 1);
     assert_true(shrt);
@@ -363,7 +385,7 @@ int main(void) {
         cmocka_unit_test(one_line_through_all_drafts_prices_one_more_row),
         cmocka_unit_test(a_draft_cheaper_than_plain_means_a_stale_plain_time),
         cmocka_unit_test(probe_gap_bounds_the_probes_loss),
-        cmocka_unit_test(unmeasured_short_block_ties_and_is_tried),
+        cmocka_unit_test(unmeasured_short_block_is_priced_below_the_full_one),
         cmocka_unit_test(cheaper_short_block_with_equal_acceptance_wins),
         cmocka_unit_test(short_block_with_worse_acceptance_loses),
         cmocka_unit_test(forced_short_without_a_measured_full_block),
