@@ -362,9 +362,10 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * often (its rows attend to fewer mask rows than in training). Each keeps
  * its own acceptance estimates and costs; what the short block has not
  * observed it takes from the full block (no better than its own last
- * observed position), what it has not measured it prices as the full
- * block, and the better E(n)/Cost(n) wins, ties going to the short block so
- * that it gets measured. The warm-up runs the full block, the reference.
+ * observed position), what it has not measured it prices from the full
+ * block's verify and a drafter pass scaled to its rows (optimistic, so
+ * that it gets tried), and the better E(n)/Cost(n) wins, ties going to the
+ * short block. The warm-up runs the full block, the reference.
  * ---------------------------------------------------------------------- */
 
 /* A DFlash drafting step's cost as a line over its draft length, fitted
