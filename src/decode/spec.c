@@ -379,7 +379,7 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * measured lengths or a falling verify time (the warm-up's cold figure):
  * the per-length rule then. */
 static bool adapt_fit_line(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max,
-                           double *pass, double *va, double *vb) {
+                           int32_t *n_lengths, double *pass, double *va, double *vb) {
     double sw = 0, sn = 0, snn = 0, sv = 0, snv = 0, sp = 0;
     int32_t lengths = 0;
     for (int32_t i = 1; i <= n_max; i++) {
@@ -393,10 +393,12 @@ static bool adapt_fit_line(const double *cost, const double *vcost, const int32_
         sp += w * (cost[i] - vcost[i]);
         lengths++;
     }
+    /* the pass's mean is there from one measured length on */
+    *n_lengths = lengths;
+    if (lengths > 0) *pass = sp / sw;
     if (lengths < 2) return false;
     const double b = (sw * snv - sn * sv) / (sw * snn - sn * sn);
     if (!(b >= 0)) return false;
-    *pass = sp / sw;
     *va = (sv - b * sn) / sw;
     *vb = b;
     return true;
@@ -405,7 +407,8 @@ static bool adapt_fit_line(const double *cost, const double *vcost, const int32_
 static bool adapt_fit_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n,
                            double *out) {
     double pass, va, vb;
-    if (!adapt_fit_line(cost, vcost, cost_n, n_max, &pass, &va, &vb)) return false;
+    int32_t lengths;
+    if (!adapt_fit_line(cost, vcost, cost_n, n_max, &lengths, &pass, &va, &vb)) return false;
     *out = pass + va + vb * n;
     return true;
 }
@@ -447,19 +450,13 @@ static double adapt_cost(const double *cost, const double *vcost, const int32_t 
 static bool adapt_split(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n,
                         double *pass, double *verify) {
     double va, vb;
-    if (adapt_fit_line(cost, vcost, cost_n, n_max, pass, &va, &vb)) {
+    int32_t lengths;
+    if (adapt_fit_line(cost, vcost, cost_n, n_max, &lengths, pass, &va, &vb)) {
         *verify = va + vb * n;
         return true;
     }
-    double sw = 0, sp = 0;
-    for (int32_t i = 1; i <= n_max; i++) {
-        if (!cost_n[i]) continue;
-        const double w = cost_n[i] < ADAPT_FIT_WEIGHT ? cost_n[i] : ADAPT_FIT_WEIGHT;
-        sw += w;
-        sp += w * (cost[i] - vcost[i]);
-    }
-    if (sw == 0) return false;
-    *pass = sp > 0 ? sp / sw : 0;
+    if (lengths == 0) return false;
+    if (*pass < 0) *pass = 0;
     *verify = adapt_cost(vcost, NULL, cost_n, n_max, n);
     return true;
 }
