@@ -18,7 +18,6 @@
  * weights through its il_rows ("LEVEL/il": kernels.h's BD_LAYOUT_IL16,
  * what bd_model_open builds; rows a multiple of 16).
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,18 +47,18 @@ typedef struct {
     bool tiles;         /* through k->tile->rows, 64 rows per call */
     bool il;            /* w interleaved, through k->tile->il_rows, 64 rows per call */
     const void *pack;
-    atomic_llong next;
 } job;
 
 #define CHUNK 64
 
+/* Each thread takes a contiguous share of the chunks, in order, as
+ * matmul.c deals them out (its stealing from a slow thread's share left
+ * out: a thread's next chunk then follows the one its prefetch ran into). */
 static void run(void *arg, int ith, int nth) {
-    (void)ith;
-    (void)nth;
     job *j = arg;
     float out[16];
-    long long c;
-    while ((c = atomic_fetch_add(&j->next, 1)) * CHUNK < j->rows) {
+    const long long nc = (j->rows + CHUNK - 1) / CHUNK;
+    for (long long c = nc * ith / nth; c < nc * (ith + 1) / nth; c++) {
         const int64_t r0 = c * CHUNK, r1 = r0 + CHUNK < j->rows ? r0 + CHUNK : j->rows;
         if (j->il) {
             j->k->tile->il_rows(j->type, j->cols, j->w + (size_t)r0 * j->row_bytes, j->row_bytes, (int)(r1 - r0), j->x,
@@ -195,7 +194,6 @@ int main(int argc, char **argv) {
                 job j = {.k = ks[i], .type = type, .w = (kil[i] ? wi : w) + (size_t)c * mat, .row_bytes = rb,
                          .rows = rows, .cols = cols, .x = x, .xs = xs, .nx = nx, .y = y, .tiles = kt[i],
                          .il = kil[i], .pack = pack[i]};
-                atomic_init(&j.next, 0);
                 if (pool) bd_pool_run(pool, run, &j);
                 else run(&j, 0, 1);
             }

@@ -96,6 +96,14 @@ typedef struct {
     bool packs;       /* takes the packed activations (tile path, or il_packs) */
 } mm_target;
 
+/* Work items [next, end) of one segment; a cache line each (threads take
+ * from their own segment's counter, not a shared one). */
+#define MM_SEGS 64
+typedef struct {
+    _Alignas(64) atomic_llong next;
+    long long end;
+} mm_seg;
+
 typedef struct {
     const bd_kernels *k;
     mm_target t[BD_MATMUL_MULTI];
@@ -107,28 +115,48 @@ typedef struct {
     size_t xq_stride;
     uint32_t vdt;
     uint8_t *pack;     /* packed activations (after xq), if any target takes them */
-    atomic_llong next; /* next work item to take (reset before each run) */
+    int n_seg;         /* work-item segments of the run (one per thread, at most MM_SEGS) */
+    mm_seg seg[MM_SEGS];
 } mm_ctx;
 
 /*
- * Threads take work items (chunks of rows of one of the targets) from a
- * shared counter instead of one equal share each: on a shared or virtual
- * machine a thread is often descheduled or slowed, and the others then take
- * over its remaining chunks instead of waiting for it. Which thread
- * computes a row never changes its result.
+ * Work items (chunks of rows of one of the targets, numbered across them)
+ * are cut into one contiguous segment per thread. A thread takes the items
+ * of its own segment in order, then helps with the others' (from their
+ * fronts), so on a shared or virtual machine a descheduled or slowed thread
+ * does not hold the run up: the others take over its remaining items. A
+ * thread's own items are consecutive in memory, so the kernels' prefetch
+ * ahead of the block in use runs on into the next item instead of into an
+ * item another thread takes (a shared counter dealt the items out
+ * alternately: every item then began with demand misses, which cost most
+ * on small matrices such as a mixture-of-experts layer's down projections,
+ * two Q4_K blocks a row). Which thread computes a row never changes its
+ * result.
  */
-static bool mm_take(mm_ctx *c, int *m, int64_t *i) {
-    long long v = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
-    if (v >= c->n_chunks) return false;
-    int j = 0;
-    while (v >= c->t[j].n_chunks) v -= c->t[j++].n_chunks;
-    *m = j;
-    *i = (int64_t)v;
-    return true;
+static bool mm_take(mm_ctx *c, int *seg, int *m, int64_t *i) {
+    for (int tried = 0; tried < c->n_seg; tried++) {
+        mm_seg *sg = &c->seg[*seg];
+        long long v = atomic_fetch_add_explicit(&sg->next, 1, memory_order_relaxed);
+        if (v >= sg->end) {
+            *seg = *seg + 1 == c->n_seg ? 0 : *seg + 1;
+            continue;
+        }
+        int j = 0;
+        while (v >= c->t[j].n_chunks) v -= c->t[j++].n_chunks;
+        *m = j;
+        *i = (int64_t)v;
+        return true;
+    }
+    return false;
 }
 
 static void mm_run(bd_pool *pool, bool alone, bd_pool_fn fn, mm_ctx *c) {
-    atomic_store_explicit(&c->next, 0, memory_order_relaxed);
+    const int nth = alone ? 1 : bd_pool_size(pool);
+    c->n_seg = nth < MM_SEGS ? nth : MM_SEGS;
+    for (int s = 0; s < c->n_seg; s++) {
+        atomic_store_explicit(&c->seg[s].next, c->n_chunks * s / c->n_seg, memory_order_relaxed);
+        c->seg[s].end = c->n_chunks * (s + 1) / c->n_seg;
+    }
     if (alone) fn(c, 0, 1);
     else bd_pool_run(pool, fn, c);
 }
@@ -202,13 +230,12 @@ static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy,
 }
 
 static void mm_dot(void *arg, int ith, int nth) {
-    (void)ith;
     (void)nth;
     mm_ctx *c = arg;
     float out[MM_NX];
-    int m;
+    int m, seg = ith % c->n_seg;
     int64_t ci;
-    while (mm_take(c, &m, &ci)) {
+    while (mm_take(c, &seg, &m, &ci)) {
         if (c->t[m].tiles) {
             mm_tile_item(c, &c->t[m], ci);
             continue;
