@@ -333,7 +333,10 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * drafted token it would make a slow drafter on a cheap verify look unable
  * to pay at any length) and of whole steps for the others. A DFlash
  * drafter with two or more measured lengths takes a line fitted to all of
- * them instead (adapt_fit_cost). Pick the n with the best E(n)/Cost(n).
+ * them instead (adapt_fit_line), and below its shortest measured draft
+ * with only one measured, that draft's pass plus the verify forwards
+ * interpolated towards a plain step's. Pick the n with the best
+ * E(n)/Cost(n).
  *
  * While plain steps win, a draft probes the drafter now and then, so a
  * drafter that starts agreeing is noticed. A probe drafts the length rated
@@ -404,18 +407,18 @@ static bool adapt_fit_line(const double *cost, const double *vcost, const int32_
     return true;
 }
 
-static bool adapt_fit_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n,
-                           double *out) {
-    double pass, va, vb;
-    int32_t lengths;
-    if (!adapt_fit_line(cost, vcost, cost_n, n_max, &lengths, &pass, &va, &vb)) return false;
-    *out = pass + va + vb * n;
-    return true;
-}
+static bool adapt_split(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n,
+                        double *pass, double *verify);
 
+/* Cost(n) (0 = a plain step). With vcost (a DFlash drafter): the drafter's
+ * pass plus the verify of n + 1 rows (adapt_split), never an interpolation
+ * of whole steps towards the plain step, which has no pass: with only the
+ * warm-up's length (2) measured, that priced a full-block draft of 1 at
+ * about half a pass, and the 9B never-right pair probed full blocks of 1
+ * costing 2.2x a plain step each (seen at avx512 on Zen 5). */
 static double adapt_cost(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {
-    double fit;
-    if (n > 0 && vcost && adapt_fit_cost(cost, vcost, cost_n, n_max, n, &fit)) return fit;
+    double pass, verify;
+    if (n > 0 && vcost && adapt_split(cost, vcost, cost_n, n_max, n, &pass, &verify)) return pass + verify;
     if (cost_n[n]) return cost[n];
     int32_t lo = -1, hi = -1;
     for (int32_t i = n - 1; i >= 0; i--)
@@ -464,7 +467,7 @@ static bool adapt_split(const double *cost, const double *vcost, const int32_t *
 /* A short-block step's cost as a line a + b n over its draft length: its
  * drafter pass grows with n too (n + 1 rows), so whole steps go on one
  * line, fitted by least squares to the measured lengths (weights as in
- * adapt_fit_cost). A short step is a plain step's forward and more, so
+ * adapt_fit_line). A short step is a plain step's forward and more, so
  * the line starts at the plain step's time c0 or above: a fit below it
  * (noise between two close lengths), or a single measured length, gives
  * the line through c0 instead; b is never negative. */

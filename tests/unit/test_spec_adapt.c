@@ -164,11 +164,41 @@ static void one_line_through_all_drafts_prices_one_more_row(void **st) {
     alpha[6] = 0.5;
     assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 6);
     /* a verify time that falls with the draft length (a cold warm-up figure
-     * at 5): no line; the per-length rule, which drafts 6 */
+     * at 5): no line; the pass's mean (65 ms) plus each length's own verify
+     * time: cost(5) = 265, cost(6) = 230, which drafts 6 */
     alpha[6] = 1.0 / 3;
     cost_n[15] = 0;
     vcost[5] = 200;
     assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 6);
+}
+
+static void one_measured_draft_prices_shorter_ones_with_its_pass(void **st) {
+    (void)st;
+    /* The 9B never-right pair after its warm-up (a full block drafting 2,
+     * rejected: alpha(1) 1/2) and plain steps: plain 222 ms; the warm-up
+     * step 433 ms, 292 of it the verify of 3 rows, so the drafter's pass is
+     * 141 ms whatever the length. A full block drafting 1 costs that pass
+     * plus a 2-row verify interpolated between the plain step (222) and 3
+     * rows (292): 141 + 257 = 398 ms, rate 1.5 / 398 = 0.00377 < plain's
+     * 1 / 222 = 0.00450: plain. Interpolating whole steps between the plain
+     * step and the warm-up instead priced it at (222 + 433) / 2 = 327.5 ms,
+     * rate 0.00458, and probed full blocks of 1 at 2.2x a plain step. */
+    double vcost[N + 1] = {0};
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 222, vcost[0] = 222, cost_n[0] = 4;
+    cost[2] = 433, vcost[2] = 292, cost_n[2] = 1;
+    set_alpha(0.5);
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 0);
+    /* a drafter right at position 1 makes the same short draft pay:
+     * 2 / 398 = 0.00503 */
+    set_alpha(1.0);
+    for (int i = 2; i <= N; i++) alpha[i] = 0.0;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 1);
+    /* and a draft model (no verify times) keeps interpolating whole steps:
+     * at alpha(1) 1/2 the draft of 1 rates above plain there */
+    set_alpha(0.5);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 1);
 }
 
 static void a_draft_cheaper_than_plain_means_a_stale_plain_time(void **st) {
@@ -383,6 +413,7 @@ int main(void) {
         cmocka_unit_test(slow_drafter_cheap_verify_extrapolates_from_drafts),
         cmocka_unit_test(one_measured_draft_extrapolates_from_verify_times),
         cmocka_unit_test(one_line_through_all_drafts_prices_one_more_row),
+        cmocka_unit_test(one_measured_draft_prices_shorter_ones_with_its_pass),
         cmocka_unit_test(a_draft_cheaper_than_plain_means_a_stale_plain_time),
         cmocka_unit_test(probe_gap_bounds_the_probes_loss),
         cmocka_unit_test(unmeasured_short_block_is_priced_below_the_full_one),
