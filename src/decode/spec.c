@@ -429,13 +429,14 @@ static double adapt_cost(const double *cost, const double *vcost, const int32_t 
     if (lo >= 1) {
         /* beyond the longest measured draft: its cost plus the marginal cost
          * of a drafted token, taken between two measured draft lengths when
-         * there are two, else from the verify forwards alone */
+         * there are two, else between the plain step and the one (for a
+         * DFlash drafter adapt_split runs this on the verify times alone) */
         int32_t lo2 = -1;
         for (int32_t i = lo - 1; i >= 1; i--)
             if (cost_n[i]) { lo2 = i; break; }
         double slope = -1;
         if (lo2 >= 1) slope = (cost[lo] - cost[lo2]) / (lo - lo2);
-        else if (cost_n[0]) slope = ((vcost ? vcost[lo] : cost[lo]) - (vcost ? vcost[0] : cost[0])) / lo;
+        else if (cost_n[0]) slope = (cost[lo] - cost[0]) / lo;
         if (slope >= 0) return cost[lo] + slope * (n - lo);
     }
     if (lo >= 0) return cost[lo];
