@@ -1177,6 +1177,74 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, _mm256_set1_ps(x[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
 }
 
+#if defined(__AVXVNNI__)
+/* NT (<= IL_PAIR_NT6) activation rows against the two unpacked Q6_K blocks
+ * of a 16-row interleaved group (kernels_il.h's subs; u0 rows 0-7, u1 rows
+ * 8-15): rg_block_q6k's vpdpbusd form on each, each activation broadcast
+ * feeding both subs' code vectors. The integer sums are exact and the f32
+ * step per sub and row is rg_block_q6k's, so the same bits. One sub at a
+ * time, a broadcast per vpdpbusd and four-long chains per group held the
+ * loop back. kbench, Zen 5, 2 threads, 2560 x 9728 in cache, best of 4-6
+ * alternating, ms, one sub at a time / pairs at NT 4: 3 rows 0.725 /
+ * 0.656, 5 rows 1.095 / 0.991, 8 rows 1.374 / 1.342, 15 rows 2.280 /
+ * 1.945, 16 rows 2.498 / 2.000 (NT 2 and 3 in between). AVX2 (vpmaddubsw
+ * pairs, no vpdpbusd) measured no better with pairs (8 and 15 rows 4-11 %
+ * slower, 16 rows 5 % faster) and keeps rg_block_q6k. */
+#ifndef IL_PAIR_NT6
+#define IL_PAIR_NT6 4 /* (1..4; -DIL_PAIR_NT6=N to measure others) */
+#endif
+BD_INLINE void il_pair_q6k(const rg_q6k *u0, const rg_q6k *u1, const block_q8_K *const *x, __m256 *acc0,
+                           __m256 *acc1, const int NT) {
+    const rg_q6k *u[2] = {u0, u1};
+    __m256i sumi[2][IL_PAIR_NT6];
+    UNROLL for (int j = 0; j < NT; j++) {
+        sumi[0][j] = sumi[1][j] = _mm256_setzero_si256();
+        UNROLL for (int p = 0; p < 8; p++) {
+            const __m256i bs = bcast32(x[j]->bsums + 2 * p);
+            sumi[0][j] = _mm256_add_epi32(sumi[0][j], _mm256_madd_epi16(u0->scb[p], bs));
+            sumi[1][j] = _mm256_add_epi32(sumi[1][j], _mm256_madd_epi16(u1->scb[p], bs));
+        }
+    }
+    UNROLL for (int G = 0; G < 16; G++) {
+        __m256i t[2][IL_PAIR_NT6];
+        UNROLL for (int j = 0; j < NT; j++) t[0][j] = t[1][j] = _mm256_setzero_si256();
+        UNROLL for (int k = 0; k < 4; k++) {
+            const __m256i U0 = _mm256_load_si256(&u0->u[G][k]), U1 = _mm256_load_si256(&u1->u[G][k]);
+            UNROLL for (int j = 0; j < NT; j++) {
+                const __m256i b = bcast32(x[j]->qs + 16 * G + 4 * k);
+                t[0][j] = _mm256_dpbusd_avx_epi32(t[0][j], U0, b);
+                KEEP(t[0][j]);
+                t[1][j] = _mm256_dpbusd_avx_epi32(t[1][j], U1, b);
+                KEEP(t[1][j]);
+            }
+        }
+        UNROLL for (int h = 0; h < 2; h++)
+            UNROLL for (int j = 0; j < NT; j++) {
+                sumi[h][j] = _mm256_add_epi32(sumi[h][j], _mm256_mullo_epi32(t[h][j], u[h]->sc[G]));
+                KEEP(sumi[h][j]);
+            }
+    }
+    UNROLL for (int j = 0; j < NT; j++) {
+        const __m256 dx = _mm256_set1_ps(x[j]->d);
+        acc0[j] = _mm256_fmadd_ps(_mm256_mul_ps(u0->d, dx), _mm256_cvtepi32_ps(sumi[0][j]), acc0[j]);
+        acc1[j] = _mm256_fmadd_ps(_mm256_mul_ps(u1->d, dx), _mm256_cvtepi32_ps(sumi[1][j]), acc1[j]);
+    }
+}
+
+#define IL_PAIR6_FN(N)                                                                                    \
+    static void il_pair_q6k_##N(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, \
+                                __m256 *a1) {                                                          \
+        il_pair_q6k(u0, u1, x, a0, a1, N);                                                             \
+    }
+IL_PAIR6_FN(1)
+IL_PAIR6_FN(2)
+IL_PAIR6_FN(3)
+IL_PAIR6_FN(4)
+typedef void (*il_pair6_fn)(const void *u0, const void *u1, const block_q8_K *const *x, __m256 *a0, __m256 *a1);
+static const il_pair6_fn k_il_pair_q6k[4] = {il_pair_q6k_1, il_pair_q6k_2, il_pair_q6k_3, il_pair_q6k_4};
+#define IL_PAIR_Q6 k_il_pair_q6k
+#endif
+
 /* ------------------------------------------------------------------------
  * Q8_0 row groups, in the tile order (kernels_avx512.c explains it and who
  * takes them): 8 rows of one block per 8 x 8 transpose. AVX-VNNI: weights

@@ -23,6 +23,9 @@
  *       there, the unpacked blocks holding only their scales
  *       (il_scales_q4k); il_groups uses [1] for batches of up to
  *       IL_FUSED_ROWS rows;
+ *   IL_PAIR_Q6, IL_PAIR_NT6  optional (files with two subs): the same for
+ *       Q6_K, one table of il_pair6_fn by row count 1..IL_PAIR_NT6 on
+ *       unpacked blocks;
  *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
  *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
  *       against a whole group of nb blocks, in the tile order.
@@ -82,6 +85,18 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
                 for (int g = 0; g < nu; g += 2)
                     IL_PAIR_Q4[fused][n - 1](fused ? w + (size_t)(g0 + g / 2) * gs + (size_t)i * ib : NULL, &ub[g],
                                       &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
+                t += n;
+            }
+            continue;
+        }
+#endif
+#ifdef IL_PAIR_Q6
+        if (!q4) { /* as Q4_K's above, calls balanced */
+            for (int t = 0, left = (nt + IL_PAIR_NT6 - 1) / IL_PAIR_NT6; t < nt; left--) {
+                const block_q8_K *x[8];
+                const int n = (nt - t + left - 1) / left;
+                for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
+                for (int g = 0; g < nu; g += 2) IL_PAIR_Q6[n - 1](&ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
                 t += n;
             }
             continue;
