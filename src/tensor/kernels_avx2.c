@@ -995,8 +995,8 @@ BD_INLINE void il_pair_q4k_tail(const rg_q4k *const *u, const block_q8_K *const 
  * one product a cycle on Zen 5. kbench, Zen 5, 2 threads, 9728 x 2560 Q4_K
  * from memory, 16 rows, best of 10, ms per 512 MiB, avx2 / avxvnni:
  * 38.9 / 38.7 -> 34.1 / 31.1 (NT 3 / 4: NT 4 gave 37.0 on avx2, NT 3
- * 31.4 on avxvnni; NT 2 slower on both). Q6_K's version of this measured
- * 3-5 % slower than rg_block_q6k one sub at a time and was left out.
+ * 31.4 on avxvnni; NT 2 slower on both). Q6_K's version (il_pair_q6k)
+ * pays at avxvnni only (see there).
  * F (a constant after inlining): the codes read from the interleaved
  * block p instead of u0 / u1, which then hold only the scales; with
  * IL_HI16 odd sub-blocks' codes come as 16 q. */
