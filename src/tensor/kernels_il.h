@@ -38,6 +38,12 @@
 #define IL_FEW_ROWS_FOR(type) IL_FEW_ROWS
 #endif
 #define IL_GROUPS 4 /* 16-row groups per block step for prompts (activations read once per 64 weight rows) */
+#ifdef IL_PAIR_Q6
+#define IL_PAIRS_Q6 true
+#else
+#define IL_PAIRS_Q6 false
+#define IL_PAIR_NT6 1 /* (unused: Q6_K takes the per-sub block kernels) */
+#endif
 
 /* Groups g0 .. g0 + ng - 1 of the interleaved rows at w (gs bytes per
  * group) against activation rows t0 .. t0 + nt - 1 (nt <= RG_PASS), read
@@ -75,28 +81,22 @@ static void il_groups(uint32_t type, int64_t nb, const uint8_t *w, size_t gs, in
             }
         }
 #ifdef IL_PAIR_Q4
-        if (q4) {
-            /* calls of at most IL_PAIR_NT rows, balanced (16 rows at 3 as
-             * 3 3 3 3 2 2, not 3 3 3 3 3 1) */
-            for (int t = 0, left = (nt + IL_PAIR_NT - 1) / IL_PAIR_NT; t < nt; left--) {
+        if (q4 || IL_PAIRS_Q6) {
+            /* calls of at most IL_PAIR_NT (Q6_K: IL_PAIR_NT6) rows,
+             * balanced (16 rows at 3 as 3 3 3 3 2 2, not 3 3 3 3 3 1) */
+            const int mx = q4 ? IL_PAIR_NT : IL_PAIR_NT6;
+            for (int t = 0, left = (nt + mx - 1) / mx; t < nt; left--) {
                 const block_q8_K *x[8];
                 const int n = (nt - t + left - 1) / left;
                 for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
-                for (int g = 0; g < nu; g += 2)
-                    IL_PAIR_Q4[fused][n - 1](fused ? w + (size_t)(g0 + g / 2) * gs + (size_t)i * ib : NULL, &ub[g],
-                                      &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
-                t += n;
-            }
-            continue;
-        }
-#endif
+                for (int g = 0; g < nu; g += 2) {
+                    if (q4)
+                        IL_PAIR_Q4[fused][n - 1](fused ? w + (size_t)(g0 + g / 2) * gs + (size_t)i * ib : NULL,
+                                                 &ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
 #ifdef IL_PAIR_Q6
-        if (!q4) { /* as Q4_K's above, calls balanced */
-            for (int t = 0, left = (nt + IL_PAIR_NT6 - 1) / IL_PAIR_NT6; t < nt; left--) {
-                const block_q8_K *x[8];
-                const int n = (nt - t + left - 1) / left;
-                for (int j = 0; j < n; j++) x[j] = (const block_q8_K *)(xq + (size_t)(t0 + t + j) * xs) + i;
-                for (int g = 0; g < nu; g += 2) IL_PAIR_Q6[n - 1](&ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
+                    else IL_PAIR_Q6[n - 1](&ub[g], &ub[g + 1], x, &acc[g][t], &acc[g + 1][t]);
+#endif
+                }
                 t += n;
             }
             continue;
