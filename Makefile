@@ -50,7 +50,7 @@ UNIT_BIN  = $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 # Usage examples of the public API, linked against libbdcore.a alone.
 EXAMPLE_BIN = $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 
-.PHONY: all deps test debug debug-bin fuzz clean demo tests core-tests kbench ablayout oracle bench-compare readme-archs check-layers
+.PHONY: all deps test debug debug-bin fuzz fuzz-text clean demo tests core-tests kbench ablayout oracle bench-compare readme-archs check-layers
 
 all: $(BUILD)/blockdraft $(EXAMPLE_BIN)
 
@@ -205,6 +205,29 @@ $(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) $(HDRS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) -lm
+
+# The same for the text formats of requests and model files (chat
+# templates, GBNF grammars, JSON schemas: tests/fuzz/fuzz_text.c), with
+# the chat sources they need compiled into the target.
+FUZZ_TEXT_SRC = $(wildcard src/chat/jinja*.c) src/chat/json_schema.c
+fuzz-text: $(FUZZ_DIR)/fuzz_text
+	@mkdir -p $(FUZZ_DIR)/corpus-text
+	@i=0; for f in $(BD_SHARED)/fixtures/templates/*.jinja; do \
+	    [ -f "$$f" ] || continue; i=$$((i + 1)); \
+	    printf '\000' > $(FUZZ_DIR)/corpus-text/seed-$$i; \
+	    cat "$$f" >> $(FUZZ_DIR)/corpus-text/seed-$$i; \
+	done; \
+	printf '\001root ::= "{" ws pair ("," ws pair)* "}"\npair ::= [a-z]+ ":" ws (num | "true")\nnum ::= "-"? [0-9]{1,3}\nws ::= [ \\t]*\n' \
+	    > $(FUZZ_DIR)/corpus-text/seed-gbnf
+	printf '\002{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"},"maxItems":3},"b":{"enum":["x",1,null]}},"required":["a"]}' \
+	    > $(FUZZ_DIR)/corpus-text/seed-schema
+	$(FUZZ_DIR)/fuzz_text -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) -timeout=10 \
+	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-text
+
+$(FUZZ_DIR)/fuzz_text: tests/fuzz/fuzz_text.c $(FUZZ_TEXT_SRC) $(FUZZ_CORE) $(HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	    -o $@ tests/fuzz/fuzz_text.c $(FUZZ_TEXT_SRC) $(FUZZ_CORE) -ljansson -lm
 
 $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)

@@ -257,8 +257,10 @@ static int cmp_range(const void *a, const void *b) {
 /* Close the class whose ranges start at pair index `from`: sort, merge,
  * complement if negated. Returns the class index or -1. */
 static int32_t cls_finish(parser *ps, int64_t from, bool negated) {
-    uint32_t *r = ps->cls_rng + 2 * from;
     int64_t n = (ps->n_cls_rng - 2 * from) / 2;
+    /* an empty class ("[]", "[^]") before any range was ever added has no
+     * array yet: no pointer arithmetic on NULL */
+    uint32_t *r = n > 0 ? ps->cls_rng + 2 * from : NULL;
     if (n > 1) qsort(r, (size_t)n, 2 * sizeof *r, cmp_range);
     int64_t m = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -767,7 +769,8 @@ bd_grammar *bd_grammar_create(const char *text, size_t len, const bd_grammar_voc
     int64_t k = 0;
     for (int32_t r = 0; r < ps.n_rules; r++) {
         g->rule_start[r] = (int32_t)k;
-        memcpy(g->elems + k, ps.rules[r].body.v, (size_t)ps.rules[r].body.n * sizeof *g->elems);
+        if (ps.rules[r].body.n > 0) /* (an empty body may have no array: memcpy wants non-NULL) */
+            memcpy(g->elems + k, ps.rules[r].body.v, (size_t)ps.rules[r].body.n * sizeof *g->elems);
         k += ps.rules[r].body.n;
     }
     g->root = root;
@@ -775,7 +778,7 @@ bd_grammar *bd_grammar_create(const char *text, size_t len, const bd_grammar_voc
         g->cls[c].off = ps.cls_off[c];
         g->cls[c].n = ps.cls_n[c];
     }
-    memcpy(g->ranges, ps.cls_rng, (size_t)ps.n_cls_rng * sizeof *g->ranges);
+    if (ps.n_cls_rng > 0) memcpy(g->ranges, ps.cls_rng, (size_t)ps.n_cls_rng * sizeof *g->ranges);
     if (!bd_grammar_init_matcher(g, err, errlen)) {
         bd_grammar_free(g);
         g = NULL;

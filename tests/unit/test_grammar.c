@@ -74,6 +74,11 @@ static void constructs(void **st) {
     check("root ::= [a-]", L("a", "-"), L("b"));
     check("root ::= [a^]", L("a", "^"), L("b"));
     check("root ::= [^]", L("x", "\xe6\x97\xa5"), L("", "xy"));
+    /* an empty class matches nothing (llama.cpp's reading); the first class
+     * of a grammar once did arithmetic on the NULL range array (fuzz_text) */
+    check("root ::= [] | \"a\"", L("a"), L("", "b", "[]"));
+    check("root ::= \"a\" []*", L("a"), L("", "ab"));
+    check("root ::= # nothing but a comment: the empty rule\n", L(""), L("a"));
     check("root ::= \"<\" . \">\"", L("<a>", "<\xc3\xa9>", "<\xf0\x9f\x98\x80>", "<\n>"), L("<>", "<ab>"));
     check("# a comment\n"
           "root ::= a |  # a newline after | continues the rule\n"
