@@ -207,8 +207,9 @@ $(FUZZ_DIR)/fuzz_gguf: tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) $(HDRS)
 	    -o $@ tests/fuzz/fuzz_gguf.c $(FUZZ_CORE) -lm
 
 # The same for the text formats of requests and model files (chat
-# templates, GBNF grammars, JSON schemas: tests/fuzz/fuzz_text.c), with
-# the chat sources they need compiled into the target.
+# templates, GBNF grammars, JSON schemas, prompts through the fixtures'
+# tokenizers: tests/fuzz/fuzz_text.c), with the chat sources they need
+# compiled into the target.
 FUZZ_TEXT_SRC = $(wildcard src/chat/jinja*.c) src/chat/json_schema.c
 fuzz-text: $(FUZZ_DIR)/fuzz_text
 	@mkdir -p $(FUZZ_DIR)/corpus-text
@@ -221,7 +222,8 @@ fuzz-text: $(FUZZ_DIR)/fuzz_text
 	    > $(FUZZ_DIR)/corpus-text/seed-gbnf
 	printf '\002{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"},"maxItems":3},"b":{"enum":["x",1,null]}},"required":["a"]}' \
 	    > $(FUZZ_DIR)/corpus-text/seed-schema
-	$(FUZZ_DIR)/fuzz_text -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) -timeout=10 \
+	printf '\003Hello <|im_start|>user\n\xc3\xa9\xff\xe2\x82 world 12345   \t\n!' > $(FUZZ_DIR)/corpus-text/seed-prompt
+	BD_FUZZ_SHARED=$(BD_SHARED) $(FUZZ_DIR)/fuzz_text -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAXLEN) -timeout=10 \
 	    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus-text
 
 $(FUZZ_DIR)/fuzz_text: tests/fuzz/fuzz_text.c $(FUZZ_TEXT_SRC) $(FUZZ_CORE) $(HDRS)

@@ -11,7 +11,13 @@
  *      vocabulary, then a few texts matched and the token mask taken at
  *      the start state;
  *   2  a JSON schema (a request's response_format): parsed with jansson,
- *      converted to GBNF and compiled over the same vocabulary.
+ *      converted to GBNF and compiled over the same vocabulary;
+ *   3  a prompt (any bytes, invalid UTF-8 included) through the Qwen3 BPE
+ *      and the stories260K SentencePiece tokenizers, with and without
+ *      special-token parsing, then decoded whole and streamed: the stream's
+ *      bytes must equal the whole decode. The vocabularies come from
+ *      $BD_FUZZ_SHARED/fixtures (make passes BD_SHARED); without it this
+ *      mode does nothing, and a set but unreadable path stops the fuzzer.
  *
  * Errors are fine (each must say what it is); crashes, sanitizer
  * reports, leaks and hangs are not.
@@ -24,6 +30,8 @@
 #include "chat/jinja.h"
 #include "chat/json_schema.h"
 #include "decode/grammar.h"
+#include "gguf/bd_gguf.h"
+#include "tokenizer/tokenizer.h"
 
 #define CHECK(c) \
     do { \
@@ -32,6 +40,7 @@
 
 static json_t *g_globals;
 static bd_grammar_vocab *g_vocab;
+static bd_tokenizer *g_tok[2]; /* Qwen3 BPE, stories260K SentencePiece (NULL: mode 3 off) */
 
 /* the conversation a template is rendered with: every message shape the
  * server passes (system, user, assistant with a tool call, tool result) */
@@ -68,6 +77,20 @@ static bd_grammar_vocab *make_vocab(void) {
     return bd_grammar_vocab_create_from_pieces(25, p, lens, specials, &eog, 1, err, sizeof err);
 }
 
+static bd_tokenizer *load_tokenizer(const char *shared, const char *rel) {
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/fixtures/%s", shared, rel);
+    bd_gguf_file *f = bd_gguf_open(path, err, sizeof err);
+    if (!f) {
+        fprintf(stderr, "fuzz_text: %s\n", err);
+        return NULL;
+    }
+    bd_tokenizer *t = bd_tokenizer_load(f, err, sizeof err);
+    if (!t) fprintf(stderr, "fuzz_text: %s: %s\n", path, err);
+    bd_gguf_close(f);
+    return t;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -75,7 +98,38 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     g_globals = json_loads(k_globals, 0, &je);
     g_vocab = make_vocab();
     CHECK(g_globals && g_vocab);
+    const char *shared = getenv("BD_FUZZ_SHARED");
+    if (shared && *shared) {
+        g_tok[0] = load_tokenizer(shared, "qwen3-tokenizer/qwen3-vocab.gguf");
+        g_tok[1] = load_tokenizer(shared, "stories260K/stories260K.gguf");
+        CHECK(g_tok[0] && g_tok[1]);
+    }
     return 0;
+}
+
+static void run_tokenizer(const bd_tokenizer *t, const char *text, size_t len, bool special) {
+    enum { MAX_IDS = 1 << 16 };
+    static int32_t ids[MAX_IDS];
+    static char whole[1 << 20], stream[1 << 20];
+    int n = bd_tokenizer_encode(t, text, len, special, special, ids, MAX_IDS);
+    if (n < 0) return; /* longer than MAX_IDS (the fuzzer's inputs are not) */
+    for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < bd_tokenizer_n_vocab(t));
+    int nw = bd_tokenizer_decode(t, ids, n, true, whole, (int)sizeof whole);
+    if (nw < 0) return;
+    /* the streaming decoder: every push plus the flush, byte for byte the
+     * whole decode (tokenizer.h's contract) */
+    bd_detok d;
+    bd_detok_init(&d, t, true);
+    int ns = 0;
+    for (int i = 0; i < n; i++) {
+        int m = bd_detok_push(&d, ids[i], stream + ns, (int)sizeof stream - ns);
+        CHECK(m >= 0);
+        ns += m;
+    }
+    int m = bd_detok_flush(&d, stream + ns, (int)sizeof stream - ns);
+    CHECK(m >= 0);
+    ns += m;
+    CHECK(ns == nw && memcmp(stream, whole, (size_t)nw) == 0);
 }
 
 static void run_template(const char *src, size_t len) {
@@ -129,7 +183,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const size_t len = size - 1;
     char err[512];
     err[0] = '\0';
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
+    case 3:
+        for (int k = 0; k < 2 && g_tok[0]; k++)
+            for (int sp = 0; sp < 2; sp++) run_tokenizer(g_tok[k], text, len, sp);
+        break;
     case 0: run_template(text, len); break;
     case 1: {
         bd_grammar *g = bd_grammar_create(text, len, g_vocab, err, sizeof err);
