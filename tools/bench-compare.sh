@@ -368,6 +368,8 @@ for l in $WANT; do
         continue
     fi
     L_BDISA[$l]=${bdisa:-"$l (not reported by this build; the CPU has the level's flags)"}
+    pf=$(jq -r '.prefetch // empty' <<<"$js")
+    [ -n "$pf" ] && L_BDISA[$l]+="; weight prefetch into $pf"
     # llama.cpp: the first variant of the row that loads, alone, in its folder
     for v in ${L_VARIANTS[$l]}; do
         [ -f "$LIBDIR/libggml-cpu-$v.so" ] || continue

@@ -348,7 +348,11 @@ static void cpu_set(bool on, bd_cpu_feature f) {
 static void cpu_detect(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* vendor string: ebx edx ecx */
+        g_cpu.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    g_cpu.family = (a >> 8) & 0xF;
+    if (g_cpu.family == 0xF) g_cpu.family += (a >> 20) & 0xFF;
     const bool osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
     uint64_t xcr0 = 0;
     if (osxsave) {

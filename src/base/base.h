@@ -179,7 +179,9 @@ typedef enum bd_cpu_feature {
 #define BD_CPU_BIT(f) (1u << (f))
 
 typedef struct bd_cpu {
-    uint32_t bits; /* BD_CPU_BIT(f) set: the CPU (and OS) support feature f */
+    uint32_t bits;   /* BD_CPU_BIT(f) set: the CPU (and OS) support feature f */
+    bool amd;        /* vendor "AuthenticAMD" */
+    uint32_t family; /* CPUID display family (base + extended): 0x19 Zen 3/4, 0x1A Zen 5; 0 unknown */
 } bd_cpu;
 
 /* This CPU's features (detected once; none on a non-x86 build). */

@@ -522,9 +522,10 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
            "params)\n",
            o->model, bd_model_arch(m), in->n_layer, in->file_bytes / 1e9, in->weight_bytes / 1e9,
            bd_model_interleaved_bytes(m) / 1e9, in->matmul_params / 1e9);
-    printf("threads: %d | KV cache f32, %.1f KB per position | read bandwidth %.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
-           o->threads, in->kv_pos_bytes / 1e3, r->peak_gbps, r->peak_probed ? "probed here" : "--peak-gbps",
-           o->peak_gops);
+    printf("threads: %d | kernels %s, weight prefetch into %s | KV cache f32, %.1f KB per position | read bandwidth "
+           "%.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
+           o->threads, bd_kernels_get()->name, bd_kernels_prefetch_name(), in->kv_pos_bytes / 1e3, r->peak_gbps,
+           r->peak_probed ? "probed here" : "--peak-gbps", o->peak_gops);
     if (o->n_prompt > 0 || o->n_gen > 0) {
         printf("| test   |              t/s | notes\n|--------|------------------|------\n");
         if (o->n_prompt > 0) {
@@ -578,6 +579,7 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "model", json_string(o->model));
     json_object_set_new(j, "arch", json_string(bd_model_arch(m)));
     json_object_set_new(j, "isa", json_string(bd_kernels_get()->name));
+    json_object_set_new(j, "prefetch", json_string(bd_kernels_prefetch_name()));
     json_object_set_new(j, "file_bytes", json_integer((json_int_t)in->file_bytes));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)in->weight_bytes));
     json_object_set_new(j, "interleaved_bytes", json_integer((json_int_t)bd_model_interleaved_bytes(m)));

@@ -139,6 +139,15 @@ const bd_kernels *bd_kernels_get(void);
  * OS refused). bd_model_open calls it, so a forced level that cannot run
  * fails the program instead of silently running another. */
 bool bd_kernels_check(char *err, size_t errlen);
+/* Where the interleaved kernels' weight-stream prefetch (kernels_simd.h's
+ * il_prefetch) puts its lines: true L1 (prefetcht0), false L2
+ * (prefetcht1). Set when the tables are built: BLOCKDRAFT_PREFETCH=l1|l2
+ * if given (bd_kernels_check refuses another value), else L1 on AMD family
+ * 0x1A (Zen 5), where it was measured faster, and L2 elsewhere (the choice
+ * measured on Zen 4). A hint only: the results' bits never depend on it. */
+extern bool bd_il_prefetch_l1;
+/* "l1" or "l2": the choice in use (builds the tables first). */
+const char *bd_kernels_prefetch_name(void);
 /* The table of one level, or NULL if this machine cannot run it. */
 const bd_kernels *bd_kernels_for(bd_isa isa);
 /* Whether this machine runs the level; if not, why (e.g. "CPU lacks

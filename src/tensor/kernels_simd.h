@@ -51,8 +51,8 @@ BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
 
 /* Interleaved weights (kernels.h's BD_LAYOUT_IL16): a group's blocks are
  * one forward stream. While block p (n bytes) is used, the lines
- * IL_PF_BYTES further on are asked into L2; the L1 prefetcher does the
- * rest. Past the group's end the hint lands in the next group (which the
+ * IL_PF_BYTES further on are asked into L2 (the L1 prefetcher doing the
+ * rest) or, on Zen 5, into L1 (bd_il_prefetch_l1, kernels.c says why). Past the group's end the hint lands in the next group (which the
  * same work item usually reads next) or nowhere (prefetches never fault).
  * Zen 4, 2 threads, 9728 x 2560 from memory, one activation row (kbench),
  * ms per 512 MiB Q4_K / Q6_K: into L1 two blocks ahead 19.9 / 32.6, none
@@ -66,7 +66,12 @@ BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
 #define IL_PF_BYTES 8192
 #endif
 BD_INLINE void il_prefetch(const uint8_t *p, size_t n) {
-    for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)p + IL_PF_BYTES + o, _MM_HINT_T1);
+    const char *q = (const char *)p + IL_PF_BYTES;
+    /* (kernels.h's bd_il_prefetch_l1: the hint is an immediate, so two loops) */
+    if (bd_il_prefetch_l1)
+        for (size_t o = 0; o < n; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);
+    else
+        for (size_t o = 0; o < n; o += 64) _mm_prefetch(q + o, _MM_HINT_T1);
 }
 
 BD_INLINE const void *row_at(const void *x, size_t stride, int r) {

@@ -1145,9 +1145,10 @@ static void test_isa_levels(void **state) {
     const uint32_t avx512 = avx2 | BD_CPU_BIT(BD_CPU_AVX512F) | BD_CPU_BIT(BD_CPU_AVX512DQ) |
                             BD_CPU_BIT(BD_CPU_AVX512BW) | BD_CPU_BIT(BD_CPU_AVX512VL) |
                             BD_CPU_BIT(BD_CPU_AVX512VNNI);
-    const bd_cpu none = {0}, zen4 = {avx512 | BD_CPU_BIT(BD_CPU_AVX512BF16)};
-    const bd_cpu no_dq = {avx512 & ~BD_CPU_BIT(BD_CPU_AVX512DQ)}, no_f16c = {avx2 & ~BD_CPU_BIT(BD_CPU_F16C)};
-    const bd_cpu spr = {avx512 | BD_CPU_BIT(BD_CPU_AMX_TILE) | BD_CPU_BIT(BD_CPU_AMX_INT8)};
+    const bd_cpu none = {.bits = 0}, zen4 = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AVX512BF16)};
+    const bd_cpu no_dq = {.bits = avx512 & ~BD_CPU_BIT(BD_CPU_AVX512DQ)};
+    const bd_cpu no_f16c = {.bits = avx2 & ~BD_CPU_BIT(BD_CPU_F16C)};
+    const bd_cpu spr = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AMX_TILE) | BD_CPU_BIT(BD_CPU_AMX_INT8)};
     assert_true(bd_isa_runs_on(BD_ISA_REF, &none, why, sizeof why));
 #if defined(__x86_64__)
     assert_false(bd_isa_runs_on(BD_ISA_AVX2, &none, why, sizeof why));
@@ -1160,7 +1161,7 @@ static void test_isa_levels(void **state) {
     assert_true(bd_isa_runs_on(BD_ISA_AVX512, &zen4, why, sizeof why));
     assert_false(bd_isa_runs_on(BD_ISA_AVXVNNI, &zen4, why, sizeof why));
     assert_string_equal(why, "CPU lacks avxvnni");
-    const bd_cpu adl = {avx2 | BD_CPU_BIT(BD_CPU_AVXVNNI)};
+    const bd_cpu adl = {.bits = avx2 | BD_CPU_BIT(BD_CPU_AVXVNNI)};
     assert_true(bd_isa_runs_on(BD_ISA_AVXVNNI, &adl, why, sizeof why));
     assert_false(bd_isa_runs_on(BD_ISA_AVX512, &adl, why, sizeof why));
     assert_string_equal(why, "CPU lacks avx512f avx512dq avx512bw avx512vl avx512vnni");
@@ -1200,8 +1201,38 @@ static void test_isa_levels(void **state) {
     assert_true(bd_kernels_check(err, sizeof err));
 }
 
+/* The interleaved kernels' prefetch target: BLOCKDRAFT_PREFETCH=l1|l2 as
+ * given when the tables were built, else L1 on AMD family 0x1A only; any
+ * other value is refused by bd_kernels_check, which reads it every call. */
+static void test_prefetch_choice(void **state) {
+    (void)state;
+    const char *pf = getenv("BLOCKDRAFT_PREFETCH");
+    const bd_cpu *cpu = bd_cpu_get();
+    const char *want = pf && (!strcmp(pf, "l1") || !strcmp(pf, "l2")) ? pf
+                       : cpu->amd && cpu->family == 0x1A             ? "l1"
+                                                                     : "l2";
+    assert_string_equal(bd_kernels_prefetch_name(), want);
+    assert_int_equal(bd_il_prefetch_l1, !strcmp(want, "l1"));
+    print_message("  prefetch into %s (cpu %s family 0x%x)\n", want, cpu->amd ? "AMD" : "other", cpu->family);
+    char *saved = pf ? strdup(pf) : NULL;
+    char err[300];
+    setenv("BLOCKDRAFT_PREFETCH", "l3", 1);
+    assert_false(bd_kernels_check(err, sizeof err));
+    assert_string_equal(err, "BLOCKDRAFT_PREFETCH=l3: unknown prefetch target (known: l1 l2)");
+    setenv("BLOCKDRAFT_PREFETCH", "", 1);
+    assert_false(bd_kernels_check(err, sizeof err));
+    setenv("BLOCKDRAFT_PREFETCH", "l1", 1);
+    assert_true(bd_kernels_check(err, sizeof err));
+    setenv("BLOCKDRAFT_PREFETCH", "l2", 1);
+    assert_true(bd_kernels_check(err, sizeof err));
+    if (saved) setenv("BLOCKDRAFT_PREFETCH", saved, 1);
+    else unsetenv("BLOCKDRAFT_PREFETCH");
+    free(saved);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefetch_choice),
         cmocka_unit_test(test_ref_table),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avxvnni),
