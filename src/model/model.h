@@ -31,6 +31,11 @@
  * gives its matmuls batches worth unpacking a weight block for. */
 #define BD_FFN_ROWS 128
 #define BD_MOE_ROWS 512
+/* Mixture-of-experts passes of up to this many rows (decode, verify) run
+ * all experts of a layer in two grouped matmuls (bd_matmul_grouped: one
+ * pool run for every expert's gate and up, one for the downs) instead of
+ * two pool runs per expert. */
+#define BD_MOE_GROUP_ROWS 16
 
 typedef struct bd_hparams {
     int32_t n_vocab;
@@ -224,10 +229,15 @@ struct bd_session {
     int32_t *moe_sel;             /* [FR][n_used] chosen experts, best first */
     float *moe_w;                 /* [FR][n_used] their weights */
     float *moe_out;               /* [FR][n_used][n_embd] weighted expert outputs */
-    int32_t *moe_rows;            /* [FR * n_used] (row, slot) pairs routed to one expert */
+    int32_t *moe_rows;            /* [FR * n_used] (row, slot) pairs routed to one expert (grouped: to each, by expert) */
     float *moe_x;                 /* [FR][n_embd] gathered inputs of one expert */
-    float *moe_gu;                /* [FR][2 n_ff_exp] gate | up of one expert */
-    float *moe_y;                 /* [FR][n_embd] down projection of one expert */
+    float *moe_gu;                /* [GU][2 n_ff_exp] gate | up of one expert (grouped: of every routed pair) */
+    float *moe_y;                 /* [GU][n_embd] down projection of one expert (grouped: of every routed pair) */
+    int32_t *moe_cnt;             /* [n_expert + 1] grouped: pairs per expert, then their offsets */
+    int32_t *moe_tok;             /* [GR * n_used] grouped: each sorted pair's row */
+    int32_t *moe_seq;             /* [GR * n_used] grouped: 0, 1, 2, ... (the downs' input rows) */
+    bd_mat *moe_views;            /* [2 n_expert] grouped: one expert's rows of a stacked matrix */
+    bd_matmul_grp *moe_grp;       /* [2 n_expert] grouped: the matmul groups */
 
     float *logits;                /* [n_out_max][n_vocab] */
     int32_t n_logits;             /* rows valid after the last forward */

@@ -14,8 +14,10 @@
  *   FFN(y) = routed + sigmoid(g_sh . y) * down_sh(silu(gate_sh y) * up_sh y)
  *            (the shared-expert term where the layer has one: qwen35moe)
  *
- * Experts run one at a time over the rows routed to them (gathered), on
- * the pool. A row's numbers do not depend on which other rows share its
+ * Experts run over the rows routed to them (gathered), on the pool: for
+ * passes of up to BD_MOE_GROUP_ROWS rows all of a layer's experts in two
+ * grouped matmuls, for longer ones (prompts) one expert at a time. A row's
+ * numbers do not depend on which other rows share its
  * experts: every expert matmul of a verify batch has at most as many rows
  * as the batch (<= BD_MATMUL_EXACT_ROWS), where bd_matmul is
  * batch-invariant, and the routed sum is taken per row in its own order.
@@ -77,6 +79,75 @@ void bd_moe_route(const float *logits, int32_t n_expert, int32_t n_used, float s
     }
 }
 
+/* The routed experts of a short pass (decode, verify) in two grouped
+ * matmuls: the (row, slot) pairs sorted by expert (stable: a pair's rows
+ * keep their order, as in the per-expert loop below), every expert's gate
+ * and up in one run, SwiGLU, every expert's down in one run, then each
+ * output weighted into its (row, slot) place. Each expert sees exactly the
+ * rows the per-expert loop gives it, through the same kernels: the same
+ * bits. False, before any output, where bd_matmul_grouped cannot take the
+ * gate and up (the caller runs the loop); the downs fall back per expert. */
+static bool moe_experts_grouped(bd_session *s, const bd_layer *L, const float *h, int32_t n) {
+    const bd_hparams *hp = &s->m->hp;
+    const int32_t E = hp->n_embd, NE = hp->n_expert, U = hp->n_expert_used, FE = hp->n_ff_exp, P = n * U;
+    int32_t *cnt = s->moe_cnt;
+    memset(cnt, 0, (size_t)(NE + 1) * sizeof *cnt);
+    for (int32_t i = 0; i < P; i++) cnt[s->moe_sel[i] + 1]++;
+    for (int32_t e = 0; e < NE; e++) cnt[e + 1] += cnt[e]; /* cnt[e]: expert e's first sorted pair */
+    for (int32_t i = 0; i < P; i++) {
+        const int32_t k = cnt[s->moe_sel[i]]++;
+        s->moe_rows[k] = i;
+        s->moe_tok[k] = i / U;
+        s->moe_seq[k] = k;
+    }
+    /* cnt[e] is now expert e's end: its pairs are [cnt[e - 1], cnt[e]) */
+    int ng = 0;
+    for (int32_t e = 0, off = 0; e < NE; off = cnt[e++]) {
+        const int32_t m = cnt[e] - off;
+        if (m == 0) continue;
+        float *gu = s->moe_gu + (int64_t)off * 2 * FE;
+        if (L->gate_up_exps.data) {
+            s->moe_views[ng] = mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
+            s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu, 2 * FE};
+            ng++;
+        } else {
+            s->moe_views[ng] = mat_rows(&L->gate_exps, (int64_t)e * FE, FE);
+            s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu, 2 * FE};
+            ng++;
+            s->moe_views[ng] = mat_rows(&L->up_exps, (int64_t)e * FE, FE);
+            s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu + FE, 2 * FE};
+            ng++;
+        }
+    }
+    if (!bd_matmul_grouped(s->pool, s->moe_grp, ng, h, E, n, s->mm_scratch)) return false;
+    for (int32_t k = 0; k < P; k++) {
+        float *row = s->moe_gu + (int64_t)k * 2 * FE;
+        bd_kernels_get()->silu_mul(FE, row, row + FE);
+    }
+    ng = 0;
+    for (int32_t e = 0, off = 0; e < NE; off = cnt[e++]) {
+        const int32_t m = cnt[e] - off;
+        if (m == 0) continue;
+        s->moe_views[ng] = mat_rows(&L->down_exps, (int64_t)e * E, E);
+        s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_seq + off, m, s->moe_y + (int64_t)off * E, E};
+        ng++;
+    }
+    if (!bd_matmul_grouped(s->pool, s->moe_grp, ng, s->moe_gu, 2 * FE, P, s->mm_scratch))
+        for (int g = 0; g < ng; g++) {
+            const int32_t off = s->moe_grp[g].rows[0];
+            bd_matmul(s->pool, s->moe_grp[g].W, s->moe_gu + (int64_t)off * 2 * FE, 2 * FE, s->moe_grp[g].n_tok,
+                      s->moe_grp[g].Y, E, s->mm_scratch);
+        }
+    for (int32_t k = 0; k < P; k++) {
+        const int32_t i = s->moe_rows[k];
+        const float wk = s->moe_w[i];
+        float *dst = s->moe_out + (int64_t)i * E;
+        const float *src = s->moe_y + (int64_t)k * E;
+        for (int32_t c = 0; c < E; c++) dst[c] = src[c] * wk;
+    }
+    return true;
+}
+
 void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
     const bd_hparams *hp = &s->m->hp;
     const int32_t E = hp->n_embd, NE = hp->n_expert, U = hp->n_expert_used, FE = hp->n_ff_exp;
@@ -90,6 +161,7 @@ void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
 
     /* experts, each over the rows routed to it; outputs land in their
      * (row, slot) places, already weighted */
+    if (n <= BD_MOE_GROUP_ROWS && moe_experts_grouped(s, L, h, n)) goto shared_expert;
     for (int32_t e = 0; e < NE; e++) {
         int32_t m = 0;
         for (int32_t i = 0; i < n * U; i++)
@@ -119,6 +191,7 @@ void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
         }
     }
 
+shared_expert:
     /* the shared expert, on all rows; its output gate is one scalar per row */
     const bool shared = L->gate_shexp.data != NULL;
     if (shared) {

@@ -49,6 +49,22 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     }
     UPD(m->output, n_out);
 #undef UPD
+    /* bd_moe_ffn's grouped passes: gate | up over GR rows, two groups an
+     * expert at most; the downs over every routed pair */
+    const int32_t GR = n_batch < BD_MOE_GROUP_ROWS ? n_batch : BD_MOE_GROUP_ROWS;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const bd_layer *L = &m->layers[il];
+        const int64_t NE = m->hp.n_expert, GU = (int64_t)GR * m->hp.n_expert_used;
+        const bd_mat *gu = L->gate_up_exps.data ? &L->gate_up_exps : L->gate_exps.data ? &L->gate_exps : NULL;
+        if (gu) {
+            size_t s_ = bd_matmul_grouped_scratch_size(gu, GR, GU, (int)(2 * NE));
+            if (s_ > mx) mx = s_;
+        }
+        if (L->down_exps.data) {
+            size_t s_ = bd_matmul_grouped_scratch_size(&L->down_exps, GU, GU, (int)NE);
+            if (s_ > mx) mx = s_;
+        }
+    }
     return mx;
 }
 
@@ -162,11 +178,19 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         s->moe_w = bd_alloc((size_t)(MR * U) * sizeof(float));
         s->moe_out = bd_alloc((size_t)(MR * U * E) * sizeof(float));
         s->moe_rows = bd_alloc((size_t)(MR * U) * sizeof(int32_t));
+        /* grouped passes (BD_MOE_GROUP_ROWS) keep every routed pair's
+         * gate | up and down output at once */
+        const int64_t GR = B < BD_MOE_GROUP_ROWS ? B : BD_MOE_GROUP_ROWS, GU = MR > GR * U ? MR : GR * U;
         s->moe_x = bd_alloc((size_t)(MR * E) * sizeof(float));
-        s->moe_gu = bd_alloc((size_t)(MR * 2 * FS) * sizeof(float));
-        s->moe_y = bd_alloc((size_t)(MR * E) * sizeof(float));
+        s->moe_gu = bd_alloc((size_t)(GU * 2 * FS) * sizeof(float));
+        s->moe_y = bd_alloc((size_t)(GU * E) * sizeof(float));
+        s->moe_cnt = bd_alloc((size_t)(hp->n_expert + 1) * sizeof(int32_t));
+        s->moe_tok = bd_alloc((size_t)(GR * U) * sizeof(int32_t));
+        s->moe_seq = bd_alloc((size_t)(GR * U) * sizeof(int32_t));
+        s->moe_views = bd_alloc((size_t)(2 * hp->n_expert) * sizeof(bd_mat));
+        s->moe_grp = bd_alloc((size_t)(2 * hp->n_expert) * sizeof(bd_matmul_grp));
         if (!s->moe_logits || !s->moe_sel || !s->moe_w || !s->moe_out || !s->moe_rows || !s->moe_x ||
-            !s->moe_gu || !s->moe_y)
+            !s->moe_gu || !s->moe_y || !s->moe_cnt || !s->moe_tok || !s->moe_seq || !s->moe_views || !s->moe_grp)
             goto oom;
     }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
@@ -213,6 +237,11 @@ void bd_session_free(bd_session *s) {
     bd_free(s->moe_x);
     bd_free(s->moe_gu);
     bd_free(s->moe_y);
+    bd_free(s->moe_cnt);
+    bd_free(s->moe_tok);
+    bd_free(s->moe_seq);
+    bd_free(s->moe_views);
+    bd_free(s->moe_grp);
     bd_free(s->scores);
     bd_free(s->logits);
     bd_free(s->mm_scratch);

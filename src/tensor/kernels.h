@@ -319,6 +319,28 @@ typedef struct bd_matmul_out {
 void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const float *X, int64_t ldx,
                      int64_t n_tok, void *scratch);
 
+/* Several matrices, each applied to its own rows of one input (a mixture
+ * of experts: every expert on the rows routed to it). X's n_x rows are
+ * converted once, each group's rows gathered from them, and all groups'
+ * weight rows shared out in one pool run (per-expert matmuls were two pool
+ * runs per expert, ~90 experts a layer in a 16-token verify). Row for row
+ * the same bits as bd_matmul on the gathered rows. Groups with n_tok 0 are
+ * skipped. False, nothing written, where the matrices differ in width or
+ * activation type or a group would take a path that packs its activations
+ * (tile batches, interleaved Q8_0): the caller then runs bd_matmul per
+ * group. Scratch: bd_matmul_grouped_scratch_size(any W, n_x, the groups'
+ * rows in all, n_groups), 64-byte aligned. Does not allocate. */
+typedef struct bd_matmul_grp {
+    const bd_mat *W;
+    const int32_t *rows; /* [n_tok] rows of X, each < n_x */
+    int64_t n_tok;
+    float *Y; /* [n_tok][ldy] */
+    int64_t ldy;
+} bd_matmul_grp;
+size_t bd_matmul_grouped_scratch_size(const bd_mat *W, int64_t n_x, int64_t n_rows, int n_groups);
+bool bd_matmul_grouped(bd_pool *pool, const bd_matmul_grp *g, int n_groups, const float *X, int64_t ldx,
+                       int64_t n_x, void *scratch);
+
 /* As bd_matmul, for callers that do not need a row's result to be
  * independent of its batch: the DFlash drafter, whose output only decides
  * which tokens are proposed, never which are emitted. Small batches may

@@ -11,7 +11,9 @@
  *      taken in L2-sized tiles and each tile meets every 16-row group of
  *      activations before the next tile is loaded.
  * bd_matmul_multi runs several matrices of the same input through one
- * conversion and one pool run (work items are numbered across them).
+ * conversion and one pool run (work items are numbered across them);
+ * bd_matmul_grouped does the same for matrices that each take their own
+ * rows of one input (mixture-of-experts layers).
  *
  * Decode (1 row) and verify (n rows) both go through vec_dot_n, whose result
  * for one activation row does not depend on how many rows are batched with
@@ -89,6 +91,8 @@ typedef struct {
     const bd_mat *W;
     float *Y;
     int64_t ldy;
+    const uint8_t *xq; /* its converted activation rows (xq_stride apart) */
+    int64_t n_tok;     /* and how many */
     int64_t n_chunks; /* work items of this matrix on the chosen path */
     int64_t rows;     /* weight rows per work item */
     bool tiles;       /* tile path (else vec_dot_n) */
@@ -106,7 +110,8 @@ typedef struct {
 
 typedef struct {
     const bd_kernels *k;
-    mm_target t[BD_MATMUL_MULTI];
+    mm_target *t; /* n_t targets (tm, or bd_matmul_grouped's array in the scratch) */
+    mm_target tm[BD_MATMUL_MULTI];
     int n_t;
     int64_t n_chunks; /* all targets' */
     const float *X;
@@ -171,9 +176,9 @@ static void mm_quantize(void *arg, int ith, int nth) {
 
 #define MM_CHUNK_ROWS 64 /* decode/verify rows per chunk */
 
-/* Rows per work item on the vec_dot_n paths. */
-static int64_t mm_chunk_rows(const mm_ctx *c, const bd_mat *W) {
-    if (c->n_tok <= MM_NX) return MM_CHUNK_ROWS;
+/* Rows per work item on the vec_dot_n paths, for n_tok activation rows. */
+static int64_t mm_chunk_rows(int64_t n_tok, const bd_mat *W) {
+    if (n_tok <= MM_NX) return MM_CHUNK_ROWS;
     /* prefill: tiles of rows small enough to stay in L2 while every
      * 16-token group of activations streams past them, so weights come
      * from memory once and activations once per row tile */
@@ -201,7 +206,7 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
     const int64_t r0 = t->rows * g;
     const int nw = (int)(W->nrows - r0 < t->rows ? W->nrows - r0 : t->rows);
     c->k->tile->rows(W->type, W->ncols, (const uint8_t *)W->data + (uint64_t)r0 * W->row_bytes, (size_t)W->row_bytes,
-                     nw, c->xq, c->xq_stride, c->pack, c->n_tok, t->Y + r0, t->ldy);
+                     nw, t->xq, c->xq_stride, c->pack, t->n_tok, t->Y + r0, t->ldy);
 }
 
 /* Interleaved weights (kernels.h's BD_LAYOUT_IL16) under a table without
@@ -209,7 +214,10 @@ static void mm_tile_item(const mm_ctx *c, const mm_target *t, int64_t g) {
  * on any row (the same bits; Q8_0: its tile order, the scalar twin's,
  * which is what il_rows gives). Only a table switched after load meets
  * this; it is the slow, simple way. */
-static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
+static void il_row_dots(const mm_ctx *c, const mm_target *tg, int64_t r0, int64_t r1) {
+    const bd_mat *W = tg->W;
+    float *Y = tg->Y;
+    const int64_t ldy = tg->ldy;
     uint8_t row[BD_IL16_MAX_ROW_BYTES] __attribute__((aligned(64)));
     float out[MM_NX];
     const int64_t nb = W->ncols / bd_type_get(W->type)->blck, bb = bd_type_get(W->type)->blck_bytes;
@@ -217,13 +225,13 @@ static void il_row_dots(const mm_ctx *c, const bd_mat *W, float *Y, int64_t ldy,
         const uint8_t *group = (const uint8_t *)W->data + (uint64_t)(r / BD_IL16_ROWS * BD_IL16_ROWS) * W->row_bytes;
         for (int64_t i = 0; i < nb; i++) bd_il16_get_block(W->type, group, (int)(r % BD_IL16_ROWS), i, row + i * bb);
         if (W->type == BD_TYPE_Q8_0) {
-            for (int64_t t = 0; t < c->n_tok; t++)
-                Y[t * ldy + r] = bd_vec_dot_tile_ref(W->type, W->ncols, row, c->xq + t * c->xq_stride);
+            for (int64_t t = 0; t < tg->n_tok; t++)
+                Y[t * ldy + r] = bd_vec_dot_tile_ref(W->type, W->ncols, row, tg->xq + t * c->xq_stride);
             continue;
         }
-        for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
-            const int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
-            c->k->vec_dot_n[W->type](W->ncols, row, c->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
+        for (int64_t t0 = 0; t0 < tg->n_tok; t0 += MM_NX) {
+            const int nx = (int)(tg->n_tok - t0 < MM_NX ? tg->n_tok - t0 : MM_NX);
+            c->k->vec_dot_n[W->type](W->ncols, row, tg->xq + t0 * c->xq_stride, c->xq_stride, nx, out);
             for (int j = 0; j < nx; j++) Y[(t0 + j) * ldy + r] = out[j];
         }
     }
@@ -245,28 +253,29 @@ static void mm_dot(void *arg, int ith, int nth) {
             const int64_t r0 = t->rows * ci, r1 = r0 + t->rows < t->W->nrows ? r0 + t->rows : t->W->nrows;
             if (t->il)
                 c->k->tile->il_rows(t->W->type, t->W->ncols, (const uint8_t *)t->W->data + (uint64_t)r0 * t->W->row_bytes,
-                                    (size_t)t->W->row_bytes, (int)(r1 - r0), c->xq, c->xq_stride, c->pack,
-                                    c->n_tok, t->Y + r0, t->ldy);
-            else il_row_dots(c, t->W, t->Y, t->ldy, r0, r1);
+                                    (size_t)t->W->row_bytes, (int)(r1 - r0), t->xq, c->xq_stride, c->pack,
+                                    t->n_tok, t->Y + r0, t->ldy);
+            else il_row_dots(c, t, r0, r1);
             continue;
         }
         const bd_mat *W = c->t[m].W;
         float *Y = c->t[m].Y;
-        const int64_t ldy = c->t[m].ldy, rows = c->t[m].rows;
+        const int64_t ldy = c->t[m].ldy, rows = c->t[m].rows, n_tok = c->t[m].n_tok;
+        const uint8_t *xq0 = c->t[m].xq;
         bd_vec_dot_n_fn dotn = c->k->vec_dot_n[W->type];
         const int64_t r0 = ci * rows, r1 = r0 + rows < W->nrows ? r0 + rows : W->nrows;
-        if (c->n_tok <= MM_NX) {
+        if (n_tok <= MM_NX) {
             /* decode and verify: every weight row is read exactly once */
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
-                dotn(W->ncols, w, c->xq, c->xq_stride, (int)c->n_tok, out);
-                for (int j = 0; j < c->n_tok; j++) Y[j * ldy + r] = out[j];
+                dotn(W->ncols, w, xq0, c->xq_stride, (int)n_tok, out);
+                for (int j = 0; j < n_tok; j++) Y[j * ldy + r] = out[j];
             }
             continue;
         }
-        for (int64_t t0 = 0; t0 < c->n_tok; t0 += MM_NX) {
-            int nx = (int)(c->n_tok - t0 < MM_NX ? c->n_tok - t0 : MM_NX);
-            const uint8_t *xq = c->xq + t0 * c->xq_stride;
+        for (int64_t t0 = 0; t0 < n_tok; t0 += MM_NX) {
+            int nx = (int)(n_tok - t0 < MM_NX ? n_tok - t0 : MM_NX);
+            const uint8_t *xq = xq0 + t0 * c->xq_stride;
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *w = (const uint8_t *)W->data + (uint64_t)r * W->row_bytes;
                 dotn(W->ncols, w, xq, c->xq_stride, nx, out);
@@ -297,6 +306,7 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
         .k = bd_kernels_get(), .n_t = n_outs, .X = X, .ldx = ldx, .n_tok = n_tok, .ncols = W0->ncols,
         .xq = scratch, .vdt = bd_type_get(W0->type)->vec_dot_type,
     };
+    c.t = c.tm;
     uint64_t row = 0, work = 0;
     bd_row_size(c.vdt, W0->ncols, &row);
     c.xq_stride = (size_t)((row + 63) & ~(uint64_t)63);
@@ -309,9 +319,9 @@ static void matmul(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const f
         any_pack |= packs;
         /* interleaved rows: work items of whole groups, whatever the path */
         const int64_t rows = tiles || W->layout == BD_LAYOUT_IL16 ? mm_tile_rows(W, pool ? bd_pool_size(pool) : 1)
-                                                                  : mm_chunk_rows(&c, W);
-        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .rows = rows, .tiles = tiles, .il = il,
-                             .packs = packs};
+                                                                  : mm_chunk_rows(n_tok, W);
+        c.t[j] = (mm_target){.W = W, .Y = outs[j].Y, .ldy = outs[j].ldy, .xq = c.xq, .n_tok = n_tok, .rows = rows,
+                             .tiles = tiles, .il = il, .packs = packs};
         c.t[j].n_chunks = (W->nrows + rows - 1) / rows;
         c.n_chunks += c.t[j].n_chunks;
         work += (uint64_t)W->nrows * W->row_bytes * (uint64_t)n_tok;
@@ -360,6 +370,74 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
         return;
     }
     for (int j = 0; j < n_outs; j++) bd_matmul(pool, outs[j].W, X, ldx, n_tok, outs[j].Y, outs[j].ldy, scratch);
+}
+
+/* bd_matmul_grouped's scratch: its work targets, then the n_x converted
+ * rows of X, then each group's rows gathered from them. */
+static size_t grp_row_bytes(const bd_mat *W) {
+    const bd_type_traits *t = bd_type_get(W->type);
+    uint64_t row = 0;
+    if (!t || !bd_row_size(t->vec_dot_type, W->ncols, &row)) return 0;
+    return (size_t)((row + 63) & ~(uint64_t)63);
+}
+
+static size_t grp_targets_bytes(int n_groups) {
+    return ((size_t)(n_groups > 0 ? n_groups : 0) * sizeof(mm_target) + 63) & ~(size_t)63;
+}
+
+size_t bd_matmul_grouped_scratch_size(const bd_mat *W, int64_t n_x, int64_t n_rows, int n_groups) {
+    const size_t xs = grp_row_bytes(W);
+    if (!xs) return 0;
+    return grp_targets_bytes(n_groups) + xs * (size_t)(n_x + n_rows);
+}
+
+bool bd_matmul_grouped(bd_pool *pool, const bd_matmul_grp *g, int n_groups, const float *X, int64_t ldx,
+                       int64_t n_x, void *scratch) {
+    if (n_groups <= 0) return true;
+    const bd_kernels *k = bd_kernels_get();
+    const bd_mat *W0 = g[0].W;
+    const uint32_t vdt = bd_type_get(W0->type)->vec_dot_type;
+    for (int j = 0; j < n_groups; j++) {
+        const bd_mat *W = g[j].W;
+        /* one conversion serves all; no group may want packed activations
+         * (they would need a packing per group) */
+        if (W->ncols != W0->ncols || bd_type_get(W->type)->vec_dot_type != vdt) return false;
+        if ((use_tiles(k, W, g[j].n_tok, true) || il_packs(k, W)) && k->tile->pack &&
+            k->tile->pack_bytes(W->type, W->ncols, g[j].n_tok) > 0)
+            return false;
+    }
+    mm_ctx c = {.k = k, .X = X, .ldx = ldx, .n_tok = n_x, .ncols = W0->ncols, .vdt = vdt};
+    c.xq_stride = grp_row_bytes(W0);
+    c.t = scratch;
+    c.xq = (uint8_t *)scratch + grp_targets_bytes(n_groups);
+    uint8_t *gat = c.xq + c.xq_stride * (size_t)n_x;
+    const int nth = pool ? bd_pool_size(pool) : 1;
+    uint64_t work = 0;
+    for (int j = 0; j < n_groups; j++) work += (uint64_t)g[j].W->nrows * g[j].W->row_bytes * (uint64_t)g[j].n_tok;
+    const bool small = work < MM_SMALL_BYTES;
+    if (n_x >= 8 && pool && !small) bd_pool_run(pool, mm_quantize, &c);
+    else mm_quantize(&c, 0, 1);
+    int nt = 0;
+    for (int j = 0; j < n_groups; j++) {
+        const bd_mat *W = g[j].W;
+        if (g[j].n_tok <= 0) continue;
+        for (int64_t t = 0; t < g[j].n_tok; t++) {
+            BD_ASSERT(g[j].rows[t] >= 0 && g[j].rows[t] < n_x);
+            memcpy(gat + (size_t)t * c.xq_stride, c.xq + (size_t)g[j].rows[t] * c.xq_stride, c.xq_stride);
+        }
+        const bool tiles = use_tiles(k, W, g[j].n_tok, true);
+        const bool il = W->layout == BD_LAYOUT_IL16 && k->tile && k->tile->il_rows;
+        const int64_t rows = tiles || W->layout == BD_LAYOUT_IL16 ? mm_tile_rows(W, nth) : mm_chunk_rows(g[j].n_tok, W);
+        c.t[nt] = (mm_target){.W = W, .Y = g[j].Y, .ldy = g[j].ldy, .xq = gat, .n_tok = g[j].n_tok, .rows = rows,
+                              .tiles = tiles, .il = il};
+        c.t[nt].n_chunks = (W->nrows + rows - 1) / rows;
+        c.n_chunks += c.t[nt].n_chunks;
+        gat += c.xq_stride * (size_t)g[j].n_tok;
+        nt++;
+    }
+    c.n_t = nt;
+    if (nt > 0) mm_run(pool, !pool || small, mm_dot, &c);
+    return true;
 }
 
 bool bd_mat_get_row(const bd_mat *W, int64_t row, float *dst) {

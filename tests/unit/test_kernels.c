@@ -1055,6 +1055,105 @@ static void test_matmul_multi(void **state) {
 }
 
 /*
+ * bd_matmul_grouped (the MoE experts of a short pass): every group's
+ * output bit-identical to bd_matmul on its rows gathered, for interleaved
+ * and file-layout Q4_K / Q6_K matrices side by side, groups of 1 to 16
+ * rows in any order (one row twice), an empty group, with and without the
+ * pool. Matrices of another width, or interleaved Q8_0 (packed
+ * activations) on a table that packs, are refused with nothing written.
+ */
+static void test_matmul_grouped(void **state) {
+    (void)state;
+    static const uint32_t types[4] = {BD_TYPE_Q4_K, BD_TYPE_Q6_K, BD_TYPE_Q4_K, BD_TYPE_Q6_K};
+    static const bool il[4] = {true, true, false, false};
+    static const int64_t nrows[4] = {48, 32, 33, 16};
+    static const int32_t rows_a[] = {3, 0, 15, 7, 7, 9, 1, 2, 4, 5, 6, 8, 10, 11, 12, 13}, rows_b[] = {14},
+                         rows_c[] = {2, 5, 11}, rows_d[] = {15, 14, 13, 12, 11, 10};
+    const int64_t n = 512, nx = 16;
+    bd_pool *pool = bd_pool_create(2);
+    assert_non_null(pool);
+    bd_mat W[4];
+    uint8_t *w[4];
+    size_t scr = 0;
+    for (int j = 0; j < 4; j++) {
+        const size_t wb = row_bytes(types[j], n);
+        w[j] = xalloc(nrows[j] * wb);
+        for (int r = 0; r < nrows[j]; r++) fill_random_weight(types[j], w[j] + r * wb, n, r % 3);
+        W[j] = (bd_mat){.type = types[j], .ncols = n, .nrows = nrows[j], .row_bytes = wb, .data = w[j]};
+        if (il[j]) {
+            uint8_t *tmp = xalloc(16 * wb);
+            assert_true(bd_mat_interleave(&W[j], tmp));
+            free(tmp);
+        }
+        size_t z = bd_matmul_scratch_size(&W[j], nx);
+        if (z > scr) scr = z;
+    }
+    const size_t gs = bd_matmul_grouped_scratch_size(&W[0], nx, 16 + 1 + 3 + 6 + 0 + 16, 6);
+    if (gs > scr) scr = gs;
+    float *x = xalloc(nx * n * sizeof(float)), *xg = xalloc(16 * n * sizeof(float));
+    for (int64_t i = 0; i < nx * n; i++) x[i] = rng_gauss();
+    void *scratch = aligned_alloc(64, (scr + 63) & ~(size_t)63);
+    assert_non_null(scratch);
+    /* groups: matrix, rows */
+    const struct {
+        int mat;
+        const int32_t *rows;
+        int n;
+    } G[6] = {{0, rows_a, 16}, {1, rows_b, 1}, {2, rows_c, 3}, {3, rows_d, 6}, {1, rows_b, 0}, {2, rows_a, 16}};
+    float *ya[6], *yb[6];
+    for (int g = 0; g < 6; g++) {
+        ya[g] = xalloc(16 * 64 * sizeof(float));
+        yb[g] = xalloc(16 * 64 * sizeof(float));
+    }
+    for (int use_pool = 0; use_pool < 2; use_pool++) {
+        bd_matmul_grp grp[6];
+        for (int g = 0; g < 6; g++) {
+            for (int t = 0; t < G[g].n; t++) memcpy(xg + t * n, x + G[g].rows[t] * n, n * sizeof(float));
+            if (G[g].n) bd_matmul(use_pool ? pool : NULL, &W[G[g].mat], xg, n, G[g].n, ya[g], 64, scratch);
+            memset(yb[g], 0, 16 * 64 * sizeof(float));
+            grp[g] = (bd_matmul_grp){&W[G[g].mat], G[g].rows, G[g].n, yb[g], 64};
+        }
+        assert_true(bd_matmul_grouped(use_pool ? pool : NULL, grp, 6, x, n, nx, scratch));
+        for (int g = 0; g < 6; g++)
+            for (int t = 0; t < G[g].n; t++)
+                for (int r = 0; r < nrows[G[g].mat]; r++)
+                    if (memcmp(&ya[g][t * 64 + r], &yb[g][t * 64 + r], sizeof(float)) != 0) {
+                        print_error("matmul_grouped pool %d group %d [%d][%d]: %.9g vs %.9g\n", use_pool, g, t, r,
+                                    yb[g][t * 64 + r], ya[g][t * 64 + r]);
+                        fail();
+                    }
+    }
+    /* refused: another width; nothing written */
+    bd_mat narrow = W[2];
+    narrow.ncols = 256;
+    bd_matmul_grp bad[2] = {{&W[0], rows_c, 3, yb[0], 64}, {&narrow, rows_c, 3, yb[1], 64}};
+    memset(yb[0], 0x7f, 16 * 64 * sizeof(float));
+    assert_false(bd_matmul_grouped(pool, bad, 2, x, n, nx, scratch));
+    for (int i = 0; i < 16 * 64; i++) assert_true(memcmp(&yb[0][i], "\x7f\x7f\x7f\x7f", 4) == 0);
+    /* interleaved Q8_0 wants packed activations where the table packs */
+    const bd_kernels *k = bd_kernels_get();
+    const size_t wb8 = row_bytes(BD_TYPE_Q8_0, n);
+    uint8_t *w8 = xalloc(16 * wb8), *tmp8 = xalloc(16 * wb8);
+    for (int r = 0; r < 16; r++) fill_random_weight(BD_TYPE_Q8_0, w8 + r * wb8, n, r % 3);
+    bd_mat Q = {.type = BD_TYPE_Q8_0, .ncols = n, .nrows = 16, .row_bytes = wb8, .data = w8};
+    assert_true(bd_mat_interleave(&Q, tmp8));
+    bd_matmul_grp q8[1] = {{&Q, rows_c, 3, yb[0], 64}};
+    const bool packs = k->tile && k->tile->il_rows && k->tile->pack;
+    if (packs) assert_false(bd_matmul_grouped(pool, q8, 1, x, n, nx, scratch));
+    free(w8);
+    free(tmp8);
+    for (int g = 0; g < 6; g++) {
+        free(ya[g]);
+        free(yb[g]);
+    }
+    for (int j = 0; j < 4; j++) free(w[j]);
+    free(scratch);
+    free(x);
+    free(xg);
+    bd_pool_free(pool);
+}
+
+/*
  * The chosen table: the level BLOCKDRAFT_ISA forces if set (the tests run
  * under every level, tests/e2e/isa_levels.sh), else the last (best) level
  * this machine runs.
@@ -1243,6 +1342,7 @@ int main(void) {
         cmocka_unit_test(test_isa_levels),
         cmocka_unit_test(test_matmul_paths),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_grouped),
         cmocka_unit_test(test_matmul_interleaved),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_expf_poly),
