@@ -148,20 +148,11 @@ static bool moe_experts_grouped(bd_session *s, const bd_layer *L, const float *h
     return true;
 }
 
-void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
+/* The routed experts one at a time, each over the rows routed to it
+ * (gathered); outputs land in their (row, slot) places, already weighted. */
+static void moe_experts_each(bd_session *s, const bd_layer *L, const float *h, int32_t n) {
     const bd_hparams *hp = &s->m->hp;
     const int32_t E = hp->n_embd, NE = hp->n_expert, U = hp->n_expert_used, FE = hp->n_ff_exp;
-
-    /* routing */
-    bd_matmul(s->pool, &L->router, h, E, n, s->moe_logits, NE, s->mm_scratch);
-    for (int32_t r = 0; r < n; r++) {
-        float *p = s->moe_logits + (int64_t)r * NE;
-        bd_moe_route(p, NE, U, hp->expert_weights_scale, p, s->moe_sel + (int64_t)r * U, s->moe_w + (int64_t)r * U);
-    }
-
-    /* experts, each over the rows routed to it; outputs land in their
-     * (row, slot) places, already weighted */
-    if (n <= BD_MOE_GROUP_ROWS && moe_experts_grouped(s, L, h, n)) goto shared_expert;
     for (int32_t e = 0; e < NE; e++) {
         int32_t m = 0;
         for (int32_t i = 0; i < n * U; i++)
@@ -190,8 +181,23 @@ void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
             for (int32_t i = 0; i < E; i++) dst[i] = src[i] * wk;
         }
     }
+}
 
-shared_expert:
+void bd_moe_ffn(bd_session *s, const bd_layer *L, float *h, int32_t n) {
+    const bd_hparams *hp = &s->m->hp;
+    const int32_t E = hp->n_embd, NE = hp->n_expert, U = hp->n_expert_used;
+
+    /* routing */
+    bd_matmul(s->pool, &L->router, h, E, n, s->moe_logits, NE, s->mm_scratch);
+    for (int32_t r = 0; r < n; r++) {
+        float *p = s->moe_logits + (int64_t)r * NE;
+        bd_moe_route(p, NE, U, hp->expert_weights_scale, p, s->moe_sel + (int64_t)r * U, s->moe_w + (int64_t)r * U);
+    }
+
+    /* the routed experts; outputs land in their (row, slot) places,
+     * already weighted */
+    if (n > BD_MOE_GROUP_ROWS || !moe_experts_grouped(s, L, h, n)) moe_experts_each(s, L, h, n);
+
     /* the shared expert, on all rows; its output gate is one scalar per row */
     const bool shared = L->gate_shexp.data != NULL;
     if (shared) {
