@@ -42,6 +42,7 @@
  * two probes in a never-right run of 128 tokens on top of its warm-up) */
 #define ADAPT_PROBE_SHARE 0.01
 #define ADAPT_WARMUP 2       /* draft length of the first step */
+#define ADAPT_REACH 4        /* a draft at most this times the furthest observed position */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
@@ -336,7 +337,16 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * them instead (adapt_fit_line), and below its shortest measured draft
  * with only one measured, that draft's pass plus the verify forwards
  * interpolated towards a plain step's. Pick the n with the best
- * E(n)/Cost(n).
+ * E(n)/Cost(n), on estimates bounded for the step (bd_spec_adapt_bound):
+ * past ADAPT_REACH times the furthest position observed every position
+ * counts as never accepted, so a draft grows from the warm-up's 2 to 8 and
+ * then to the full block rather than jumping there on untested optimism
+ * (for a drafter right for 5, a full block of 15 is a 16-row verify and 15
+ * head rows for 6 tokens), and a full block's untried positions are no
+ * better than what a short block observed there. (The price of the last:
+ * a full block that would be right where short blocks are wrong is not
+ * tried there; a wasted full block is the larger risk on a CPU, where its
+ * step costs many plain steps.)
  *
  * While plain steps win, a draft probes the drafter now and then, so a
  * drafter that starts agreeing is noticed. A probe drafts the length rated
@@ -607,6 +617,23 @@ int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens
     return g > gap ? (int32_t)g : gap;
 }
 
+int32_t bd_spec_adapt_bound(double *alpha, const int32_t *alpha_n, double *s_alpha, const int32_t *s_alpha_n,
+                            int32_t n_max) {
+    int32_t far = 0;
+    for (int32_t i = 1; i <= n_max; i++) {
+        bool s_seen = s_alpha && s_alpha_n[i] > 0;
+        if (alpha_n[i] > 0 || s_seen) far = i;
+        if (alpha_n[i] == 0 && s_seen && s_alpha[i] < alpha[i]) alpha[i] = s_alpha[i];
+        if (i > 1 && alpha_n[i] == 0 && alpha[i] > alpha[i - 1]) alpha[i] = alpha[i - 1];
+    }
+    int32_t reach = far == 0 || far > n_max / ADAPT_REACH ? n_max : ADAPT_REACH * far;
+    for (int32_t i = reach + 1; i <= n_max; i++) {
+        alpha[i] = 0;
+        if (s_alpha) s_alpha[i] = 0;
+    }
+    return reach;
+}
+
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
     /* a short warm-up draft, then one plain step. Short: a drafter that is
@@ -627,11 +654,16 @@ static int32_t adapt_pick(bd_spec *sp) {
     if (sp->step_no == 2) return 0;
     int32_t best_draft_n, n;
     bool stale;
+    /* this step's estimates, bounded where nothing was observed */
+    double alpha[SPEC_MAX_DRAFT + 1], s_alpha[SPEC_MAX_DRAFT + 1];
+    memcpy(alpha, sp->alpha, sizeof alpha);
+    memcpy(s_alpha, sp->s_alpha, sizeof s_alpha);
+    bd_spec_adapt_bound(alpha, sp->alpha_n, sp->df ? s_alpha : NULL, sp->s_alpha_n, sp->n_max);
     if (sp->df && sp->p.dflash_block != BD_DFLASH_BLOCK_FULL) {
         /* the block's length is picked too (auto), or always short */
         double est;
         int force = sp->p.dflash_block == BD_DFLASH_BLOCK_SHORT ? 1 : -1;
-        n = bd_spec_adapt_choose_block(sp->alpha, sp->cost, sp->vcost, sp->cost_n, sp->s_alpha, sp->s_alpha_n,
+        n = bd_spec_adapt_choose_block(alpha, sp->cost, sp->vcost, sp->cost_n, s_alpha, sp->s_alpha_n,
                                        sp->s_cost, sp->s_cost_n, sp->n_max, bd_dflash_block_size(sp->df), force,
                                        &best_draft_n,
                                        &sp->pick_short, &est);
@@ -641,7 +673,7 @@ static int32_t adapt_pick(bd_spec *sp) {
          * model's autoregressive drafting grows with it: whole steps'
          * slope there */
         const double *vcost = sp->df ? sp->vcost : NULL;
-        n = bd_spec_adapt_choose(sp->alpha, sp->cost, vcost, sp->cost_n, sp->n_max, &best_draft_n);
+        n = bd_spec_adapt_choose(alpha, sp->cost, vcost, sp->cost_n, sp->n_max, &best_draft_n);
         stale = bd_spec_plain_stale(sp->cost, vcost, sp->cost_n, sp->n_max, n);
     }
     if (stale) {

@@ -57,6 +57,24 @@ int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, cons
  * again. */
 bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n);
 
+/* Bounds one step's acceptance estimates (the caller's copies; the
+ * estimates themselves stay as observed) where nothing was observed:
+ * - a full-block position not observed takes the short block's estimate
+ *   there when that is lower, and no position not observed rates above
+ *   the one before it: a short block right for 5 and wrong at 6 says the
+ *   full block's untried positions 6.. are no sure thing either (the
+ *   8-layer MoE pair right for 5 at avx2 went from a short block of 8,
+ *   wrong at 6, to a full block of 15: a 280 ms step for 6 tokens);
+ * - positions beyond the reach, ADAPT_REACH times the furthest position
+ *   observed in either block, count as never accepted: a drafter right
+ *   twice in the warm-up does not draft a full block of 15 next on
+ *   untested optimism (a 270 ms step for 6 tokens on that pair, ~6 % of
+ *   its run). n_max while nothing is observed.
+ * alpha / s_alpha [n_max + 1] (full / short block, s_alpha may be NULL
+ * with s_alpha_n) are changed in place. Returns the reach. */
+int32_t bd_spec_adapt_bound(double *alpha, const int32_t *alpha_n, double *s_alpha, const int32_t *s_alpha_n,
+                            int32_t n_max);
+
 /* Plain steps before the next probe: the back-off gap, raised so that the
  * last probe's loss (probe_ms against probe_tokens plain steps of plain_ms
  * each) is at most 2 % of the plain steps' time; at most 256. */

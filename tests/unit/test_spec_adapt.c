@@ -405,6 +405,58 @@ static void forced_short_without_a_measured_full_block(void **st) {
     assert_true(fabs(est - 82.5) < 0.01);
 }
 
+/* The warm-up drafted 2, both accepted; nothing else observed. Unbounded,
+ * every position rates 1.0 and a cheap verify picks the full 15; bounded,
+ * positions past 4 x 2 = 8 count as never accepted: E(8) = 9 at 10 + 8/3
+ * ms (0.711) beats E(n > 8) = 9 at more cost, and plain (0.1). */
+static void warm_up_reach_bounds_the_next_draft(void **st) {
+    (void)st;
+    cheap_verify();
+    set_alpha(1.0);
+    int32_t an[N + 1] = {0}, san[N + 1] = {0}, bd;
+    double sa[N + 1];
+    an[1] = an[2] = 1;
+    for (int i = 0; i <= N; i++) sa[i] = 1.0;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), N);
+    assert_int_equal(bd_spec_adapt_bound(alpha, an, sa, san, N), 8);
+    for (int i = 1; i <= N; i++) {
+        assert_true(alpha[i] == (i <= 8 ? 1.0 : 0.0));
+        assert_true(sa[i] == (i <= 8 ? 1.0 : 0.0));
+    }
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 8);
+    /* observed up to 4 (or further): 16 > n_max, nothing is cut */
+    set_alpha(1.0);
+    an[4] = 1;
+    assert_int_equal(bd_spec_adapt_bound(alpha, an, NULL, NULL, N), N);
+    assert_true(alpha[N] == 1.0);
+    /* nothing observed at all: n_max, estimates as they were */
+    int32_t none[N + 1] = {0};
+    assert_int_equal(bd_spec_adapt_bound(alpha, none, NULL, NULL, N), N);
+    assert_true(alpha[N] == 1.0);
+}
+
+/* A short block observed right at 1..5 and wrong once at 6 (its estimate
+ * 0.5 there); the full block observed only at 1..2. The full block's
+ * untried positions take the short block's lower estimate (6: 0.5) and
+ * none rates above the one before it (7..15: 0.5; 3..5 stay 1.0, the short
+ * block's own figure). The reach is 4 x 6 = 24 > 15: no cut. Observed
+ * positions keep their estimates whatever the other block says. */
+static void short_block_observations_bound_the_full_blocks_untried_positions(void **st) {
+    (void)st;
+    set_alpha(1.0);
+    int32_t an[N + 1] = {0}, san[N + 1] = {0};
+    double sa[N + 1];
+    for (int i = 0; i <= N; i++) sa[i] = 1.0;
+    an[1] = an[2] = 1;
+    for (int i = 1; i <= 6; i++) san[i] = 1;
+    sa[6] = 0.5;
+    sa[2] = 0.25; /* observed by the full block: not taken */
+    assert_int_equal(bd_spec_adapt_bound(alpha, an, sa, san, N), N);
+    for (int i = 1; i <= N; i++) assert_true(alpha[i] == (i <= 5 ? 1.0 : 0.5));
+    /* the short block's own estimates are left alone */
+    assert_true(sa[2] == 0.25 && sa[6] == 0.5 && sa[7] == 1.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
@@ -420,6 +472,8 @@ int main(void) {
         cmocka_unit_test(cheaper_short_block_with_equal_acceptance_wins),
         cmocka_unit_test(short_block_with_worse_acceptance_loses),
         cmocka_unit_test(forced_short_without_a_measured_full_block),
+        cmocka_unit_test(warm_up_reach_bounds_the_next_draft),
+        cmocka_unit_test(short_block_observations_bound_the_full_blocks_untried_positions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
