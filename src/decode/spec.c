@@ -42,6 +42,7 @@
  * two probes in a never-right run of 128 tokens on top of its warm-up) */
 #define ADAPT_PROBE_SHARE 0.01
 #define ADAPT_WARMUP 2       /* draft length of the first step */
+#define ADAPT_WARMUP_LOSS 0.5 /* share of the warm-up's time counted as a probe's (adapt_observe) */
 #define ADAPT_REACH 4        /* a draft at most this times the furthest observed position */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
@@ -356,8 +357,8 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * (up to ADAPT_PROBE_MAX), and always enough that the last probe's loss
  * against plain steps (its time minus its tokens' time at the plain rate)
  * is at most ADAPT_PROBE_SHARE of the plain steps' time (again up to
- * ADAPT_PROBE_MAX; the warm-up's own loss does not count, its time is
- * inflated by cold caches): a drafter whose pass costs three target tokens
+ * ADAPT_PROBE_MAX; the warm-up's loss counts with half its time, which
+ * cold caches inflate): a drafter whose pass costs three target tokens
  * (MoE targets) is probed rarely, a cheap one often.
  *
  * The first step drafts min(n_max, ADAPT_WARMUP) as a warm-up (first
@@ -703,11 +704,15 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
         sp->probe_every = n_acc > 0                              ? ADAPT_PROBE_EVERY
                           : 2 * sp->probe_every > ADAPT_PROBE_MAX ? ADAPT_PROBE_MAX
                                                                   : 2 * sp->probe_every;
-        /* the warm-up's time is no measure of a probe's loss (the first
-         * run of a process: cold caches, first touch of scratch buffers,
-         * twice a later draft's time): after it only the back-off counts */
-        sp->probe_ms = ms;
-        sp->probe_tokens = sp->step_no == 1 ? 0 : n_acc + 1;
+        /* the warm-up is a probe too, but its time overstates one (in the
+         * first run of a process: cold caches, first touch of scratch
+         * buffers, twice a later draft's time): its loss counts at
+         * ADAPT_WARMUP_LOSS of its time. Not counted at all, a pair whose
+         * drafter pass is worth several plain tokens (the 8-layer MoE pair
+         * at avx2: a ~100 ms warm-up against 20 ms plain steps) probed
+         * again after 32 plain steps, ~1.4 % of a never-right run */
+        sp->probe_ms = sp->step_no == 1 ? ADAPT_WARMUP_LOSS * ms : ms;
+        sp->probe_tokens = n_acc + 1;
     }
     /* a short block's acceptance and cost are its own: a shorter block
      * changes what the drafter's rows attend to */
