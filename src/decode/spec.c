@@ -44,6 +44,7 @@
 #define ADAPT_WARMUP 2       /* draft length of the first step */
 #define ADAPT_WARMUP_LOSS 0.5 /* share of the warm-up's time counted as a probe's (adapt_observe) */
 #define ADAPT_REACH 4        /* a draft at most this times the furthest observed position */
+#define ADAPT_MARGIN 0.05    /* a draft's estimated rate must beat plain's by this share */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
 #define SPEC_PEND 16         /* plain-step features held back from the drafter */
 
@@ -529,6 +530,17 @@ static double adapt_best_draft(const double *alpha, const double *est, int32_t n
     return best;
 }
 
+/* The rate a draft must beat: a plain step's, ADAPT_MARGIN higher. The
+ * estimates are noisy and were measured at other times (a VM's speed
+ * drifts by 20 % between phases: the 4B never-right pair at avxvnni
+ * drafted a full block of 3 at an estimated 1.01x plain's rate, priced
+ * from a warm-up measured in a faster phase, and paid 263 ms against a
+ * 70 ms plain step), and a losing draft costs more than a plain step
+ * chosen at break-even does. */
+static double adapt_plain_rate(const double *cost, const int32_t *cost_n) {
+    return cost_n[0] ? (1.0 + ADAPT_MARGIN) / cost[0] : 0.0;
+}
+
 int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
                              int32_t n_max, int32_t *best_draft_n) {
     BD_ASSERT(n_max >= 1 && n_max <= SPEC_MAX_DRAFT);
@@ -537,7 +549,7 @@ int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const doub
     adapt_costs(cost, vcost, cost_n, n_max, est);
     double rate = adapt_best_draft(alpha, est, n_max, &bdn);
     if (best_draft_n) *best_draft_n = bdn;
-    return rate > (cost_n[0] ? 1.0 / cost[0] : 0.0) ? bdn : 0;
+    return rate > adapt_plain_rate(cost, cost_n) ? bdn : 0;
 }
 
 int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, const double *vcost,
@@ -601,7 +613,7 @@ int32_t bd_spec_adapt_choose_block(const double *alpha, const double *cost, cons
     *short_block = s;
     if (best_draft_n) *best_draft_n = bdn;
     if (est_cost) *est_cost = s ? est_s[bdn] : est_f[bdn];
-    return (s ? rate_s : rate_f) > (cost_n[0] ? 1.0 / cost[0] : 0.0) ? bdn : 0;
+    return (s ? rate_s : rate_f) > adapt_plain_rate(cost, cost_n) ? bdn : 0;
 }
 
 bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t *cost_n, int32_t n_max, int32_t n) {

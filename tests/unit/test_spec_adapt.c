@@ -196,9 +196,30 @@ static void one_measured_draft_prices_shorter_ones_with_its_pass(void **st) {
     for (int i = 2; i <= N; i++) alpha[i] = 0.0;
     assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 1);
     /* and a draft model (no verify times) keeps interpolating whole steps:
-     * at alpha(1) 1/2 the draft of 1 rates above plain there */
-    set_alpha(0.5);
+     * at alpha(1) 0.6 the draft of 1 rates 1.6 / 327.5 = 0.00489 there,
+     * above plain's 1.05 / 222 = 0.00473 with the margin; priced as a DFlash
+     * drafter (1.6 / 398 = 0.00402) it does not */
+    set_alpha(0.6);
     assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, N, &bd), 1);
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, vcost, cost_n, N, &bd), 0);
+}
+
+/* A draft must beat plain's rate by 5 %: plain 100 ms, a draft of 1
+ * measured at 140 ms. alpha(1) 0.44: E = 1.44, rate 1.44 / 140 = 0.01029,
+ * 3 % above plain's 0.01: plain. alpha(1) 0.5: 1.5 / 140 = 0.01071, 7 %
+ * above: the draft. */
+static void a_draft_must_beat_plain_by_the_margin(void **st) {
+    (void)st;
+    for (int i = 0; i <= N; i++) cost_n[i] = 0;
+    cost[0] = 100, cost_n[0] = 4;
+    cost[1] = 140, cost_n[1] = 4;
+    set_alpha(0.0);
+    alpha[1] = 0.44;
+    int32_t bd;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, 1, &bd), 0);
+    assert_int_equal(bd, 1);
+    alpha[1] = 0.5;
+    assert_int_equal(bd_spec_adapt_choose(alpha, cost, NULL, cost_n, 1, &bd), 1);
 }
 
 static void a_draft_cheaper_than_plain_means_a_stale_plain_time(void **st) {
@@ -472,6 +493,7 @@ int main(void) {
         cmocka_unit_test(cheaper_short_block_with_equal_acceptance_wins),
         cmocka_unit_test(short_block_with_worse_acceptance_loses),
         cmocka_unit_test(forced_short_without_a_measured_full_block),
+        cmocka_unit_test(a_draft_must_beat_plain_by_the_margin),
         cmocka_unit_test(warm_up_reach_bounds_the_next_draft),
         cmocka_unit_test(short_block_observations_bound_the_full_blocks_untried_positions),
     };
