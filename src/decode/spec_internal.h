@@ -24,8 +24,8 @@ extern bool bd_spec_test_wrong_history;
  * forward's part of them (a DFlash drafter: with two or more measured
  * draft lengths a drafting step then costs one line fitted to all of them;
  * NULL: per-length costs, extrapolated from whole steps). Returns the
- * draft length to use (0 = a plain step) and the best drafting length in
- * *best_draft_n. */
+ * draft length to use (0 = a plain step: no draft rates 5 % above a plain
+ * step's 1 / cost[0]) and the best drafting length in *best_draft_n. */
 #include <stdint.h>
 int32_t bd_spec_adapt_choose(const double *alpha, const double *cost, const double *vcost, const int32_t *cost_n,
                              int32_t n_max, int32_t *best_draft_n);
@@ -77,7 +77,7 @@ int32_t bd_spec_adapt_bound(double *alpha, const int32_t *alpha_n, double *s_alp
 
 /* Plain steps before the next probe: the back-off gap, raised so that the
  * last probe's loss (probe_ms against probe_tokens plain steps of plain_ms
- * each) is at most 2 % of the plain steps' time; at most 256. */
+ * each) is at most 1 % of the plain steps' time; at most 256. */
 int32_t bd_spec_probe_gap(int32_t backoff, double probe_ms, int32_t probe_tokens, double plain_ms);
 
 #endif
