@@ -46,7 +46,7 @@
 #define ADAPT_REACH 4        /* a draft at most this times the furthest observed position */
 #define ADAPT_MARGIN 0.05    /* a draft's estimated rate must beat plain's by this share */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
-#define SPEC_PEND 16         /* plain-step features held back from the drafter */
+#define SPEC_PEND 256        /* plain-step features held back from the drafter, at most */
 
 struct bd_spec {
     bd_spec_params p;
@@ -85,12 +85,17 @@ struct bd_spec {
     bool pick_short;        /* adapt_pick chose a short block for this step */
     bool step_short;        /* this step's draft ran a short block */
     /* draft-dflash: target features of plain steps not yet given to the
-     * drafter ([SPEC_PEND][n_taps * n_embd]); appended in one batch before
-     * the next draft, so a run of plain steps reads the drafter's context
-     * weights once per SPEC_PEND tokens instead of once per token */
+     * drafter ([pend_cap][n_taps * n_embd]), rows hist[n_rows ..]. They
+     * are appended in one batch before the next draft (or when pend_cap
+     * are held): a run of plain steps reads the drafter's context weights
+     * once per batch instead of once per token, and a generation that
+     * ends before its next draft never appends them (the next one does,
+     * where its prompt repeats them: spec_reset) */
     float *pend;
     int32_t n_pend;
+    int32_t pend_cap;       /* min(SPEC_PEND, the session's n_batch) */
     int64_t pend_row;       /* floats per row */
+    double flush_ms;        /* time spent appending held-back rows (spec_flush_pending) */
     int32_t cost_provisional; /* n whose next time replaces its cost (the warm-up's length; 0 after a stale plain time), or -1 */
     bd_spec_trace_fn trace;
     void *trace_user;
@@ -197,7 +202,8 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
         }
         limit = bd_dflash_block_size(sp->df) - 1;
         sp->pend_row = (int64_t)bd_dflash_n_taps(sp->df) * t->m->hp.n_embd;
-        sp->pend = malloc((size_t)SPEC_PEND * (size_t)sp->pend_row * sizeof(float));
+        sp->pend_cap = t->n_batch < SPEC_PEND ? t->n_batch : SPEC_PEND;
+        sp->pend = malloc((size_t)sp->pend_cap * (size_t)sp->pend_row * sizeof(float));
         if (!sp->pend) {
             bd_err(err, errlen, "out of memory");
             goto fail;
@@ -367,7 +373,7 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * only until a real measurement of that length replaces it). The second is a
  * plain step (the cost of not drafting). Plain steps hold their features
  * back from a DFlash drafter (SPEC_PEND rows at most) and hand them over in
- * one batch before the next draft.
+ * one batch before the next draft; that batch's time is no step's cost.
  *
  * A DFlash drafter's block (BD_DFLASH_BLOCK_AUTO) is picked the same way:
  * the trained block [anchor, MASK x (B - 1)] whatever n is, or a short one
@@ -647,6 +653,28 @@ int32_t bd_spec_adapt_bound(double *alpha, const int32_t *alpha_n, double *s_alp
     return reach;
 }
 
+void bd_spec_adapt_learn(double *alpha, int32_t *alpha_n, const double *other, int32_t n_max, bool cap_unreached,
+                         int32_t n_drafted, int32_t n_acc) {
+    for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
+        double obs = i <= n_acc ? 1.0 : 0.0;
+        /* a first observation starts from the other block's estimate when
+         * that is lower: both blocks draft for the same target, and with a
+         * prior of 1.0 the 4B never-right pair at avx512 drafted one-token
+         * short blocks after a rejected warm-up and a rejected short block
+         * (alpha(1) = 0.5 on the short block's one observation) */
+        if (alpha_n[i] == 0 && other && other[i] < alpha[i]) alpha[i] = other[i];
+        double beta = 1.0 / (alpha_n[i] + 2);
+        if (beta < ADAPT_BETA) beta = ADAPT_BETA;
+        alpha[i] += beta * (obs - alpha[i]);
+        alpha_n[i]++;
+    }
+    /* positions never reached yet are assumed no better than the last one
+     * observed before them: optimism only where nothing says otherwise
+     * (the short block's unreached positions: bd_spec_adapt_choose_block) */
+    for (int32_t j = 2; j <= n_max && cap_unreached; j++)
+        if (alpha_n[j] == 0 && alpha[j] > alpha[j - 1]) alpha[j] = alpha[j - 1];
+}
+
 static int32_t adapt_pick(bd_spec *sp) {
     sp->step_no++;
     /* a short warm-up draft, then one plain step. Short: a drafter that is
@@ -728,20 +756,10 @@ static void adapt_observe(bd_spec *sp, int32_t n_drafted, int32_t n_acc, double 
     }
     /* a short block's acceptance and cost are its own: a shorter block
      * changes what the drafter's rows attend to */
-    double *alpha = sp->step_short ? sp->s_alpha : sp->alpha;
-    int32_t *alpha_n = sp->step_short ? sp->s_alpha_n : sp->alpha_n;
-    for (int32_t i = 1; i <= n_drafted && i <= n_acc + 1; i++) {
-        double obs = i <= n_acc ? 1.0 : 0.0;
-        double beta = 1.0 / (alpha_n[i] + 2);
-        if (beta < ADAPT_BETA) beta = ADAPT_BETA;
-        alpha[i] += beta * (obs - alpha[i]);
-        alpha_n[i]++;
-    }
-    /* positions never reached yet are assumed no better than the last one
-     * observed before them: optimism only where nothing says otherwise
-     * (the short block's unreached positions: bd_spec_adapt_choose_block) */
-    for (int32_t j = 2; j <= sp->n_max && !sp->step_short; j++)
-        if (sp->alpha_n[j] == 0 && sp->alpha[j] > sp->alpha[j - 1]) sp->alpha[j] = sp->alpha[j - 1];
+    if (sp->step_short)
+        bd_spec_adapt_learn(sp->s_alpha, sp->s_alpha_n, sp->alpha, sp->n_max, false, n_drafted, n_acc);
+    else
+        bd_spec_adapt_learn(sp->alpha, sp->alpha_n, sp->s_alpha, sp->n_max, true, n_drafted, n_acc);
     if (sp->step_short) {
         /* (a warm-up's time, cold, only until the next of its length) */
         bool replace = sp->s_provisional == n_drafted;
@@ -986,16 +1004,28 @@ typedef struct {
  * into the history, keeping the longest usable prefix of the caches.
  * The target keeps the longest common prefix of its cache and the prompt.
  * The DFlash context holds the target's features of the last generation's
- * history (row i <-> hist[i], n_rows of them: features held back in
- * sp->pend are gone), so it keeps the same prefix, which cannot exceed its
- * own common prefix with the prompt (the target session may have been used
- * without this bd_spec in between). The draft-simple cache is revalidated
- * against the prompt. Returns the target tokens kept. */
+ * history (row i <-> hist[i], n_rows of them, then the n_pend held back in
+ * sp->pend), so it keeps the same prefix, which cannot exceed its own
+ * common prefix with the prompt (the target session may have been used
+ * without this bd_spec in between). Held-back rows the prompt repeats,
+ * below what the target keeps, are appended first (cheaper than a target
+ * forward that would make them again); the rest are dropped. The
+ * draft-simple cache is revalidated against the prompt. Returns the target
+ * tokens kept. */
 static int32_t spec_reset(bd_spec *sp, const int32_t *prompt, int32_t n_prompt) {
     int32_t cap = n_prompt;
     if (sp->df) {
-        int32_t rows = bd_dflash_n_rows(sp->df);
-        cap = bd_decode_common_prefix(sp->hist, rows < sp->n_hist ? rows : sp->n_hist, prompt, n_prompt);
+        int32_t rows = bd_dflash_n_rows(sp->df), held = rows + sp->n_pend;
+        cap = bd_decode_common_prefix(sp->hist, held < sp->n_hist ? held : sp->n_hist, prompt, n_prompt);
+        int32_t t_keep = bd_decode_common_prefix(bd_session_tokens(sp->t), bd_session_length(sp->t), prompt,
+                                                 n_prompt - 1);
+        int32_t use = (cap < t_keep ? cap : t_keep) - rows;
+        char e[8];
+        /* (an append cannot fail here: use <= pend_cap <= n_batch rows, and
+         * rows + use <= n_hist <= n_ctx; if it did, the rows are dropped) */
+        if (use <= 0 || !bd_dflash_append(sp->df, sp->pend, use, e, sizeof e)) use = 0;
+        sp->n_pend = 0;
+        if (cap > rows + use) cap = rows + use;
     }
     int32_t keep = bd_decode_reuse_prefix(sp->t, prompt, n_prompt, cap);
     BD_ASSERT(keep >= 0 && keep < n_prompt && keep <= cap);
@@ -1047,7 +1077,9 @@ static bool spec_flush_pending(gen_run *r) {
     double td = bd_time_ms();
     bool ok = bd_dflash_append(sp->df, sp->pend, sp->n_pend, r->err, r->errlen);
     sp->n_pend = 0;
-    r->st->spec.draft_ms += bd_time_ms() - td;
+    double ms = bd_time_ms() - td;
+    r->st->spec.draft_ms += ms;
+    sp->flush_ms += ms;
     return ok;
 }
 
@@ -1129,7 +1161,7 @@ static bool spec_verify(gen_run *r, int32_t nd, int32_t *a, int32_t *tok) {
 
 /* Commit: roll the target back to anchor + the a accepted drafts (P: the
  * anchor's position), give those rows' features to the DFlash drafter (a
- * plain step's are held back, SPEC_PEND at most, in adaptive mode), emit
+ * plain step's are held back, pend_cap at most, in adaptive mode), emit
  * the accepted drafts and the target's token, and revalidate the
  * draft-simple cache (its rows P+1.. hold the drafts). */
 static bool spec_commit(gen_run *r, int32_t P, int32_t nd, int32_t a, int32_t tok) {
@@ -1141,7 +1173,7 @@ static bool spec_commit(gen_run *r, int32_t P, int32_t nd, int32_t a, int32_t to
     if (sp->df && nd == 0 && sp->p.adaptive) {
         /* a plain step: hold its features back (a == 0, one row) */
         memcpy(sp->pend + sp->n_pend * sp->pend_row, bd_session_taps(t, NULL), (size_t)sp->pend_row * sizeof(float));
-        if (++sp->n_pend == SPEC_PEND && !spec_flush_pending(r)) return false;
+        if (++sp->n_pend == sp->pend_cap && !spec_flush_pending(r)) return false;
     } else if (sp->df) {
         double td = bd_time_ms();
         bool ok = bd_dflash_append(sp->df, bd_session_taps(t, NULL), a + 1, r->err, r->errlen);
@@ -1193,13 +1225,19 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     }
     while (ok && !r.e.done) {
         double ts = bd_time_ms(), vms0 = st->spec.verify_ms;
+        sp->flush_ms = 0;
         int32_t P = bd_session_length(t), nd, a, tok;
         /* the target cache holds every committed token but the anchor; the
          * DFlash context (plus the held-back rows) the same tokens */
         BD_ASSERT(P == sp->n_hist - 1);
         BD_ASSERT(!sp->df || bd_dflash_n_rows(sp->df) + sp->n_pend == P);
         ok = spec_draft(&r, &nd) && spec_verify(&r, nd, &a, &tok) && spec_commit(&r, P, nd, a, tok);
-        if (ok && sp->p.adaptive) adapt_observe(sp, nd, a, bd_time_ms() - ts, st->spec.verify_ms - vms0);
+        /* held-back rows are every token's cost, paid before whichever
+         * draft comes next: not this step's (a plain step that fills the
+         * buffer would price plain higher for a while, a probe after many
+         * plain steps would look worse than it is) */
+        if (ok && sp->p.adaptive)
+            adapt_observe(sp, nd, a, bd_time_ms() - ts - sp->flush_ms, st->spec.verify_ms - vms0);
     }
     st->gen_ms = bd_time_ms() - t1;
     st->spec.other_ms = st->gen_ms - st->spec.draft_ms - st->spec.verify_ms;

@@ -75,6 +75,17 @@ bool bd_spec_plain_stale(const double *cost, const double *vcost, const int32_t 
 int32_t bd_spec_adapt_bound(double *alpha, const int32_t *alpha_n, double *s_alpha, const int32_t *s_alpha_n,
                             int32_t n_max);
 
+/* One drafting step's lesson for one block's acceptance estimates
+ * alpha[1..n_max] (alpha_n[i] observations each): positions 1..n_acc were
+ * accepted, n_acc + 1 rejected (if drafted); later ones were not seen.
+ * Each seen position moves towards what it saw by 1 / (n + 2) of the gap
+ * (n its earlier observations), at least 15 %. A position seen for the
+ * first time starts from other[i] (the other block's estimate; NULL:
+ * none) when that is lower than its own. cap_unreached (the full block):
+ * afterwards no position never seen rates above the one before it. */
+void bd_spec_adapt_learn(double *alpha, int32_t *alpha_n, const double *other, int32_t n_max, bool cap_unreached,
+                         int32_t n_drafted, int32_t n_acc);
+
 /* Plain steps before the next probe: the back-off gap, raised so that the
  * last probe's loss (probe_ms against probe_tokens plain steps of plain_ms
  * each) is at most 1 % of the plain steps' time; at most 256. */

@@ -135,7 +135,13 @@ static bool rec_tok(int32_t t, void *u) {
     return true;
 }
 
-enum { PLAIN = 0, DFLASH = 1, SIMPLE = 2 };
+/* ADAPTIVE: DFlash with the adaptive draft length, whose plain steps hold
+ * their features back from the drafter: a generation ends with some not
+ * yet appended, and the next prompt's reuse must still cover them. Greedy
+ * only: at T > 0 its timing-driven draft lengths change how much of the
+ * random stream a generation draws, so equal seeds need not give equal
+ * tokens (the distribution is test_spec_sampling's) */
+enum { PLAIN = 0, DFLASH = 1, SIMPLE = 2, ADAPTIVE = 3 };
 
 typedef struct {
     bd_session *s;
@@ -149,7 +155,7 @@ static gen_ctx ctx_new(int mode) {
     int32_t taps[16];
     sp.n_ctx = 256;
     sp.n_threads = 1;
-    if (mode == DFLASH) {
+    if (mode == DFLASH || mode == ADAPTIVE) {
         sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
         sp.tap_layers = taps;
     } else {
@@ -163,12 +169,27 @@ static gen_ctx ctx_new(int mode) {
     assert_non_null(c.s);
     if (mode != PLAIN) {
         bd_spec_params p = bd_spec_default_params();
-        p.type = mode == DFLASH ? BD_SPEC_DRAFT_DFLASH : BD_SPEC_DRAFT_SIMPLE;
+        p.type = mode == SIMPLE ? BD_SPEC_DRAFT_SIMPLE : BD_SPEC_DRAFT_DFLASH;
         p.n_max = 4;
-        c.x = bd_spec_create(c.s, mode == DFLASH ? g_dm : g_m, &p, NULL, 0, err, sizeof err);
+        p.adaptive = mode == ADAPTIVE;
+        c.x = bd_spec_create(c.s, mode == SIMPLE ? g_m : g_dm, &p, NULL, 0, err, sizeof err);
         assert_non_null(c.x);
     }
     return c;
+}
+
+/* the first drafting step's drafts */
+typedef struct {
+    int32_t pos, drafts[16], n;
+} first_draft;
+
+static void trace_first(void *user, int32_t pos, int32_t anchor, const int32_t *drafts, int32_t nd, int32_t a) {
+    (void)anchor, (void)a;
+    first_draft *f = user;
+    if (f->n > 0 || nd == 0) return;
+    f->pos = pos;
+    f->n = nd < 16 ? nd : 16;
+    memcpy(f->drafts, drafts, (size_t)f->n * sizeof *drafts);
 }
 
 static void ctx_free(gen_ctx *c) {
@@ -195,8 +216,12 @@ static void reuse_case(int mode, float temp) {
     gen_ctx c = ctx_new(mode);
     ids_rec a, b, f;
     bd_gen_stats gs;
-    gen(&c, p1, n1, 12, temp, &a, &gs);
+    /* adaptive: two tokens, so that the one step after the prompt's is a
+     * plain one (no draft fits before n_predict) and the generation ends
+     * with its row held back */
+    gen(&c, p1, n1, mode == ADAPTIVE ? 2 : 12, temp, &a, &gs);
     assert_int_equal(gs.n_prompt_cached, 0);
+    if (mode == ADAPTIVE) assert_int_equal(gs.spec.n_drafted, 0);
     /* the next prompt: what the session holds (prompt + all but the last
      * emitted token), the last emitted token and a few more words */
     int32_t p2[128];
@@ -229,12 +254,22 @@ static void reuse_case(int mode, float temp) {
     assert_memory_equal(lg_reused, bd_session_logits(fresh.s, 0), (size_t)bd_model_n_vocab(g_m) * sizeof(float));
     free(lg_reused);
 
-    /* longer generations: the same tokens as a fresh session */
+    /* longer generations: the same tokens as a fresh session; a DFlash
+     * drafter's first drafts the same too (its context rows are the same) */
+    first_draft d1 = {0}, d2 = {0};
+    if (c.x) bd_spec_set_trace(c.x, trace_first, &d1);
     gen(&c, p2, n2, 40, temp, &b, &gs);
     assert_int_equal(gs.n_prompt_cached, n2 - 1); /* everything but the last prompt token */
     gen_ctx fresh2 = ctx_new(mode);
+    if (fresh2.x) bd_spec_set_trace(fresh2.x, trace_first, &d2);
     gen(&fresh2, p2, n2, 40, temp, &f, &gs);
     assert_int_equal(b.n, f.n);
+    if (mode == DFLASH || mode == ADAPTIVE) {
+        assert_true(d1.n > 0);
+        assert_int_equal(d1.pos, d2.pos);
+        assert_int_equal(d1.n, d2.n);
+        assert_memory_equal(d1.drafts, d2.drafts, (size_t)d1.n * sizeof d1.drafts[0]);
+    }
     assert_memory_equal(b.ids, f.ids, (size_t)b.n * sizeof b.ids[0]);
     if (mode != PLAIN) assert_true(gs.spec.n_drafted > 0);
 
@@ -254,6 +289,7 @@ static void reuse_plain_sampled(void **st) { (void)st; reuse_case(PLAIN, 0.9f); 
 static void reuse_dflash_greedy(void **st) { (void)st; reuse_case(DFLASH, 0.0f); }
 static void reuse_dflash_sampled(void **st) { (void)st; reuse_case(DFLASH, 0.9f); }
 static void reuse_simple_greedy(void **st) { (void)st; reuse_case(SIMPLE, 0.0f); }
+static void reuse_adaptive_greedy(void **st) { (void)st; reuse_case(ADAPTIVE, 0.0f); }
 
 
 /* ------------------------------------------------------------------------
@@ -435,6 +471,7 @@ int main(void) {
         cmocka_unit_test(reuse_dflash_greedy),
         cmocka_unit_test(reuse_dflash_sampled),
         cmocka_unit_test(reuse_simple_greedy),
+        cmocka_unit_test(reuse_adaptive_greedy),
         cmocka_unit_test(version_agrees),
         cmocka_unit_test(spec_open_one_call),
         cmocka_unit_test(threadpool_shared),

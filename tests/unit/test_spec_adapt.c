@@ -478,6 +478,43 @@ static void short_block_observations_bound_the_full_blocks_untried_positions(voi
     assert_true(sa[2] == 0.25 && sa[6] == 0.5 && sa[7] == 1.0);
 }
 
+/* The acceptance update. A full-block warm-up of 2 rejected at 1: alpha(1)
+ * moves half way to 0 (its first observation: 1 / (0 + 2)), 0.5, and the
+ * positions never reached fall to it. A short block then rejected at 1 for
+ * the first time starts from the full block's 0.5, not its prior 1.0:
+ * 0.25 (0.5 from the prior). Its next observation is its own: 0.25 moves
+ * a third of the way to 0. A short block's unreached positions are left
+ * alone (bd_spec_adapt_choose_block fills them). The step never falls
+ * below 15 %: the eleventh observation of an estimate 1.0 rejected gives
+ * 0.85, not 1 - 1/12. */
+static void first_observation_starts_from_the_other_blocks_estimate(void **st) {
+    (void)st;
+    double fa[N + 1], sa[N + 1];
+    int32_t fan[N + 1] = {0}, san[N + 1] = {0};
+    for (int i = 0; i <= N; i++) fa[i] = sa[i] = 1.0;
+    bd_spec_adapt_learn(fa, fan, sa, N, true, 2, 0);
+    assert_true(fa[1] == 0.5 && fan[1] == 1 && fan[2] == 0);
+    for (int i = 2; i <= N; i++) assert_true(fa[i] == 0.5);
+    bd_spec_adapt_learn(sa, san, fa, N, false, 2, 0);
+    assert_true(sa[1] == 0.25 && san[1] == 1 && san[2] == 0 && sa[2] == 1.0);
+    bd_spec_adapt_learn(sa, san, fa, N, false, 1, 0);
+    assert_true(fabs(sa[1] - 0.25 * 2.0 / 3.0) < 1e-15 && san[1] == 2);
+    /* accepted at 1 on a first observation: from 0.5 towards 1 */
+    double sb[N + 1];
+    int32_t sbn[N + 1] = {0};
+    for (int i = 0; i <= N; i++) sb[i] = 1.0;
+    bd_spec_adapt_learn(sb, sbn, fa, N, false, 1, 1);
+    assert_true(sb[1] == 0.75);
+    /* no other block, and the 15 % floor */
+    double a[N + 1];
+    int32_t an[N + 1] = {0};
+    for (int i = 0; i <= N; i++) a[i] = 1.0;
+    an[1] = 10;
+    bd_spec_adapt_learn(a, an, NULL, N, true, 3, 0);
+    assert_true(fabs(a[1] - 0.85) < 1e-15 && an[1] == 11 && an[2] == 0);
+    for (int i = 2; i <= N; i++) assert_true(a[i] == a[1]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(always_right_drafts_full_blocks), cmocka_unit_test(never_right_goes_plain),
@@ -496,6 +533,7 @@ int main(void) {
         cmocka_unit_test(a_draft_must_beat_plain_by_the_margin),
         cmocka_unit_test(warm_up_reach_bounds_the_next_draft),
         cmocka_unit_test(short_block_observations_bound_the_full_blocks_untried_positions),
+        cmocka_unit_test(first_observation_starts_from_the_other_blocks_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
