@@ -1210,8 +1210,8 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
         return false;
     }
 
+    double t0 = bd_time_ms(); /* (the reset's appends of held-back rows are prompt work) */
     int32_t keep = spec_reset(sp, prompt, n_prompt);
-    double t0 = bd_time_ms();
     bool ok = spec_prefill(&r, prompt, n_prompt, keep);
     double t1 = bd_time_ms();
     st->n_prompt = n_prompt;
