@@ -1392,92 +1392,22 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
     il_scales_q6k(p, sub, u);
 }
 
-/* NT (<= IL_FEW_MAX) activation rows (Q8_K, row j at xq + j xs) against
- * one interleaved group, both subs, y[j ldy + r] = row r's dot: the block
- * kernels' integer sums with the unpacking folded in (nothing goes through
- * memory), each code vector unpacked once for all NT rows, and per row
- * their f32 steps, so the same bits. (Without VNNI the int16 sums of
- * maddubs pairs are the block kernels' own, in their order.) */
+/* Few activation rows against one interleaved group, both subs, y[j ldy + r]
+ * = row r's dot, the unpacking folded in (nothing goes through memory):
+ * il_one_q4k (one Q4_K row; two or more go to il_groups' fused pair kernel,
+ * IL_FEW_ROWS_FOR) and il_few_q6k (NT <= IL_FEW_MAX Q6_K rows at xq + j xs,
+ * each code vector unpacked once for all of them). The block kernels'
+ * integer sums and f32 steps, so the same bits. */
 #define IL_FEW_MAX 2
 #define IL_FEW_MAX_FOR(type) IL_FEW_MAX
-BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, float *y, int64_t ldy,
-                          const int NT) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x3F), hi2 = _mm256_set1_epi8(0x30),
-                  ff = _mm256_set1_epi32(0xFF);
-    const size_t ib = 16 * sizeof(block_q4_K);
-    __m256 acc[2][IL_FEW_MAX];
-    UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *p = w + (size_t)i * ib;
-        il_prefetch(p, ib);
-        const block_q8_K *x[IL_FEW_MAX];
-        UNROLL for (int j = 0; j < NT; j++) x[j] = (const block_q8_K *)(xq + (size_t)j * xs) + i;
-        UNROLL for (int sub = 0; sub < 2; sub++) {
-            const __m256i q1 = il_word(p, sub, 1), q3 = il_word(p, sub, 3);
-            const __m256i sc_lo = _mm256_and_si256(q1, m6);
-            const __m256i sc_hi =
-                _mm256_or_si256(_mm256_and_si256(q3, m4), _mm256_and_si256(_mm256_srli_epi32(q1, 2), hi2));
-            __m256i sumi[IL_FEW_MAX];
-            UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm256_setzero_si256();
-            UNROLL for (int c = 0; c < 4; c++) {
-                __m256i tl[IL_FEW_MAX], th[IL_FEW_MAX];
-                UNROLL for (int j = 0; j < NT; j++) tl[j] = th[j] = _mm256_setzero_si256();
-                UNROLL for (int g = 0; g < 8; g++) {
-                    const __m256i v = il_word(p, sub, 4 + 8 * c + g);
-                    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-                    UNROLL for (int j = 0; j < NT; j++) {
-                        const __m256i bl = bcast32(x[j]->qs + 64 * c + 4 * g), bh = bcast32(x[j]->qs + 64 * c + 32 + 4 * g);
-#if defined(__AVXVNNI__)
-                        tl[j] = _mm256_dpbusd_avx_epi32(tl[j], lo, bl);
-                        th[j] = _mm256_dpbusd_avx_epi32(th[j], hi, bh);
-#else
-                        tl[j] = _mm256_add_epi16(tl[j], _mm256_maddubs_epi16(lo, bl));
-                        KEEP(tl[j]);
-                        th[j] = _mm256_add_epi16(th[j], _mm256_maddubs_epi16(hi, bh));
-                        KEEP(th[j]);
-#endif
-                    }
-                }
-                UNROLL for (int h = 0; h < 2; h++) {
-                    const int s = 2 * c + h;
-                    const __m256i sc = _mm256_and_si256(_mm256_srli_epi32(s < 4 ? sc_lo : sc_hi, 8 * (s % 4)), ff);
-                    UNROLL for (int j = 0; j < NT; j++)
-#if defined(__AVXVNNI__)
-                        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_mullo_epi32(h ? th[j] : tl[j], sc));
-#else
-                        sumi[j] = madd_acc(sumi[j], h ? th[j] : tl[j], pair16(sc));
-#endif
-                }
-            }
-            const __m256i q0 = il_word(p, sub, 0), q2 = il_word(p, sub, 2);
-            const __m256i m_lo = _mm256_and_si256(q2, m6);
-            const __m256i m_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), m4),
-                                                 _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2));
-            const __m256 d = _mm256_cvtph_ps(low16_epi32(q0)), dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q0, 16)));
-            UNROLL for (int j = 0; j < NT; j++) {
-                __m256i summ = _mm256_setzero_si256();
-                UNROLL for (int s = 0; s < 8; s++) {
-                    const __m256i mn = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
-                    summ = madd_acc(summ, mn, bcast32(x[j]->bsums + 2 * s));
-                }
-                const __m256 dx = _mm256_set1_ps(x[j]->d);
-                acc[sub][j] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sumi[j]), acc[sub][j]);
-                acc[sub][j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(summ), acc[sub][j]);
-            }
-        }
-    }
-    UNROLL for (int j = 0; j < NT; j++) {
-        _mm256_storeu_ps(y + j * ldy, acc[0][j]);
-        _mm256_storeu_ps(y + j * ldy + 8, acc[1][j]);
-    }
-}
 
 /* One activation row against a group, both subs side by side: each
  * activation broadcast feeds the two subs' code vectors at once (with the
  * subs one after the other, the compiler hoisted the 64 broadcasts of a
- * block out of the sub loop and spilled them to the stack). The integer
- * sums are il_few_q4k's, only added in another order (exact), and the f32
- * steps per sub are the same, so the same bits. kbench, one thread, in
+ * block out of the sub loop and spilled them to the stack; that form, for
+ * up to two rows, was il_few_q4k until two rows went to il_groups). The
+ * integer sums are rg_block_q4k's, only added in another order (exact),
+ * and the f32 steps per sub are the same, so the same bits. kbench, one thread, in
  * cache: Zen 4 AVX2, 2048 x 2048, 0.081 -> 0.064 ms; Zen 5 AVX-VNNI, 2048
  * x 2560, 0.167 -> 0.137 (from memory both at ~17 ms per 512 MiB). Q6_K's
  * version of this measured no better than il_few_q6k and was left out. */
@@ -1559,7 +1489,7 @@ BD_INLINE __m256i il_pick16(int a, int b) {
                                                                       0x04000400, 0x08000800, 0x0C000C00));
 }
 
-/* Q6_K: as il_few_q4k, the sums and f32 step of rg_block_q6k. Its integer
+/* Q6_K, NT rows: the sums and f32 step of rg_block_q6k. Its integer
  * sums come in another order (exact, so the same values): each sub-block
  * scale sign-extended into both int16 halves with one vpshufb and one
  * shift, and the -32 offset as 32 x the bsums product subtracted. */
@@ -1624,13 +1554,13 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
     }
 }
 
-/* kernels_il.h's IL_FEW: NT as a constant, one copy each; one Q4_K row
- * through il_one_q4k. */
+/* kernels_il.h's IL_FEW: NT as a constant, one copy each; Q4_K only ever
+ * gets one row here (IL_FEW_ROWS_FOR). */
 static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
                    int64_t ldy) {
     if (type == BD_TYPE_Q4_K) {
-        if (nt == 1) il_one_q4k(nb, w, xq, y);
-        else il_few_q4k(nb, w, xq, xs, y, ldy, 2);
+        BD_ASSERT(nt == 1);
+        il_one_q4k(nb, w, xq, y);
     } else {
         if (nt == 1) il_few_q6k(nb, w, xq, xs, y, ldy, 1);
         else il_few_q6k(nb, w, xq, xs, y, ldy, 2);
@@ -1715,27 +1645,32 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * rows 17.6 / 14.7 against 14.7 / 13.0; Q6_K (2560 x 9728) at 2 rows 8.5 /
  * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. */
 #define IL_FEW_ROWS 2
-/* ... per type: on avxvnni two Q4_K rows go to il_groups, whose fused pair
- * kernel (IL_FUSED_ROWS) beat il_few there once it existed: Zen 5, kbench,
- * 2 threads, best of 2 alternating, 9728 x 2560 from memory 15.6 -> 12.5
- * ms, 4096 x 2048 in cache 301-308 -> 395-414 GOPS; Q6_K (2560 x 9728) stays
- * (13.7 against 14.4-14.8), as does avx2 (18.2-18.5 both ways). */
-#if defined(__AVXVNNI__)
+/* ... per type: two Q4_K rows go to il_groups, whose fused pair kernel
+ * (IL_FUSED_ROWS) beats il_few there: Zen 5, kbench, 2 threads, best of 2
+ * alternating, avxvnni 9728 x 2560 from memory 15.6 -> 12.5 ms, 4096 x
+ * 2048 in cache 301-308 -> 395-414 GOPS. avx2 had read 18.2-18.5 ms both
+ * ways against il_groups on unpacked blocks; with the fused kernel (below)
+ * 9728 x 2560, 256 MiB a rep, best of 20, four alternating rounds: 9.1-9.7
+ * ms in il_few against 6.7-8.2. Q6_K (2560 x 9728) stays (13.7 against
+ * 14.4-14.8 at avxvnni). */
 #define IL_FEW_ROWS_FOR(type) ((type) == BD_TYPE_Q4_K ? 1 : IL_FEW_ROWS)
-#endif
 /* Q4_K batches up to this many rows read the codes in the pair kernel
  * (kernels_il.h) instead of from an unpacked copy; -DIL_FUSED_ROWS=N to
  * measure others. Zen 5, kbench, 2 threads, 9728 x 2560 from memory (521
  * MiB a rep), best of 8, ms, unpacked / read in the kernel: avxvnni at 3 /
  * 6 / 16 rows 18.2 / 26.1 / 54.5 against 16.4 / 24.7 / 50.4 (prompts of
- * 32 and 64 rows even, in cache); avx2, whose vpmaddubsw + vpaddw pair
- * leaves fewer free ALU slots, 19.5 / 28.1 / 60.4 against 19.0 / 28.7 /
- * 66.5, so not there. */
+ * 32 and 64 rows even, in cache). avx2, whose vpmaddubsw + vpaddw pair
+ * leaves fewer free ALU slots: 19.5 / 28.1 / 60.4 against 19.0 / 28.7 /
+ * 66.5 in that session; measured again (session of 2026-12-06, 256 MiB a
+ * rep, best of 16-20, three alternating rounds, unpacked / read in the
+ * kernel): 3 rows 10.5-13.0 / 8.2-10.4, 4 rows 13.1-17.4 / 11.2-13.9, 6
+ * rows 15.7-17.8 / 14.9-16.3, 8 rows 21.7-34.8 / 21.1-28.3, 16 rows
+ * 41.8-49.2 / 42.0-49.8: read in the kernel up to 8 rows there. */
 #ifndef IL_FUSED_ROWS
 #if defined(__AVXVNNI__)
 #define IL_FUSED_ROWS 16
 #else
-#define IL_FUSED_ROWS 0
+#define IL_FUSED_ROWS 8
 #endif
 #endif
 
