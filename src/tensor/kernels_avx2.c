@@ -1665,12 +1665,15 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * rep, best of 16-20, three alternating rounds, unpacked / read in the
  * kernel): 3 rows 10.5-13.0 / 8.2-10.4, 4 rows 13.1-17.4 / 11.2-13.9, 6
  * rows 15.7-17.8 / 14.9-16.3, 8 rows 21.7-34.8 / 21.1-28.3, 16 rows
- * 41.8-49.2 / 42.0-49.8: read in the kernel up to 8 rows there. */
+ * 41.8-49.2 / 42.0-49.8; then 7 rows 17.8-25.1 / 21.6-24.4 and 8 rows
+ * even in three more rounds, and a 4B verify curve t(6) 178 / t(7) 276
+ * ms: read in the kernel up to 6 rows there (two calls of IL_PAIR_NT 3;
+ * each call reads and masks the codes again). */
 #ifndef IL_FUSED_ROWS
 #if defined(__AVXVNNI__)
 #define IL_FUSED_ROWS 16
 #else
-#define IL_FUSED_ROWS 8
+#define IL_FUSED_ROWS 6
 #endif
 #endif
 
