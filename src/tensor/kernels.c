@@ -109,6 +109,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
 }
 
 bool bd_il_prefetch_l1;
+int bd_il_fused_rows_avx2 = 6;
 
 /* BLOCKDRAFT_PREFETCH: "l1" / "l2" into *l1; false for another value */
 static bool prefetch_parse(const char *s, bool *l1) {
@@ -129,6 +130,14 @@ static void tables_build(void) {
      * that distance is unmeasured there and on Intel, so they keep L2. */
     const char *pf = getenv("BLOCKDRAFT_PREFETCH");
     if (!pf || !prefetch_parse(pf, &bd_il_prefetch_l1)) bd_il_prefetch_l1 = cpu->amd && cpu->family == 0x1A;
+    /* Zen 4 (family 25), avx2, kbench 9728 x 2560 Q4_K from memory, 2
+     * threads, best of 10, three alternating rounds, ms, unpacked / read in
+     * the kernel: 7 rows 50.5-51.5 / 35.7-36.4, 8 rows 53.0-53.7 /
+     * 38.1-38.5, 9 rows 55.4-55.8 / 40.9-41.7, 12 rows 68.2-68.7 /
+     * 52.1-53.6, 16 rows 86.8-87.3 / 72.2-73.3; on Zen 5 7 rows read slower
+     * in the kernel and 8 even (kernels_avx2.c), hence 6 there and on CPUs
+     * not measured. */
+    bd_il_fused_rows_avx2 = cpu->amd && cpu->family == 0x19 ? 16 : 6;
     int best = BD_ISA_REF;
     /* levels come after the one they are laid over */
     for (int i = 0; i < BD_ISA_COUNT; i++) {

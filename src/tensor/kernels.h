@@ -146,6 +146,13 @@ bool bd_kernels_check(char *err, size_t errlen);
  * 0x1A (Zen 5), where it was measured faster, and L2 elsewhere (the choice
  * measured on Zen 4). A hint only: the results' bits never depend on it. */
 extern bool bd_il_prefetch_l1;
+/* The most Q4_K activation rows for which the `avx2` level's interleaved
+ * groups read the codes inside the pair kernel (kernels_il.h) rather than
+ * from a copy unpacked once per block: 16 on AMD family 0x19 (Zen 4), 6
+ * elsewhere (kernels_avx2.c's measurements). Set when the tables are
+ * built; `avxvnni` always reads them in the kernel. The results' bits
+ * never depend on it. */
+extern int bd_il_fused_rows_avx2;
 /* "l1" or "l2": the choice in use (builds the tables first). */
 const char *bd_kernels_prefetch_name(void);
 /* The table of one level, or NULL if this machine cannot run it. */
