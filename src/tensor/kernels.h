@@ -148,8 +148,8 @@ bool bd_kernels_check(char *err, size_t errlen);
 extern bool bd_il_prefetch_l1;
 /* The most Q4_K activation rows for which the `avx2` level's interleaved
  * groups read the codes inside the pair kernel (kernels_il.h) rather than
- * from a copy unpacked once per block: 16 on AMD family 0x19 (Zen 4), 6
- * elsewhere (kernels_avx2.c's measurements). Set when the tables are
+ * from a copy unpacked once per block: 16 on Zen 4 (AMD family 0x19 with
+ * AVX-512), 6 elsewhere (kernels_avx2.c's measurements). Set when the tables are
  * built; `avxvnni` always reads them in the kernel. The results' bits
  * never depend on it. */
 extern int bd_il_fused_rows_avx2;
