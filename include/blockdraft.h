@@ -442,6 +442,14 @@ int32_t bd_spec_n_max(const bd_spec *sp);
  * lossless whatever they are; they change only speed. */
 void bd_spec_set_draft_limits(bd_spec *sp, int32_t *n_max, int32_t *n_min, float *p_min);
 
+/* With the adaptive draft length (bd_spec_params.adaptive), a generation
+ * starts from what the earlier ones on this bd_spec learned (acceptance by
+ * position, step costs) once one of them drafted. This makes the next
+ * generation start fresh instead, with the warm-up draft of a new bd_spec
+ * (benchmarks of a one-shot run; a different kind of prompt). Output is
+ * the same either way. */
+void bd_spec_forget(bd_spec *sp);
+
 /* Observe every speculative step: the anchor's position and id, the
  * drafted tokens and how many of them the target accepted. For tests that
  * compare drafts step by step with another engine. fn NULL turns it off.

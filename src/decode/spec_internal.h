@@ -18,6 +18,12 @@ extern bool bd_spec_test_wrong_rule;
  * the mistake the statistical test with a penalty must be able to see. */
 extern bool bd_spec_test_wrong_history;
 
+/* Adaptive steps observed since the estimates were last fresh (a new
+ * bd_spec, bd_spec_forget, or a generation after none that drafted):
+ * grows across generations while adapt_carry carries the state over. */
+typedef struct bd_spec bd_spec;
+int32_t bd_spec_test_steps_learned(const bd_spec *sp);
+
 /* The adaptive draft-length decision (pure function of its inputs):
  * alpha[1..n_max] acceptance estimates, cost[0..n_max] measured step
  * times with cost_n[i] observations each, vcost[0..n_max] the verify

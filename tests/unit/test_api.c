@@ -13,6 +13,8 @@
  *    gives the output and the logits (bit for bit) of a fresh session;
  *    for bd_generate and for bd_spec_generate with the DFlash drafter and
  *    with draft-simple.
+ *  - the adaptive draft length's state carries over between generations
+ *    on one bd_spec (after one drafted) until bd_spec_forget.
  *  - version: the macros and bd_version() agree.
  *  - bd_spec_open: one call gives a session tapping the drafter's layers
  *    and the bd_spec that owns it; its output equals plain greedy.
@@ -36,6 +38,7 @@
 #include "blockdraft.h"
 #include "gguf/bd_gguf.h"
 #include "model/synth.h"
+#include "decode/spec_internal.h"
 
 static char g_target[1024], g_draft[1024], g_long[256], g_vocab[256];
 static bd_model *g_m, *g_dm;
@@ -291,6 +294,54 @@ static void reuse_dflash_sampled(void **st) { (void)st; reuse_case(DFLASH, 0.9f)
 static void reuse_simple_greedy(void **st) { (void)st; reuse_case(SIMPLE, 0.0f); }
 static void reuse_adaptive_greedy(void **st) { (void)st; reuse_case(ADAPTIVE, 0.0f); }
 
+/* every step's draft count */
+typedef struct {
+    int32_t nd[256];
+    int n;
+} step_rec;
+
+static void trace_steps(void *user, int32_t pos, int32_t anchor, const int32_t *drafts, int32_t nd, int32_t a) {
+    (void)pos, (void)anchor, (void)drafts, (void)a;
+    step_rec *r = user;
+    if (r->n < 256) r->nd[r->n++] = nd;
+}
+
+/* The adaptive state carries over between generations on one bd_spec once
+ * one of them drafted; bd_spec_forget starts afresh. A fresh start is the
+ * warm-up (two drafts, then a plain step); the steps learned from count
+ * on across carried generations and restart after a forget. Every
+ * generation gives plain greedy's tokens whatever the state. */
+static void adaptive_state_carries_over(void **st) {
+    (void)st;
+    int32_t p[64];
+    int np = bd_tokenize(g_m, "Once upon a time", 16, true, false, p, 64);
+    assert_true(np > 1);
+    gen_ctx plain = ctx_new(PLAIN), c = ctx_new(ADAPTIVE);
+    ids_rec want, got;
+    bd_gen_stats gs;
+    gen(&plain, p, np, 40, 0.0f, &want, &gs);
+    step_rec s;
+    bd_spec_set_trace(c.x, trace_steps, &s);
+    int32_t learned = 0;
+    for (int g = 0; g < 4; g++) {
+        if (g == 2) bd_spec_forget(c.x);
+        s.n = 0;
+        gen(&c, p, np, 40, 0.0f, &got, &gs);
+        assert_int_equal(got.n, want.n);
+        assert_memory_equal(got.ids, want.ids, (size_t)want.n * sizeof want.ids[0]);
+        assert_true(s.n >= 2);
+        if (g == 0 || g == 2) {
+            assert_int_equal(s.nd[0], 2);
+            assert_int_equal(s.nd[1], 0);
+            learned = 0;
+        }
+        learned += s.n;
+        assert_int_equal(bd_spec_test_steps_learned(c.x), learned);
+    }
+    ctx_free(&c);
+    ctx_free(&plain);
+}
+
 
 /* ------------------------------------------------------------------------
  * Version, bd_spec_open, thread pools
@@ -472,6 +523,7 @@ int main(void) {
         cmocka_unit_test(reuse_dflash_sampled),
         cmocka_unit_test(reuse_simple_greedy),
         cmocka_unit_test(reuse_adaptive_greedy),
+        cmocka_unit_test(adaptive_state_carries_over),
         cmocka_unit_test(version_agrees),
         cmocka_unit_test(spec_open_one_call),
         cmocka_unit_test(threadpool_shared),
