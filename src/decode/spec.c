@@ -46,6 +46,7 @@
 #define ADAPT_REACH 4        /* a draft at most this times the furthest observed position */
 #define ADAPT_MARGIN 0.05    /* a draft's estimated rate must beat plain's by this share */
 #define ADAPT_FIT_WEIGHT 8   /* most weight of one draft length in the DFlash cost line */
+#define ADAPT_CARRY_N 1      /* observations an estimate carried to the next generation counts as */
 #define SPEC_PEND 256        /* plain-step features held back from the drafter, at most */
 
 struct bd_spec {
@@ -99,6 +100,7 @@ struct bd_spec {
     int32_t cost_provisional; /* n whose next time replaces its cost (the warm-up's length; 0 after a stale plain time), or -1 */
     bool forget;            /* bd_spec_forget: the next generation starts fresh */
     int32_t n_learned;      /* steps observed since the state was last fresh */
+    bool carry_probe;       /* a carried generation's first plain pick probes instead */
     bd_spec_trace_fn trace;
     void *trace_user;
 };
@@ -729,6 +731,12 @@ static int32_t adapt_pick(bd_spec *sp) {
         sp->plain_run = 0;
         return 0;
     }
+    if (n == 0 && sp->carry_probe) {
+        sp->carry_probe = false;
+        sp->plain_run = 0;
+        return best_draft_n;
+    }
+    sp->carry_probe = false;
     if (n == 0) {
         if (++sp->plain_run >= bd_spec_probe_gap(sp->probe_every, sp->probe_ms, sp->probe_tokens,
                                                  sp->cost_n[0] ? sp->cost[0] : 0)) {
@@ -1025,25 +1033,43 @@ static void adapt_forget(bd_spec *sp) {
     sp->probe_tokens = 0;
     sp->forget = false;
     sp->n_learned = 0;
+    sp->carry_probe = false;
 }
 
-/* A new generation on this bd_spec. The acceptance estimates (this drafter
- * on this target) and the step costs (this machine) carry over from the
- * generations before it once one of them drafted: the first step is then
- * an adaptive pick, not the warm-up and its plain step, and a draft starts
- * at the length the last generation settled on instead of growing 2 -> 8 ->
- * 15 again. That ramp cost ~10 % of a 64-token generation on the 4B
- * always-right pair at avx2 (Zen 4: 29.4-29.7 tok/s against 32.3-32.8 at a
- * fixed n_max 15), and a server slot paid it on every request. A new
- * prompt may suit the drafter differently: the estimates move with every
- * step as before, and the probe back-off starts again (the loss-based gap
- * of bd_spec_probe_gap stays). Without an earlier draft (or after
- * bd_spec_forget) everything starts fresh. */
+/* A new generation on this bd_spec. The step costs (this machine) carry
+ * over from the generations before it once one of them drafted, and the
+ * acceptance estimates (this drafter on this target) as a prior: the first
+ * step is then an adaptive pick, not the warm-up and its plain step, and a
+ * draft starts at the length the last generation settled on instead of
+ * growing 2 -> 8 -> 15 again. That ramp cost ~10 % of a 64-token generation
+ * on the 4B always-right pair at avx2 (Zen 4: 29.4-29.7 tok/s against
+ * 32.3-32.8 at a fixed n_max 15), and a server slot paid it on every
+ * request. A new prompt may suit the drafter differently, so:
+ * - each position's estimate counts as ADAPT_CARRY_N observations at most
+ *   (the running mean's weights, bd_spec_adapt_learn): a drafter right
+ *   everywhere before and wrong now drafts two full blocks before its
+ *   rate falls below plain's (4B at avx2: alpha(1) 1 -> 0.67 -> 0.5), not
+ *   five at the EMA's 0.15;
+ * - a first pick of plain is a probe instead (the best drafting length):
+ *   a drafter that was wrong before is tried once per generation, as the
+ *   warm-up did, not after the up to ADAPT_PROBE_MAX plain steps its last
+ *   probe's loss would space;
+ * - the probe back-off starts again.
+ * Without an earlier draft (or after bd_spec_forget) everything starts
+ * fresh. */
 static void adapt_carry(bd_spec *sp) {
     bool learned = false;
     for (int32_t i = 1; i <= SPEC_MAX_DRAFT; i++) learned |= sp->cost_n[i] > 0 || sp->s_cost_n[i] > 0;
-    if (sp->forget || !learned) adapt_forget(sp);
-    else sp->step_no = 2; /* past the warm-up and its plain step */
+    if (sp->forget || !learned) {
+        adapt_forget(sp);
+    } else {
+        sp->step_no = 2; /* past the warm-up and its plain step */
+        for (int32_t i = 0; i <= SPEC_MAX_DRAFT; i++) {
+            if (sp->alpha_n[i] > ADAPT_CARRY_N) sp->alpha_n[i] = ADAPT_CARRY_N;
+            if (sp->s_alpha_n[i] > ADAPT_CARRY_N) sp->s_alpha_n[i] = ADAPT_CARRY_N;
+        }
+        sp->carry_probe = true;
+    }
     sp->pick_short = sp->step_short = false;
     sp->plain_run = 0;
     sp->probe_every = ADAPT_PROBE_EVERY;
