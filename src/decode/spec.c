@@ -377,9 +377,10 @@ bd_spec *bd_spec_open(bd_model *target, bd_model *draft, const bd_session_params
  * only until a real measurement of that length replaces it). The second is a
  * plain step (the cost of not drafting). A later generation on the same
  * bd_spec skips both once an earlier one drafted: it starts from the
- * estimates and costs learned so far (adapt_carry). Plain steps hold their features
- * back from a DFlash drafter (SPEC_PEND rows at most) and hand them over in
- * one batch before the next draft; that batch's time is no step's cost.
+ * estimates and costs learned so far (adapt_carry). Plain steps hold their
+ * features back from a DFlash drafter (SPEC_PEND rows at most) and hand them
+ * over in one batch before the next draft; that batch's time is no step's
+ * cost.
  *
  * A DFlash drafter's block (BD_DFLASH_BLOCK_AUTO) is picked the same way:
  * the trained block [anchor, MASK x (B - 1)] whatever n is, or a short one
