@@ -408,6 +408,10 @@ int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *his
     const int32_t *ids;
     const float *probs;
     int32_t n = bd_sampler_dist(s, logits, hist, n_hist, &ids, &probs);
+    return bd_sampler_pick(s, ids, probs, n);
+}
+
+int32_t bd_sampler_pick(bd_sampler *s, const int32_t *ids, const float *probs, int32_t n) {
     if (n == 1) return ids[0];
     double u = bd_sampler_uniform(s), cum = 0.0;
     for (int32_t i = 0; i < n; i++) {

@@ -41,8 +41,15 @@ bool bd_sampler_has_bias(const bd_sampler *s);
 int32_t bd_sampler_dist(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist,
                         const int32_t **ids, const float **probs);
 
-/* Draw one token from logits (dist + one uniform draw). */
+/* Draw one token from logits: bd_sampler_dist, then bd_sampler_pick. */
 int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *hist, int32_t n_hist);
+
+/* The draw itself: one uniform u (none when n == 1), and the first
+ * candidate whose running sum of probs exceeds u (the last if rounding
+ * leaves u past them all). The speculative verifier draws its tokens with
+ * this too, so that a seed gives the same tokens with and without a
+ * drafter (spec.c, accept_row). */
+int32_t bd_sampler_pick(bd_sampler *s, const int32_t *ids, const float *probs, int32_t n);
 
 /* Uniform double in [0, 1) from the sampler's generator. */
 double bd_sampler_uniform(bd_sampler *s);

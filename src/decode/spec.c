@@ -17,7 +17,8 @@
  * verify row j-1. With sampling, d_j is accepted with probability p_j(d_j)
  * under the exact distribution plain sampling would use; on rejection the
  * token is drawn from p_j with d_j removed. Either way every emitted token
- * is distributed exactly as in plain decoding.
+ * is distributed exactly as in plain decoding; with sampling the tokens
+ * are even the ones plain decoding draws from the same seed (accept_row).
  */
 #include <math.h>
 #include <stdio.h>
@@ -871,26 +872,24 @@ static bool draft_simple(bd_spec *sp, int32_t n, int32_t *out, int32_t *n_out, c
 bool bd_spec_test_wrong_rule = false;
 bool bd_spec_test_wrong_history = false;
 
-/* Draw from dist (ids/probs, count n) with `skip` removed (renormalized). */
-static int32_t sample_excluding(bd_sampler *smp, const int32_t *ids, const float *probs, int32_t n, int32_t skip) {
-    double mass = 0.0;
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] != skip) mass += probs[i];
-    double u = bd_sampler_uniform(smp) * mass, cum = 0.0;
-    int32_t last = -1;
-    for (int32_t i = 0; i < n; i++) {
-        if (ids[i] == skip) continue;
-        last = ids[i];
-        cum += probs[i];
-        if (u < cum) return ids[i];
-    }
-    return last;
-}
-
 /* Target's token for verify row `row` given draft d (or -1 for the bonus).
  * hist[0..n_hist) is the history plain decoding would have before this
  * row (the repetition penalty reads it). Returns true if d is accepted;
- * else *tok gets the replacement. */
+ * else *tok gets the replacement.
+ *
+ * With sampling, the row's token is drawn exactly as plain sampling draws
+ * it (bd_sampler_pick: one uniform, none for a single candidate) and the
+ * draft is accepted iff it is that token. Every draft here is one token
+ * (DFlash and draft-simple take the drafter's argmax, ngram-simple a
+ * copy), so this is the acceptance rule of dflash.md section 5 in another
+ * form: d is accepted with probability p(d), and a rejected row emits a
+ * token drawn from p with d removed. It also keeps the generator in step
+ * with plain decoding, one draw per emitted token (rows after a rejection
+ * draw nothing), so a seed gives the same tokens with and without a
+ * drafter, whatever draft lengths the steps took: an adaptive draft
+ * length, which depends on measured time, does not make seeded output
+ * vary from run to run. (The usual form draws a second uniform on
+ * rejection, and its tokens then depend on where the drafts fell.) */
 static bool accept_row(bd_sampler *smp, const float *logits, const int32_t *hist, int32_t n_hist, int32_t d,
                        int32_t *tok) {
     const int32_t *ids;
@@ -900,38 +899,16 @@ static bool accept_row(bd_sampler *smp, const float *logits, const int32_t *hist
         *tok = ids[0];
         return d >= 0 && *tok == d;
     }
-    if (d < 0) {
-        double u = bd_sampler_uniform(smp), cum = 0.0;
-        *tok = ids[n - 1];
-        for (int32_t i = 0; i < n; i++) {
-            cum += probs[i];
-            if (u < cum) {
-                *tok = ids[i];
-                break;
+    if (bd_spec_test_wrong_rule && d >= 0) {
+        /* deliberately wrong (test hook): any draft with p > 0.1 accepted */
+        for (int32_t i = 0; i < n; i++)
+            if (ids[i] == d && probs[i] > 0.1f) {
+                *tok = d;
+                return true;
             }
-        }
-        return false;
     }
-    double pd = 0.0;
-    for (int32_t i = 0; i < n; i++)
-        if (ids[i] == d) {
-            pd = probs[i];
-            break;
-        }
-    if (bd_spec_test_wrong_rule) {
-        if (pd > 0.1) {
-            *tok = d;
-            return true;
-        }
-        *tok = sample_excluding(smp, ids, probs, n, d);
-        return false;
-    }
-    if (pd > 0.0 && bd_sampler_uniform(smp) < pd) {
-        *tok = d;
-        return true;
-    }
-    *tok = sample_excluding(smp, ids, probs, n, d);
-    return false;
+    *tok = bd_sampler_pick(smp, ids, probs, n);
+    return d >= 0 && *tok == d;
 }
 
 /* ------------------------------------------------------------------------

@@ -36,6 +36,9 @@
  * minus count * freq + presence for a token seen in the window, after the
  * repetition penalty), written out here too. Plain and speculative must
  * pass; with the frequency penalty the wrong-history loop must fail.
+ *
+ * Stronger than the law: seeded_speculative_is_plain checks that each
+ * seed gives plain sampling's very ids (see there).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -388,6 +391,85 @@ static int teardown(void **st) {
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * Seeded identity: the verifier draws each row's token as plain sampling
+ * does (one uniform per emitted token, spec.c accept_row), so for every
+ * seed the speculative ids equal plain sampling's, whatever the draft
+ * lengths: fixed n_max 1 and 7 and the adaptive length (whose choices
+ * depend on measured time). A power check: the deliberately wrong rule
+ * must break the identity for some seeds.
+ * ---------------------------------------------------------------------- */
+
+#define SEED_RUNS 40
+#define SEED_TOKENS 16
+
+typedef struct {
+    int32_t ids[SEED_TOKENS];
+    int n;
+} seq;
+
+static bool on_seq(int32_t t, void *u) {
+    seq *q = u;
+    if (q->n < SEED_TOKENS) q->ids[q->n++] = t;
+    return q->n < SEED_TOKENS;
+}
+
+/* Runs SEED_RUNS seeds plain, then speculative with n_max (0: adaptive);
+ * returns how many seeds gave the plain ids. */
+static int seeded_identical(int32_t n_max) {
+    char err[256];
+    bd_session_params sp = bd_session_default_params();
+    int32_t taps[16];
+    sp.n_ctx = 96;
+    sp.n_threads = 1;
+    if (g_spec_type == BD_SPEC_DRAFT_DFLASH) {
+        sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
+        sp.tap_layers = taps;
+    }
+    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
+    assert_non_null(s);
+    bd_spec_params p = bd_spec_default_params();
+    p.type = g_spec_type;
+    p.n_max = n_max > 0 ? n_max : 7;
+    p.adaptive = n_max == 0;
+    bd_spec *x = bd_spec_create(s, g_dm, &p, NULL, 0, err, sizeof err);
+    assert_non_null(x);
+    int same = 0;
+    long drafted = 0, accepted = 0;
+    for (int run = 0; run < SEED_RUNS; run++) {
+        bd_gen_params gp = {.n_predict = SEED_TOKENS, .sampling = g_sp, .ignore_eog = true};
+        gp.sampling.seed = 7000 + (uint64_t)run;
+        seq a = {{0}, 0}, b = {{0}, 0};
+        bd_gen_stats st;
+        assert_true(bd_generate(s, g_prompt, g_np, &gp, on_seq, &a, &st, err, sizeof err));
+        assert_true(bd_spec_generate(x, g_prompt, g_np, &gp, on_seq, &b, &st, err, sizeof err));
+        assert_int_equal(a.n, SEED_TOKENS);
+        assert_int_equal(b.n, SEED_TOKENS);
+        drafted += st.spec.n_drafted;
+        accepted += st.spec.n_accepted;
+        same += !memcmp(a.ids, b.ids, sizeof a.ids);
+    }
+    printf("seeded, n_max %s%d%s: %d of %d seeds give plain sampling's %d ids; drafted %ld accepted %ld\n",
+           n_max ? "" : "adaptive up to ", p.n_max, bd_spec_test_wrong_rule ? " (WRONG rule)" : "", same,
+           SEED_RUNS, SEED_TOKENS, drafted, accepted);
+    /* rejections and acceptances both ran (the wrong rule may accept all) */
+    assert_true(accepted > 0 && (bd_spec_test_wrong_rule || accepted < drafted));
+    bd_spec_free(x);
+    bd_session_free(s);
+    return same;
+}
+
+static void seeded_speculative_is_plain(void **st) {
+    (void)st;
+    bd_spec_test_wrong_rule = false;
+    static const int32_t lengths[] = {0, 1, 7}; /* 0: adaptive (up to 7) */
+    for (int i = 0; i < 3; i++) assert_int_equal(seeded_identical(lengths[i]), SEED_RUNS);
+    bd_spec_test_wrong_rule = true;
+    int same = seeded_identical(3);
+    bd_spec_test_wrong_rule = false;
+    assert_true(same < SEED_RUNS);
+}
+
 /* The hybrid group: speculative sampling on a Gated DeltaNet target, where
  * every rejected draft rolls the recurrent state back. */
 static char g_dir[64];
@@ -440,11 +522,13 @@ int main(void) {
         cmocka_unit_test(plain_matches_bias_penalties),
         cmocka_unit_test(speculative_matches_bias_penalties),
         cmocka_unit_test(wrong_history_is_detected_freq),
+        cmocka_unit_test(seeded_speculative_is_plain),
     };
     const struct CMUnitTest hybrid[] = {
         cmocka_unit_test(plain_matches),
         cmocka_unit_test(speculative_matches),
         cmocka_unit_test(wrong_rule_is_detected),
+        cmocka_unit_test(seeded_speculative_is_plain),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     return rc | cmocka_run_group_tests_name("hybrid qwen35 target, draft-simple", hybrid, setup_hybrid,
