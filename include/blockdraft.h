@@ -302,6 +302,7 @@ typedef struct bd_spec_stats {
     int64_t drafted_at[32];
     double draft_ms, verify_ms, other_ms;
     int64_t n_short_blocks; /* DFlash drafting passes run on a short block */
+    bool adaptive;          /* the draft length was picked each step (bd_spec_params.adaptive) */
 } bd_spec_stats;
 
 typedef struct bd_gen_stats {
@@ -382,12 +383,23 @@ typedef struct bd_spec_params {
     int32_t n_max;    /* max drafted tokens per step (DFlash: <= block_size - 1); 0 = default */
     int32_t n_min;    /* drop drafts shorter than this */
     float p_min;      /* draft-simple: stop drafting below this draft probability */
-    bool adaptive;    /* pick the draft length each step from acceptance and measured cost */
+    bool adaptive;    /* pick the draft length each step from acceptance and measured cost
+                         (n_max its bound); false: draft n_max every step, as llama.cpp.
+                         Front ends default it per type (bd_spec_adaptive_default) */
     int32_t ngram_n;  /* ngram-simple: match length (default 3) */
     bd_dflash_block dflash_block; /* DFlash block length (below) */
 } bd_spec_params;
 
 bd_spec_params bd_spec_default_params(void);
+/* The adaptive default a front end (run, serve, a gallery model) applies
+ * when neither a flag nor the model's config says: on for draft-dflash,
+ * off for the others. A DFlash step costs a drafter pass plus a verify of
+ * n_max + 1 rows whatever is accepted; on a CPU, where both are
+ * compute-bound, a fixed full block loses to plain decoding whenever the
+ * drafter is right for fewer than a few positions (never right: 0.13-0.21x
+ * plain speed at 4B, avx2, Zen 4). bd_spec_default_params keeps it off (the
+ * reference behaviour; its callers set the type later). */
+bool bd_spec_adaptive_default(bd_spec_type t);
 const char *bd_spec_type_name(bd_spec_type t); /* static string */
 /* "none", "draft-dflash", "draft-simple", "ngram-simple" -> type; false if unknown. */
 bool bd_spec_type_parse(const char *s, bd_spec_type *out);

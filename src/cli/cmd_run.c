@@ -6,7 +6,7 @@
  *                  [--seed S] [-t THREADS] [-c CTX]
  *                  [--json] [--ignore-eos] [-f FILE] [--no-display-prompt]
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
- *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive]
+ *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive | --no-spec-adaptive]
  *                  [--grammar GBNF | --grammar-file FILE | -j JSON | -jf FILE]
  *
  * Text streams to stdout as it is generated (the prompt first, as
@@ -108,13 +108,15 @@ static void usage(void) {
             "                         draft-simple: default 3)\n"
             "  --spec-draft-n-min N   drop drafts shorter than N (default 0)\n"
             "  --spec-draft-p-min P   draft-simple: stop drafting below this draft probability\n"
-            "  --spec-adaptive        choose the draft length each step from acceptance and measured cost\n"
+            "  --spec-adaptive        choose the draft length each step (up to the n-max) from acceptance\n"
+            "                         and measured cost (default with a DFlash drafter)\n"
+            "  --no-spec-adaptive     draft the n-max every step, as llama.cpp does\n"
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-block auto|full|short  DFlash block rows: the trained block (full), [anchor,\n"
-            "                         MASK x n] as llama.cpp (short), or, with --spec-adaptive, whichever\n"
+            "                         MASK x n] as llama.cpp (short), or, when adaptive, whichever\n"
             "                         measures faster, each with its own acceptance (auto, the default;\n"
-            "                         full without --spec-adaptive)\n"
+            "                         full with --no-spec-adaptive)\n"
             "  --spec-dflash-short-block  the same as --spec-dflash-block short\n"
             "constrained output (llama.cpp's flag names; one of them):\n"
             "  --grammar GBNF         every token obeys this GBNF grammar (root rule `root`); generation\n"
@@ -133,6 +135,8 @@ typedef struct run_opts {
     bd_session_params sp;
     bd_spec_params spp;
     bool json, echo, spec_type_set, spec_trace;
+    int spec_adaptive;              /* 1 --spec-adaptive, 0 --no-spec-adaptive, -1 neither */
+    const gallery_config *cfg;      /* `run NAME`: the model's config, or NULL */
     const char *gram_src, *gram_opt; /* --grammar / --grammar-file / -j / -jf and its value */
     bool gram_file, gram_schema;
 } run_opts;
@@ -142,6 +146,7 @@ static void run_opts_init(run_opts *o) {
     o->gp = (bd_gen_params){.n_predict = 128, .sampling = bd_sampler_default_params()};
     o->sp = bd_session_default_params();
     o->spp = bd_spec_default_params();
+    o->spec_adaptive = -1;
     o->echo = true;
 }
 
@@ -211,7 +216,8 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             o->gram_src = v;
             o->gram_file = strstr(a, "-file") || !strcmp(a, "-jf");
             o->gram_schema = strstr(a, "json") || !strcmp(a, "-j") || !strcmp(a, "-jf");
-        } else if (arg_is(a, "--spec-adaptive", NULL)) o->spp.adaptive = true;
+        } else if (arg_is(a, "--spec-adaptive", NULL)) o->spec_adaptive = 1;
+        else if (arg_is(a, "--no-spec-adaptive", NULL)) o->spec_adaptive = 0;
         else if (arg_is(a, "--spec-dflash-short-block", NULL)) o->spp.dflash_block = BD_DFLASH_BLOCK_SHORT;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-dflash-block", NULL}, &v))
             o->spp.dflash_block = (bd_dflash_block)arg_dflash_block(a, v);
@@ -253,7 +259,10 @@ static int run_resolve_name(int argc, char **argv, run_opts *o) {
     o->name = name;
     o->model_path = gm.target_path;
     if (gm.draft_path[0]) o->draft_path = gm.draft_path;
-    if (gm.has_config) gallery_config_apply(&gm.cfg, &o->sp, &o->gp.sampling, &o->gp.n_predict, &o->spp);
+    if (gm.has_config) {
+        gallery_config_apply(&gm.cfg, &o->sp, &o->gp.sampling, &o->gp.n_predict, &o->spp);
+        o->cfg = &gm.cfg;
+    }
     return run_parse_flags(argc, argv, o);
 }
 
@@ -284,6 +293,7 @@ static bool run_open_models(run_opts *o, bd_model **m, bd_model **dm) {
     }
     if (*dm && o->spp.type == BD_SPEC_NONE)
         fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
+    o->spp.adaptive = gallery_spec_adaptive(o->cfg, o->spec_adaptive, o->spp.type);
     return true;
 }
 
@@ -357,8 +367,8 @@ static void run_print_text_stats(const bd_gen_stats *st, bool spec) {
             st->n_prompt, st->prompt_ms, st->prompt_tps, st->n_gen, st->gen_ms, st->gen_tps);
     if (!spec) return;
     const bd_spec_stats *ss = &st->spec;
-    fprintf(stderr, "speculative (%s): drafted %lld, accepted %lld (%.1f%%), target forwards %lld, tau %.3f\n",
-            ss->type, (long long)ss->n_drafted, (long long)ss->n_accepted,
+    fprintf(stderr, "speculative (%s%s): drafted %lld, accepted %lld (%.1f%%), target forwards %lld, tau %.3f\n",
+            ss->type, ss->adaptive ? ", adaptive" : "", (long long)ss->n_drafted, (long long)ss->n_accepted,
             ss->n_drafted ? 100.0 * ss->n_accepted / ss->n_drafted : 0.0, (long long)ss->target_forwards, ss->tau);
     fprintf(stderr, "acceptance by position:");
     for (int i = 0; i < 32 && ss->drafted_at[i]; i++)

@@ -79,6 +79,9 @@ static void usage(void) {
             "  --spec-draft-n-max N       max drafted tokens per step\n"
             "  --spec-draft-n-min N       drop drafts shorter than this\n"
             "  --spec-draft-p-min P       draft-simple: stop drafting below this probability\n"
+            "  --spec-adaptive            pick the draft length each step (up to the n-max) from acceptance\n"
+            "                             and measured cost (default with a DFlash drafter)\n"
+            "  --no-spec-adaptive         draft the n-max every step, as llama-server does\n"
             "  --models-dir DIR           models folder (default $BLOCKDRAFT_MODELS or\n"
             "                             ~/.local/share/blockdraft/models)\n"
             "  --cors-origins ORIGIN[,ORIGIN]  web origins allowed to call the server (CORS; * = any);\n"
@@ -459,6 +462,8 @@ int cmd_serve(int argc, char **argv) {
             p.spec_n_min = arg_i32(a, v, 0, 63);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-p-min", "--draft-p-min", NULL}, &v))
             p.spec_p_min = arg_f32(a, v, 0, 1);
+        else if (arg_is(a, "--spec-adaptive", NULL)) p.spec_adaptive = 1;
+        else if (arg_is(a, "--no-spec-adaptive", NULL)) p.spec_adaptive = 0;
         else if (arg_take(argc, argv, &i, (const char *[]){"--reasoning-format", NULL}, &v)) {
             if (!strcmp(v, "none")) p.reasoning_format = SERVER_REASONING_NONE;
             else if (!strcmp(v, "deepseek") || !strcmp(v, "auto")) p.reasoning_format = SERVER_REASONING_AUTO;

@@ -117,6 +117,8 @@ bd_spec_params bd_spec_default_params(void) {
     return p;
 }
 
+bool bd_spec_adaptive_default(bd_spec_type t) { return t == BD_SPEC_DRAFT_DFLASH; }
+
 const char *bd_spec_type_name(bd_spec_type t) {
     switch (t) {
     case BD_SPEC_DRAFT_DFLASH: return "draft-dflash";
@@ -1239,6 +1241,7 @@ bool bd_spec_generate(bd_spec *sp, const int32_t *prompt, int32_t n_prompt, cons
     bd_session *t = sp->t;
     memset(st, 0, sizeof *st);
     snprintf(st->spec.type, sizeof st->spec.type, "%s", bd_spec_type_name(sp->p.type));
+    st->spec.adaptive = sp->p.adaptive;
     if (n_prompt < 1) return bd_err(err, errlen, "generate: the prompt is empty");
     if (n_prompt >= t->n_ctx)
         return bd_err(err, errlen, "generate: prompt of %d tokens does not fit the context (%d)", n_prompt, t->n_ctx);

@@ -211,6 +211,13 @@ static bool option_item(pctx *px, const yaml_node_t *item) {
         c->spec_p_min = dv;
         return true;
     }
+    if (!strcmp(key, "spec_adaptive")) {
+        if (bare) return c->has_spec_adaptive = c->spec_adaptive = true, true;
+        if (!ydoc_parse_bool(val, &c->spec_adaptive))
+            return fail_at(px, item, "option '%s': expected true or false", s);
+        c->has_spec_adaptive = true;
+        return true;
+    }
     if (!strcmp(key, "parallel") || !strcmp(key, "n_parallel")) {
         if (bare || !ydoc_parse_int(val, 1, 1024, &iv))
             return fail_at(px, item, "option '%s': expected an integer in 1..1024", s);
@@ -365,4 +372,10 @@ void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sam
         if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
         if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
     }
+}
+
+bool gallery_spec_adaptive(const gallery_config *c, int flag, bd_spec_type type) {
+    if (flag >= 0) return flag != 0;
+    if (c && c->has_spec_adaptive) return c->spec_adaptive;
+    return bd_spec_adaptive_default(type);
 }

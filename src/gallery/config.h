@@ -20,7 +20,8 @@
  *   function: {automatic_tool_parsing_fallback, grammar: {disable}}
  *   options: ["key:value", ...] with keys use_jinja|jinja, spec_type|
  *            speculative_type (draft-dflash | none), spec_n_max|draft_max,
- *            spec_n_min|draft_min, spec_p_min|draft_p_min, parallel|n_parallel
+ *            spec_n_min|draft_min, spec_p_min|draft_p_min, spec_adaptive
+ *            (true | false: blockdraft's own), parallel|n_parallel
  */
 #ifndef BD_GALLERY_CONFIG_H
 #define BD_GALLERY_CONFIG_H
@@ -62,6 +63,7 @@ typedef struct gallery_config {
     int spec_n_max, spec_n_min; /* 0 = unset */
     bool has_spec_p_min;
     double spec_p_min;
+    bool has_spec_adaptive, spec_adaptive;
     int parallel; /* 0 = unset */
     /* template / function (tool-calling hints for the server) */
     bool use_tokenizer_template;
@@ -103,5 +105,11 @@ bool gallery_config_uses_dflash(const gallery_config *c);
  * `parallel` and the stopwords are the server's own. */
 void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sampler_params *smp,
                           int32_t *n_predict, bd_spec_params *spp);
+
+/* Whether a model runs with the adaptive draft length: flag (1 / 0 from
+ * --spec-adaptive / --no-spec-adaptive; -1 none given), else the config's
+ * spec_adaptive option (c may be NULL), else bd_spec_adaptive_default of
+ * the speculative type in effect. Call it once the type is final. */
+bool gallery_spec_adaptive(const gallery_config *c, int flag, bd_spec_type type);
 
 #endif

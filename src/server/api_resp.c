@@ -204,7 +204,10 @@ static bd_gen_stats stats_sum(const api_out *o) {
         }
         s.n_gen += t->n_gen;
         s.gen_ms += t->gen_ms;
-        if (i == 0) snprintf(s.spec.type, sizeof s.spec.type, "%s", t->spec.type);
+        if (i == 0) {
+            snprintf(s.spec.type, sizeof s.spec.type, "%s", t->spec.type);
+            s.spec.adaptive = t->spec.adaptive;
+        }
         s.spec.n_drafted += t->spec.n_drafted;
         s.spec.n_accepted += t->spec.n_accepted;
         s.spec.target_forwards += t->spec.target_forwards;

@@ -178,6 +178,8 @@ static json_t *params_json(const srv_model *m, const cmpl_params *p) {
     json_object_set_new(o, "speculative.n_max", json_integer(spec ? bd_spec_n_max(spec) : 0));
     json_object_set_new(o, "speculative.n_min", json_integer(m ? m->spp.n_min : 0));
     json_object_set_new(o, "speculative.p_min", json_real(m ? m->spp.p_min : 0));
+    /* blockdraft's own: the draft length picked each step (bd_spec_adaptive_default) */
+    json_object_set_new(o, "speculative.adaptive", json_boolean(m && m->slots && m->spp.adaptive));
     json_object_set_new(o, "timings_per_token", json_false());
     json_object_set_new(o, "post_sampling_probs", json_false());
     json_object_set_new(o, "lora", json_array());

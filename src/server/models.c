@@ -147,6 +147,7 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
     if (s->p.spec_n_min > 0) m->spp.n_min = s->p.spec_n_min;
     if (s->p.spec_p_min >= 0) m->spp.p_min = s->p.spec_p_min;
+    m->spp.adaptive = gallery_spec_adaptive(m->has_cfg ? &m->cfg : NULL, s->p.spec_adaptive, m->spp.type);
     m->n_ctx = sp.n_ctx;
     bool spec = m->spp.type != BD_SPEC_NONE;
     /* each speculative slot needs its own drafter state: default to one */
@@ -207,8 +208,9 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
             return bd_err(err, errlen, "cannot start a worker thread");
         m->slots[i].started = true;
     }
-    fprintf(stderr, "serve: loaded %s (%s%s%s), %d slot%s, context %d%s\n", m->name, bd_model_arch(m->m),
-            spec ? ", speculative " : "", spec ? bd_spec_type_name(m->spp.type) : "", m->n_slots,
+    fprintf(stderr, "serve: loaded %s (%s%s%s%s), %d slot%s, context %d%s\n", m->name, bd_model_arch(m->m),
+            spec ? ", speculative " : "", spec ? bd_spec_type_name(m->spp.type) : "",
+            spec && m->spp.adaptive ? ", adaptive draft length" : "", m->n_slots,
             m->n_slots == 1 ? "" : "s", m->n_ctx, m->tmpl_fallback ? ", ChatML template (model has none)" : "");
     return true;
 }

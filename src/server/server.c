@@ -26,6 +26,7 @@ void server_params_init(server_params *p) {
     p->host = "127.0.0.1";
     p->port = 8080;
     p->spec_type = -1;
+    p->spec_adaptive = -1;
     p->queue_max = 16;
     p->max_body = 8u << 20;
     p->timeout_s = 600;

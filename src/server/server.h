@@ -84,6 +84,7 @@ typedef struct server_params {
     int spec_n_min;            /* 0 = model default */
     float spec_p_min;          /* < 0 = model default */
     int spec_type;             /* -1 = from the draft file; else a bd_spec_type */
+    int spec_adaptive;         /* -1 = the model's config, else the type's default; 0 / 1 */
     int n_ctx;                 /* 0 = min(4096, trained context); < 0 = trained context */
     int n_threads;             /* of the thread pool all slots share; 0 = all cores */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */

@@ -25,6 +25,7 @@ json_t *srv_json_spec_stats(const bd_spec_stats *ss, int32_t n_max) {
     json_object_set_new(o, "verify_ms", json_real(ss->verify_ms));
     json_object_set_new(o, "other_ms", json_real(ss->other_ms));
     json_object_set_new(o, "short_block_steps", json_integer(ss->n_short_blocks));
+    json_object_set_new(o, "adaptive", json_boolean(ss->adaptive));
     if (n_max > 0) json_object_set_new(o, "n_max", json_integer(n_max));
     return o;
 }

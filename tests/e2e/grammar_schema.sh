@@ -68,8 +68,10 @@ run_job() {
     q-t1-dflash) args+=(--temp 1 -s $((200 + i))) ;;
     esac
     case $mode in
-    q-*-dflash) args+=(-md "$T/qd.gguf" --spec-draft-n-max 1) ;; # random drafts: row 0 rejects them
-    s-*-dflash) args+=(-md "$S/stories260K-dflash.gguf") ;;
+    # fixed draft lengths (--no-spec-adaptive): the adaptive rule would
+    # stop drafting where drafts fail, and this checks the drafting path
+    q-*-dflash) args+=(-md "$T/qd.gguf" --spec-draft-n-max 1 --no-spec-adaptive) ;; # random drafts: row 0 rejects them
+    s-*-dflash) args+=(-md "$S/stories260K-dflash.gguf" --no-spec-adaptive) ;;
     esac
     local out="$T/o$i-$mode.json"
     "$BD_BIN" run "${args[@]}" -c 1024 -n 1000 -t 1 --json -jf "$T/s$i.json" > "$out.tmp" 2> "$out.err" &&

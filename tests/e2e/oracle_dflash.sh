@@ -98,7 +98,7 @@ one_case() {
     # -t 1: both engines single-threaded (a spinning pool on a loaded
     # 2-core machine costs more than it gains on these tiny models)
     if ! "$BD_BIN" run -m "$t" -md "$d" -p "$PROMPT" -n "$n" --temp 0 --ignore-eos --json --spec-trace \
-            --spec-draft-n-max "$k" --spec-dflash-short-block -t 1 >"$bj" 2>"$W/$name.bd.err"; then
+            --spec-draft-n-max "$k" --no-spec-adaptive --spec-dflash-short-block -t 1 >"$bj" 2>"$W/$name.bd.err"; then
         echo "FAIL $name: blockdraft run failed: $(tail -3 "$W/$name.bd.err")"; fail=1; return
     fi
     local ids

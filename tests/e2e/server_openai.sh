@@ -26,7 +26,10 @@ if [ "$have" != "$want" ]; then
         { cat "$T/npm.log"; fail "npm install of the openai package failed (is the npm registry reachable?)"; }
 fi
 
-RUN() { "$BD_BIN" run -m "$S/stories260K.gguf" -md "$S/stories260K-dflash.gguf" -c 512 -t 2 --temp 0 --json "$@"; }
+# --no-spec-adaptive here and on the server: the draft counts are compared,
+# and the adaptive rule's depend on measured time
+RUN() { "$BD_BIN" run -m "$S/stories260K.gguf" -md "$S/stories260K-dflash.gguf" -c 512 -t 2 --temp 0 --json \
+    --no-spec-adaptive "$@"; }
 PROMPT="Once upon a time"
 RUN -p "$PROMPT" -n 60 >"$T/completion.json" || fail "blockdraft run failed"
 CHATML=$'<|im_start|>system\nYou are a storyteller.<|im_end|>\n<|im_start|>user\nTell me about Lily and her dog.<|im_end|>\n<|im_start|>assistant\n'
@@ -51,7 +54,8 @@ json.dump(exp, open(os.path.join(d, "expect.json"), "w"))
 PY
 [ $? -eq 0 ] || fail "could not prepare expectations"
 
-start_server openai -m "$S/stories260K.gguf" -md "$S/stories260K-dflash.gguf" --alias stories -c 512 -t 2
+start_server openai -m "$S/stories260K.gguf" -md "$S/stories260K-dflash.gguf" --alias stories -c 512 -t 2 \
+    --no-spec-adaptive
 grep -q "speculative draft-dflash" "$SERVE_LOG" || fail "server did not enable DFlash"
 (cd "$NODE_DIR" && BASE_URL="$BASE/v1" MODEL=stories EXPECT="$T/expect.json" timeout 120 node openai_client.mjs) ||
     fail "openai client checks failed"

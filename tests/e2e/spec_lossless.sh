@@ -25,6 +25,13 @@
 #    drafting step counted short). Adaptive mode stays lossless and backs off when
 #    the drafter is never right (its decision rule has a unit test,
 #    tests/unit/test_spec_adapt.c).
+# 3. Sampling with a seed (temperature 1, top-k 40) gives the very ids
+#    plain sampling gives with that seed (spec.c accept_row): every target
+#    of 1 with its random DFlash drafter (never accepted at T 1: rejected
+#    rows, one draw each) at the default adaptive draft length and at a
+#    fixed n_max 7, and the draft-simple pairs of 1 (accepted and rejected
+#    drafts). The trained stories260K pair, whose DFlash drafts are mostly
+#    accepted, has the same check in stories.sh.
 set -euo pipefail
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 QV="$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf"
@@ -56,14 +63,14 @@ for t in q1 q2 l1 m1 h1 h2; do
         extra=(--spec-trace)
         [ $d = simple ] && extra=(--spec-type draft-simple)
         for n in 1 3 7 15; do
-            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${extra[@]}" --spec-draft-n-max $n -p "$P" -n 40 \
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${extra[@]}" --no-spec-adaptive --spec-draft-n-max $n -p "$P" -n 40 \
                 > "$T/$t-$d-$n.json"
         done
         [ $d = simple ] && continue
         # short blocks [anchor, MASK x n], forced and picked by the adaptive rule
         for n in 3 7; do
-            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-dflash-block short --spec-draft-n-max $n -p "$P" -n 40 \
-                > "$T/$t-$d-s$n.json"
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --no-spec-adaptive --spec-dflash-block short --spec-draft-n-max $n \
+                -p "$P" -n 40 > "$T/$t-$d-s$n.json"
         done
         run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-adaptive -p "$P" -n 40 > "$T/$t-$d-ad.json"
         run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" --spec-adaptive --spec-dflash-block short -p "$P" -n 40 \
@@ -126,6 +133,44 @@ assert same >= 40, ("too few steps at common positions to compare draft lengths"
 print("draft prefixes: %d steps at common positions, n_max a drafts the first a of n_max b" % same)
 PY
 
+# sampling with a seed: the ids of plain sampling
+for t in q1 q2 l1 m1 h1 h2; do
+    for seed in 3 4; do
+        smp=(--temp 1 --top-k 40 --top-p 1 --min-p 0 -s $seed -p "$P" -n 40)
+        "$BD_BIN" run -m "$T/$t.gguf" -t 2 -c 256 --json --ignore-eos "${smp[@]}" > "$T/$t-t1-$seed-plain.json"
+        "$BD_BIN" run -m "$T/$t.gguf" -md "$T/$t-rand.gguf" -t 2 -c 256 --json --ignore-eos "${smp[@]}" \
+            > "$T/$t-t1-$seed-ad.json"
+        "$BD_BIN" run -m "$T/$t.gguf" -md "$T/$t-rand.gguf" -t 2 -c 256 --json --ignore-eos --no-spec-adaptive \
+            --spec-draft-n-max 7 "${smp[@]}" > "$T/$t-t1-$seed-n7.json"
+        if [ -f "$T/$t-simple.gguf" ]; then
+            "$BD_BIN" run -m "$T/$t.gguf" -md "$T/$t-simple.gguf" --spec-type draft-simple --spec-draft-n-max 4 \
+                -t 2 -c 256 --json --ignore-eos "${smp[@]}" > "$T/$t-t1-$seed-simple.json"
+        fi
+    done
+done
+python3 - "$T" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+n_cmp = acc_simple = 0
+for t in ["q1", "q2", "l1", "m1", "h1", "h2"]:
+    for seed in [3, 4]:
+        plain = json.load(open(os.path.join(d, "%s-t1-%d-plain.json" % (t, seed))))["generated_ids"]
+        for v in ["ad", "n7", "simple"]:
+            f = os.path.join(d, "%s-t1-%d-%s.json" % (t, seed, v))
+            if not os.path.exists(f):
+                continue
+            o = json.load(open(f))
+            sp = o["stats"]["spec"]
+            assert sp["n_drafted"] > 0 and sp["adaptive"] == (v == "ad"), (t, seed, v, sp)
+            assert o["generated_ids"] == plain, "%s seed %d %s: sampled ids differ from plain sampling's" % (t, seed, v)
+            n_cmp += 1
+            acc_simple += sp["n_accepted"] if v == "simple" else 0
+            print("seeded %s seed %d %-6s: plain sampling's 40 ids; drafted %3d accepted %3d" % (
+                t, seed, v, sp["n_drafted"], sp["n_accepted"]))
+assert n_cmp == 6 * 2 * 2 + 3 * 2, n_cmp
+assert acc_simple >= 20, ("too few draft-simple drafts accepted to test the accepting rows", acc_simple)
+PY
+
 # constructed acceptance patterns
 mm --arch qwen3 --shape tiny --quant q4_k_m --seed 21 --vocab "$QV" --constant-output -o "$T/c.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 22 --vocab "$SV" --constant-output -o "$T/hc.gguf"
@@ -135,10 +180,11 @@ for c in c hc mc; do
         mm --arch dflash --target "$T/$c.gguf" --drafter constructed --accept $k --layers 2 --quant q8_0 \
             -o "$T/$c-$k.gguf"
         for n in 3 7 15; do
-            run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-draft-n-max $n -p "$P" -n 49 > "$T/$c-$k-$n.json"
+            run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --no-spec-adaptive --spec-draft-n-max $n -p "$P" -n 49 \
+                > "$T/$c-$k-$n.json"
         done
-        run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-dflash-block short --spec-draft-n-max 7 -p "$P" -n 49 \
-            > "$T/$c-$k-s7.json"
+        run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --no-spec-adaptive --spec-dflash-block short --spec-draft-n-max 7 \
+            -p "$P" -n 49 > "$T/$c-$k-s7.json"
         run -m "$T/$c.gguf" -md "$T/$c-$k.gguf" --spec-adaptive -p "$P" -n 49 > "$T/$c-$k-ad.json"
     done
 done

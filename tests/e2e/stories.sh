@@ -6,7 +6,10 @@
 #    --spec-draft-n-max, with tau well above 1 (an acceptance collapse,
 #    e.g. an anchor off-by-one, fails here even though output stays right);
 #  * the README's other prompts agree up to their documented near-ties;
-#  * ngram-simple and adaptive modes stay token-identical.
+#  * ngram-simple and adaptive modes stay token-identical;
+#  * the adaptive draft length is the default with a DFlash drafter only
+#    (stats.spec.adaptive), --no-spec-adaptive drafts n_max every step;
+#  * sampling (T 1) with a seed: the DFlash pair gives plain sampling's ids.
 set -euo pipefail
 S="$BD_SHARED/fixtures/stories260K"
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -27,9 +30,11 @@ print("plain greedy: 196 tokens identical to the llama2.c reference")
 PY
 
 for nmax in 1 3 7; do
-    run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-draft-n-max $nmax > "$T/dflash$nmax.json"
+    run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-draft-n-max $nmax --no-spec-adaptive \
+        > "$T/dflash$nmax.json"
 done
 run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-adaptive > "$T/adaptive.json"
+run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" > "$T/default.json"
 run -p "Once upon a time" -n 196 --spec-type ngram-simple --spec-draft-n-max 5 > "$T/ngram.json"
 # draft-simple with the target as its own draft model: every draft is right
 run -p "Once upon a time" -n 196 -md "$S/stories260K.gguf" --spec-draft-n-max 4 > "$T/simple.json"
@@ -37,9 +42,13 @@ python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 plain = json.load(open(os.path.join(d, "plain.json")))["generated_ids"]
-for name in ["dflash1", "dflash3", "dflash7", "adaptive", "ngram", "simple"]:
+# the draft length is picked each step by default with a DFlash drafter only
+want_adaptive = {"dflash1": False, "dflash3": False, "dflash7": False, "adaptive": True, "default": True,
+                 "ngram": False, "simple": False}
+for name in ["dflash1", "dflash3", "dflash7", "adaptive", "default", "ngram", "simple"]:
     o = json.load(open(os.path.join(d, name + ".json")))
     sp = o["stats"]["spec"]
+    assert sp["adaptive"] is want_adaptive[name], (name, sp["adaptive"])
     assert o["generated_ids"] == plain, name + ": speculative output differs from plain greedy"
     assert sp["n_accepted"] <= sp["n_drafted"]
     assert abs(sp["tau"] - len(plain) / sp["target_forwards"]) < 1e-9, (name, sp)
@@ -52,6 +61,32 @@ for name in ["dflash1", "dflash3", "dflash7", "adaptive", "ngram", "simple"]:
         assert sp["tau"] > 1 + 0.6 * nmax, (name, sp["tau"])
     if name == "simple":
         assert sp["type"] == "draft-simple" and sp["n_accepted"] == sp["n_drafted"] > 0, sp
+PY
+
+# sampling with a seed: the DFlash pair gives plain sampling's very ids
+# (one draw per emitted token, spec.c accept_row), adaptive or fixed
+for seed in 1 2 3; do
+    smp=(-p "Once upon a time" -n 120 --temp 1 -s $seed)
+    "$BD_BIN" run -m "$S/stories260K.gguf" -c 512 -t 2 --json "${smp[@]}" > "$T/t1-$seed.json"
+    "$BD_BIN" run -m "$S/stories260K.gguf" -c 512 -t 2 --json "${smp[@]}" -md "$S/stories260K-dflash.gguf" \
+        > "$T/t1-$seed-ad.json"
+    "$BD_BIN" run -m "$S/stories260K.gguf" -c 512 -t 2 --json "${smp[@]}" -md "$S/stories260K-dflash.gguf" \
+        --no-spec-adaptive > "$T/t1-$seed-fx.json"
+done
+python3 - "$T" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+acc = rej = 0
+for seed in [1, 2, 3]:
+    plain = json.load(open(os.path.join(d, "t1-%d.json" % seed)))["generated_ids"]
+    for v in ["ad", "fx"]:
+        o = json.load(open(os.path.join(d, "t1-%d-%s.json" % (seed, v))))
+        sp = o["stats"]["spec"]
+        assert o["generated_ids"] == plain, "seed %d %s: sampled ids differ from plain sampling's" % (seed, v)
+        acc += sp["n_accepted"]; rej += sp["n_drafted"] - sp["n_accepted"]
+        print("T 1 seed %d %s: plain sampling's %d ids; drafted %d accepted %d" % (
+            seed, v, len(plain), sp["n_drafted"], sp["n_accepted"]))
+assert acc >= 50 and rej >= 50, ("accepting and rejecting rows both needed", acc, rej)
 PY
 
 # the README's other prompts: compare up to the documented near-ties

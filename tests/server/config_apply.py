@@ -6,7 +6,10 @@
 #    (the key was parsed and ignored once), in `run NAME` and in `serve`;
 #  * greedy speculative decoding with a penalty stays token-identical to
 #    plain decoding (DFlash and ngram), and the request field
-#    repeat_penalty of /v1/completions gives the same ids as the flag.
+#    repeat_penalty of /v1/completions gives the same ids as the flag;
+#  * the adaptive draft length: on by default with a DFlash drafter, off
+#    with the config option spec_adaptive:false, a --spec-adaptive flag
+#    over the config (run NAME), the same in `serve`.
 import json
 import os
 import shutil
@@ -23,6 +26,10 @@ shutil.copy(TARGET, os.path.join(models, "st", "t.gguf"))
 shutil.copy(DRAFTER, os.path.join(models, "st", "d.gguf"))
 with open(os.path.join(models, "cfg-draft.yaml"), "w") as f:
     f.write("name: cfg-draft\nbackend: blockdraft\ndraft_model: st/d.gguf\nn_draft: 2\ncontext_size: 512\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
+with open(os.path.join(models, "cfg-fixed.yaml"), "w") as f:
+    f.write("name: cfg-fixed\nbackend: blockdraft\ndraft_model: st/d.gguf\ncontext_size: 512\n"
+            "options:\n  - spec_adaptive:false\n  - spec_n_max:4\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
 with open(os.path.join(models, "cfg-pen.yaml"), "w") as f:
     f.write("name: cfg-pen\nbackend: blockdraft\ncontext_size: 512\n"
@@ -46,6 +53,16 @@ check(o is not None and o["stats"]["spec"]["type"] == "draft-dflash", "run NAME:
 check(o is not None and o["stats"]["spec"]["n_max"] == 2,
       "run NAME: n_draft 2 sets the draft length (got %s)" % (o and o["stats"]["spec"]["n_max"]))
 draft_ids = o["generated_ids"] if o else None
+check(o is not None and o["stats"]["spec"]["adaptive"] is True, "run NAME: a DFlash drafter drafts adaptively by default")
+
+# spec_adaptive
+fx = run("cfg-fixed")
+check(fx is not None and fx["stats"]["spec"]["adaptive"] is False and fx["stats"]["spec"]["n_max"] == 4,
+      "run NAME: options spec_adaptive:false turns the adaptive draft length off")
+fa = run("cfg-fixed", "--spec-adaptive")
+check(fa is not None and fa["stats"]["spec"]["adaptive"] is True, "run NAME: --spec-adaptive wins over the config")
+check(fx and fa and o and fx["generated_ids"] == fa["generated_ids"] == o["generated_ids"],
+      "fixed and adaptive drafting give the same ids")
 
 # repeat_penalty
 plain = run("-m", TARGET, "-c", "512", "--temp", "0")
@@ -89,6 +106,10 @@ def complete(model, **kw):
 j = complete("cfg-draft")
 check(j and j["speculative"]["n_max"] == 2, "serve: n_draft 2 sets the draft length")
 check(j and o and j["choices"][0]["text"] == o["text"], "serve and run NAME give the same text (cfg-draft)")
+check(j and j["speculative"]["adaptive"] is True, "serve: a DFlash drafter drafts adaptively by default")
+j = complete("cfg-fixed")
+check(j and j["speculative"]["adaptive"] is False and j["speculative"]["n_max"] == 4 and fx and
+      j["choices"][0]["text"] == fx["text"], "serve: options spec_adaptive:false is used")
 j = complete("cfg-pen")
 check(j and named and j["choices"][0]["text"] == named["text"], "serve: repeat_penalty from the config is used")
 j = complete("cfg-pen", repeat_penalty=1.0)

@@ -37,8 +37,11 @@ T = tmpdir()
 
 
 def run_json(prompt, n, extra=()):
+    # --no-spec-adaptive (and on the "main" server): the draft counts are
+    # compared, and the adaptive rule's depend on measured time
     r = subprocess.run([BIN, "run", "-m", TARGET, "-md", DRAFTER, "-c", "512", "-t", "1", "--temp", "0", "--json",
-                        "-p", prompt, "-n", str(n)] + list(extra), capture_output=True, text=True, timeout=60)
+                        "--no-spec-adaptive", "-p", prompt, "-n", str(n)] + list(extra), capture_output=True, text=True,
+                       timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -107,6 +110,11 @@ j = jbody(b)
 check(st == 200 and j["content"] == EXP_TEXT, "speculative.md command line: DFlash output equals run's")
 check(j["timings"].get("draft_n", 0) > 0 and j["timings"]["draft_n_accepted"] <= j["timings"]["draft_n"],
       "timings carry draft_n / draft_n_accepted")
+check(j["speculative"].get("adaptive") is True, "a DFlash drafter drafts adaptively by default (speculative.adaptive)")
+st, _, b = request(s.port, "GET", "/props")
+prm = ((jbody(b) or {}).get("default_generation_settings") or {}).get("params") or {}
+check(st == 200 and prm.get("speculative.adaptive") is True and prm.get("speculative.n_max") == 7,
+      "/props: speculative.adaptive true by default; speculative.n_max its bound, 15 clamped to the drafter's 7")
 check(s.stop() == 0, "speculative.md server: clean exit")
 
 
@@ -182,7 +190,8 @@ check(rc == 1 and "not a regular file" in open(logp, errors="replace").read(), "
 keys = os.path.join(T, "keys.txt")
 open(keys, "w").write("# comment line\nkey-one\n\nkey-two\n")
 s = Server(T, "main", ["-m", TARGET, "-md", DRAFTER, "-a", "stories,gpt-3.5-turbo", "--alias", "tiny", "-c", "512",
-                       "-t", "1", "-np", "1", "--metrics", "--slots", "-fa", "auto", "--api-key-file", keys])
+                       "-t", "1", "-np", "1", "--metrics", "--slots", "-fa", "auto", "--api-key-file", keys,
+                       "--no-spec-adaptive"])
 p = s.port
 H = {"Authorization": "Bearer key-two"}
 st, _, b = request(p, "GET", "/health")
@@ -386,6 +395,7 @@ check(st == 200 and isinstance(dgs.get("params"), dict) and dgs.get("n_ctx") == 
       j["model_path"] == TARGET and isinstance(j["chat_template"], str) and "im_start" in j["chat_template"] and
       isinstance(j["build_info"], str) and j["modalities"].get("vision") is False and j["is_sleeping"] is False,
       "/props: default_generation_settings, total_slots, model_path, chat_template, build_info, modalities")
+check(dgs["params"].get("speculative.adaptive") is False, "/props: --no-spec-adaptive gives speculative.adaptive false")
 
 # /slots, and fail_on_no_slot while the only slot works
 st, _, b = request(p, "GET", "/slots", headers=H)

@@ -79,7 +79,9 @@ def chat_entries(content):
 
 
 servers = {
-    "DFlash": Server(T, "spec", ["-m", TARGET, "-md", DRAFTER, "--alias", "m", "-c", "512", "-t", "1"]),
+    # fixed draft lengths: the verify rows' logprobs are checked, so drafts must be accepted
+    "DFlash": Server(T, "spec", ["-m", TARGET, "-md", DRAFTER, "--alias", "m", "-c", "512", "-t", "1",
+                                 "--no-spec-adaptive"]),
     "plain": Server(T, "plain", ["-m", TARGET, "--alias", "m", "-c", "512", "-t", "1"]),
 }
 for name, s in servers.items():
