@@ -207,6 +207,33 @@ static void test_config_good(void **state) {
     assert_true(c.use_tokenizer_template);
     assert_true(c.grammar_disable);
     assert_true(gallery_config_uses_dflash(&c));
+    /* no spec_adaptive option: the type's default, unless a flag says */
+    assert_false(c.has_spec_adaptive);
+    assert_true(gallery_spec_adaptive(&c, -1, BD_SPEC_DRAFT_DFLASH));
+    assert_false(gallery_spec_adaptive(&c, -1, BD_SPEC_DRAFT_SIMPLE));
+    assert_false(gallery_spec_adaptive(&c, 0, BD_SPEC_DRAFT_DFLASH));
+    assert_true(gallery_spec_adaptive(NULL, 1, BD_SPEC_NGRAM_SIMPLE));
+}
+
+/* options spec_adaptive: true / false, over the type's default; a flag over both */
+static void test_config_spec_adaptive(void **state) {
+    (void)state;
+    static const char *vals[] = {"spec_adaptive:false", "spec_adaptive:off", "spec_adaptive:true", "spec_adaptive"};
+    for (int i = 0; i < 4; i++) {
+        char text[2048];
+        const char *at = strstr(good_config, "spec_n_max:15");
+        assert_non_null(at);
+        snprintf(text, sizeof text, "%.*s%s\n  - spec_n_max:15%s", (int)(at - good_config), good_config, vals[i],
+                 at + strlen("spec_n_max:15"));
+        gallery_config c;
+        char err[512] = "";
+        assert_true(gallery_config_parse(text, strlen(text), "demo.yaml", &c, err, sizeof err));
+        bool want = i >= 2;
+        assert_true(c.has_spec_adaptive);
+        assert_int_equal(gallery_spec_adaptive(&c, -1, BD_SPEC_DRAFT_DFLASH), want);
+        assert_int_equal(gallery_spec_adaptive(&c, -1, BD_SPEC_NGRAM_SIMPLE), want);
+        assert_int_equal(gallery_spec_adaptive(&c, !want, BD_SPEC_DRAFT_DFLASH), !want);
+    }
 }
 
 /* Replace the first occurrence of `from` in good_config by `to` and expect
@@ -237,6 +264,7 @@ static void test_config_strict(void **state) {
                "demo.yaml:4: 'context_size' belongs at the top level");
     expect_bad("spec_n_max:15", "spec_n_max:lots", "demo.yaml:10: option 'spec_n_max:lots'");
     expect_bad("spec_n_max:15", "spec_n_max:1:5", "value must not contain ':'");
+    expect_bad("spec_n_max:15", "spec_adaptive:sometimes", "demo.yaml:10: option 'spec_adaptive:sometimes': expected true or false");
     expect_bad("spec_type:draft-dflash", "spec_type:draft-eagle3", "supports spec_type");
     expect_bad("flash_attention: \"on\"", "flash_attention: sometimes", "flash_attention must be");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
@@ -791,6 +819,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(g_tmp)) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_good),   cmocka_unit_test(test_config_strict),
+        cmocka_unit_test(test_config_spec_adaptive),
         cmocka_unit_test(test_config_paths),  cmocka_unit_test(test_symlink_escape),
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
