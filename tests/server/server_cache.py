@@ -109,7 +109,8 @@ check(s.stop() == 0, "plain server: clean exit")
 # ---------------------------------------------------------------------------
 # 2. speculative (DFlash): identical with the cache on and off
 # ---------------------------------------------------------------------------
-s = Server(T, "spec", ["-m", TARGET, "-md", DRAFTER, "--alias", "m", "-c", "2048", "-t", "1"])
+# --no-spec-adaptive: every turn must draft (the drafter's context reuse is checked)
+s = Server(T, "spec", ["-m", TARGET, "-md", DRAFTER, "--alias", "m", "-c", "2048", "-t", "1", "--no-spec-adaptive"])
 on, off = [], []
 for g in (conversation(s.port, "A", True, 20, on), conversation(s.port, "A", False, 20, off)):
     for _ in range(20):
@@ -127,6 +128,22 @@ check(whole >= 15 and on[-1]["speculative"]["n_drafted"] > 0,
       "DFlash: the previous prompt (target and drafter context) reused in %d of 19 turns, never more than matches" %
       whole)
 check(s.stop() == 0, "spec server: clean exit")
+
+# the same at the default adaptive draft length (plain steps hold the
+# drafter's features back until the next draft; with the cache on, a turn
+# starts from what the slot holds): replies identical, drafts or not
+s = Server(T, "spec-adaptive", ["-m", TARGET, "-md", DRAFTER, "--alias", "m", "-c", "2048", "-t", "1"])
+aon, aoff = [], []
+for g in (conversation(s.port, "A", True, 20, aon), conversation(s.port, "A", False, 20, aoff)):
+    for _ in range(20):
+        next(g)
+check([j["choices"][0]["message"]["content"] for j in aon] == [j["choices"][0]["message"]["content"] for j in aoff]
+      == [j["choices"][0]["message"]["content"] for j in logs["A"]] and
+      all(j["speculative"]["adaptive"] is True for j in aon + aoff),
+      "DFlash, adaptive draft length: 20 replies identical with the cache on and off (and to the plain server's); "
+      "%d and %d tokens drafted" % (sum(j["speculative"]["n_drafted"] for j in aon),
+                                    sum(j["speculative"]["n_drafted"] for j in aoff)))
+check(s.stop() == 0, "adaptive spec server: clean exit")
 
 # ---------------------------------------------------------------------------
 # 3. hybrid target

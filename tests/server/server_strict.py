@@ -48,8 +48,10 @@ srvtest.BIN = binary
 ENV = {"ASAN_OPTIONS": "detect_leaks=1:malloc_context_size=8", "UBSAN_OPTIONS": "print_stacktrace=1"}
 
 T = tmpdir()
+# --no-spec-adaptive: the sampling checks below need drafts verified in every
+# request, which the adaptive rule may skip on this tiny pair
 s = Server(T, "strict", ["-m", TARGET, "-md", DRAFTER, "--alias", "stories", "-c", "512", "-t", "1",
-                         "--cors", "https://app.example"], env=ENV)
+                         "--cors", "https://app.example", "--no-spec-adaptive"], env=ENV)
 P = s.port
 CHAT = {"model": "stories", "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 6,
         "temperature": 0}
