@@ -1129,18 +1129,23 @@ static bool spec_flush_pending(gen_run *r) {
 /* Draft: the step's draft length (adaptive pick or n_max, bounded by the
  * context left and by the tokens still to emit: a step emits at most n + 1),
  * then the drafts themselves into sp->drafts; *nd of them (0: a plain
- * step; drafts shorter than n_min are dropped). */
+ * step; drafts shorter than n_min are dropped). An adaptive pick below
+ * n_min drafts n_min (the rule decides whether to draft, the floor how
+ * much); a length still below n_min once bounded is not drafted at all,
+ * so no drafter pass is paid for a draft that would be dropped (and a
+ * plain step's measured time stays a plain step's). */
 static bool spec_draft(gen_run *r, int32_t *nd) {
     bd_spec *sp = r->sp;
     int32_t P = bd_session_length(r->t); /* == n_hist - 1 */
     int32_t room = r->t->n_ctx - P - 1;   /* drafts that still fit the context */
     int32_t n = sp->p.adaptive ? adapt_pick(sp) : sp->n_max;
+    if (sp->p.adaptive && n > 0 && n < sp->p.n_min) n = sp->p.n_min < sp->n_max ? sp->p.n_min : sp->n_max;
     if (n > room) n = room;
     int32_t n_block = n; /* llama.cpp-style short blocks keep their length */
     if (r->gp->n_predict >= 0 && n > r->gp->n_predict - r->st->n_gen - 1) n = r->gp->n_predict - r->st->n_gen - 1;
     *nd = 0;
     sp->step_short = false;
-    if (n <= 0) return true;
+    if (n <= 0 || n < sp->p.n_min) return true;
     if (!spec_flush_pending(r)) return false;
     double td = bd_time_ms();
     bool ok = true;

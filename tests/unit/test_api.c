@@ -342,6 +342,32 @@ static void adaptive_state_carries_over(void **st) {
     ctx_free(&plain);
 }
 
+/* An adaptive pick below n_min drafts n_min: with n_min 3 (n_max 4) the
+ * warm-up drafts 3, not 2 dropped after a drafter pass, and no step drafts
+ * 1 or 2. Output stays plain greedy's. */
+static void adaptive_respects_n_min(void **st) {
+    (void)st;
+    int32_t p[64];
+    int np = bd_tokenize(g_m, "Once upon a time", 16, true, false, p, 64);
+    gen_ctx plain = ctx_new(PLAIN), c = ctx_new(ADAPTIVE);
+    int32_t n_max = 4, n_min = 3;
+    float p_min = 0.0f;
+    bd_spec_set_draft_limits(c.x, &n_max, &n_min, &p_min);
+    assert_int_equal(n_min, 3);
+    ids_rec want, got;
+    bd_gen_stats gs;
+    gen(&plain, p, np, 40, 0.0f, &want, &gs);
+    step_rec s = {0};
+    bd_spec_set_trace(c.x, trace_steps, &s);
+    gen(&c, p, np, 40, 0.0f, &got, &gs);
+    assert_int_equal(got.n, want.n);
+    assert_memory_equal(got.ids, want.ids, (size_t)want.n * sizeof want.ids[0]);
+    assert_true(s.n >= 2);
+    assert_int_equal(s.nd[0], 3);
+    for (int i = 0; i < s.n; i++) assert_true(s.nd[i] == 0 || s.nd[i] >= 3);
+    ctx_free(&c);
+    ctx_free(&plain);
+}
 
 /* ------------------------------------------------------------------------
  * Version, bd_spec_open, thread pools
@@ -524,6 +550,7 @@ int main(void) {
         cmocka_unit_test(reuse_simple_greedy),
         cmocka_unit_test(reuse_adaptive_greedy),
         cmocka_unit_test(adaptive_state_carries_over),
+        cmocka_unit_test(adaptive_respects_n_min),
         cmocka_unit_test(version_agrees),
         cmocka_unit_test(spec_open_one_call),
         cmocka_unit_test(threadpool_shared),
