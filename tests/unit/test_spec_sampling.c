@@ -164,12 +164,13 @@ static bool on_tok(int32_t t, void *u) {
     return r->n < 3;
 }
 
-/* Returns chi-square minus the critical value (> 0: reject). */
-static double run_experiment(bool spec) {
+/* A one-thread target session of n_ctx positions (tapping the drafter's
+ * layers for the DFlash group). */
+static bd_session *target_session(int32_t n_ctx) {
     char err[256];
     bd_session_params sp = bd_session_default_params();
     int32_t taps[16];
-    sp.n_ctx = 64;
+    sp.n_ctx = n_ctx;
     sp.n_threads = 1;
     if (g_spec_type == BD_SPEC_DRAFT_DFLASH) {
         sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
@@ -177,6 +178,13 @@ static double run_experiment(bool spec) {
     }
     bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
     assert_non_null(s);
+    return s;
+}
+
+/* Returns chi-square minus the critical value (> 0: reject). */
+static double run_experiment(bool spec) {
+    char err[256];
+    bd_session *s = target_session(64);
     bd_spec *x = NULL;
     if (spec) {
         bd_spec_params p = bd_spec_default_params();
@@ -418,16 +426,7 @@ static bool on_seq(int32_t t, void *u) {
  * returns how many seeds gave the plain ids. */
 static int seeded_identical(int32_t n_max) {
     char err[256];
-    bd_session_params sp = bd_session_default_params();
-    int32_t taps[16];
-    sp.n_ctx = 96;
-    sp.n_threads = 1;
-    if (g_spec_type == BD_SPEC_DRAFT_DFLASH) {
-        sp.n_tap = bd_dflash_tap_layers(g_dm, taps, 16);
-        sp.tap_layers = taps;
-    }
-    bd_session *s = bd_session_create(g_m, &sp, err, sizeof err);
-    assert_non_null(s);
+    bd_session *s = target_session(96);
     bd_spec_params p = bd_spec_default_params();
     p.type = g_spec_type;
     p.n_max = n_max > 0 ? n_max : 7;
