@@ -393,7 +393,8 @@ typedef struct bd_spec_params {
 bd_spec_params bd_spec_default_params(void);
 /* The adaptive default a front end (run, serve, a gallery model) applies
  * when neither a flag nor the model's config says: on for draft-dflash,
- * off for the others. A DFlash step costs a drafter pass plus a verify of
+ * off for the others. (A --spec-draft-n-max flag alone says "fixed": the
+ * same command line as llama.cpp's drafts the same lengths.) A DFlash step costs a drafter pass plus a verify of
  * n_max + 1 rows whatever is accepted; on a CPU, where both are
  * compute-bound, a fixed full block loses to plain decoding whenever the
  * drafter is right for fewer than a few positions (never right: 0.13-0.21x

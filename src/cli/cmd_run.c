@@ -109,8 +109,10 @@ static void usage(void) {
             "  --spec-draft-n-min N   drop drafts shorter than N (default 0)\n"
             "  --spec-draft-p-min P   draft-simple: stop drafting below this draft probability\n"
             "  --spec-adaptive        choose the draft length each step (up to the n-max) from acceptance\n"
-            "                         and measured cost (default with a DFlash drafter)\n"
-            "  --no-spec-adaptive     draft the n-max every step, as llama.cpp does\n"
+            "                         and measured cost (default with a DFlash drafter and no\n"
+            "                         --spec-draft-n-max)\n"
+            "  --no-spec-adaptive     draft the n-max every step, as llama.cpp does (the default when\n"
+            "                         --spec-draft-n-max is given)\n"
             "  --spec-ngram-size-n N  ngram-simple: match length (default 3)\n"
             "  --spec-trace           with --json: every step's anchor, drafts and accepted count\n"
             "  --spec-dflash-block auto|full|short  DFlash block rows: the trained block (full), [anchor,\n"
@@ -136,6 +138,7 @@ typedef struct run_opts {
     bd_spec_params spp;
     bool json, echo, spec_type_set, spec_trace;
     int spec_adaptive;              /* 1 --spec-adaptive, 0 --no-spec-adaptive, -1 neither */
+    bool n_max_flag;                /* --spec-draft-n-max given (a config's n_max does not count) */
     const gallery_config *cfg;      /* `run NAME`: the model's config, or NULL */
     const char *gram_src, *gram_opt; /* --grammar / --grammar-file / -j / -jf and its value */
     bool gram_file, gram_schema;
@@ -199,7 +202,7 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             }
             o->spec_type_set = true;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-max", NULL}, &v))
-            o->spp.n_max = arg_i32(a, v, 1, 63);
+            o->spp.n_max = arg_i32(a, v, 1, 63), o->n_max_flag = true;
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-n-min", NULL}, &v))
             o->spp.n_min = arg_i32(a, v, 0, 63);
         else if (arg_take(argc, argv, &i, (const char *[]){"--spec-draft-p-min", NULL}, &v))
@@ -293,7 +296,10 @@ static bool run_open_models(run_opts *o, bd_model **m, bd_model **dm) {
     }
     if (*dm && o->spp.type == BD_SPEC_NONE)
         fprintf(stderr, "blockdraft run: warning: -md given with --spec-type none; the draft model is not used\n");
-    o->spp.adaptive = gallery_spec_adaptive(o->cfg, o->spec_adaptive, o->spp.type);
+    /* --spec-draft-n-max N alone drafts N every step, as the same llama.cpp
+     * command line does; with --spec-adaptive N is the bound */
+    o->spp.adaptive = gallery_spec_adaptive(o->cfg, o->spec_adaptive >= 0 ? o->spec_adaptive : o->n_max_flag ? 0 : -1,
+                                            o->spp.type);
     return true;
 }
 

@@ -107,7 +107,8 @@ void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sam
                           int32_t *n_predict, bd_spec_params *spp);
 
 /* Whether a model runs with the adaptive draft length: flag (1 / 0 from
- * --spec-adaptive / --no-spec-adaptive; -1 none given), else the config's
+ * --spec-adaptive / --no-spec-adaptive, 0 too for a --spec-draft-n-max
+ * given alone; -1 none given), else the config's
  * spec_adaptive option (c may be NULL), else bd_spec_adaptive_default of
  * the speculative type in effect. Call it once the type is final. */
 bool gallery_spec_adaptive(const gallery_config *c, int flag, bd_spec_type type);

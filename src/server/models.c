@@ -147,7 +147,13 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
     if (s->p.spec_n_min > 0) m->spp.n_min = s->p.spec_n_min;
     if (s->p.spec_p_min >= 0) m->spp.p_min = s->p.spec_p_min;
-    m->spp.adaptive = gallery_spec_adaptive(m->has_cfg ? &m->cfg : NULL, s->p.spec_adaptive, m->spp.type);
+    /* --spec-draft-n-max N alone drafts N every step, as llama-server does
+     * with it; with --spec-adaptive N is the bound (a config's n_max is one) */
+    m->spp.adaptive = gallery_spec_adaptive(m->has_cfg ? &m->cfg : NULL,
+                                            s->p.spec_adaptive >= 0 ? s->p.spec_adaptive
+                                            : s->p.spec_n_max > 0   ? 0
+                                                                    : -1,
+                                            m->spp.type);
     m->n_ctx = sp.n_ctx;
     bool spec = m->spp.type != BD_SPEC_NONE;
     /* each speculative slot needs its own drafter state: default to one */

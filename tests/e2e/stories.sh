@@ -8,7 +8,8 @@
 #  * the README's other prompts agree up to their documented near-ties;
 #  * ngram-simple and adaptive modes stay token-identical;
 #  * the adaptive draft length is the default with a DFlash drafter only
-#    (stats.spec.adaptive), --no-spec-adaptive drafts n_max every step;
+#    (stats.spec.adaptive), --no-spec-adaptive drafts n_max every step, and
+#    so does --spec-draft-n-max given alone (llama.cpp's meaning);
 #  * sampling (T 1) with a seed: the DFlash pair gives plain sampling's ids.
 set -euo pipefail
 S="$BD_SHARED/fixtures/stories260K"
@@ -35,6 +36,9 @@ for nmax in 1 3 7; do
 done
 run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-adaptive > "$T/adaptive.json"
 run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" > "$T/default.json"
+# --spec-draft-n-max alone: fixed, as llama.cpp; with --spec-adaptive: the bound
+run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-draft-n-max 5 > "$T/n5.json"
+run -p "Once upon a time" -n 196 -md "$S/stories260K-dflash.gguf" --spec-draft-n-max 5 --spec-adaptive > "$T/n5a.json"
 run -p "Once upon a time" -n 196 --spec-type ngram-simple --spec-draft-n-max 5 > "$T/ngram.json"
 # draft-simple with the target as its own draft model: every draft is right
 run -p "Once upon a time" -n 196 -md "$S/stories260K.gguf" --spec-draft-n-max 4 > "$T/simple.json"
@@ -44,8 +48,8 @@ d = sys.argv[1]
 plain = json.load(open(os.path.join(d, "plain.json")))["generated_ids"]
 # the draft length is picked each step by default with a DFlash drafter only
 want_adaptive = {"dflash1": False, "dflash3": False, "dflash7": False, "adaptive": True, "default": True,
-                 "ngram": False, "simple": False}
-for name in ["dflash1", "dflash3", "dflash7", "adaptive", "default", "ngram", "simple"]:
+                 "n5": False, "n5a": True, "ngram": False, "simple": False}
+for name in ["dflash1", "dflash3", "dflash7", "adaptive", "default", "n5", "n5a", "ngram", "simple"]:
     o = json.load(open(os.path.join(d, name + ".json")))
     sp = o["stats"]["spec"]
     assert sp["adaptive"] is want_adaptive[name], (name, sp["adaptive"])

@@ -110,11 +110,12 @@ j = jbody(b)
 check(st == 200 and j["content"] == EXP_TEXT, "speculative.md command line: DFlash output equals run's")
 check(j["timings"].get("draft_n", 0) > 0 and j["timings"]["draft_n_accepted"] <= j["timings"]["draft_n"],
       "timings carry draft_n / draft_n_accepted")
-check(j["speculative"].get("adaptive") is True, "a DFlash drafter drafts adaptively by default (speculative.adaptive)")
+check(j["speculative"].get("adaptive") is False,
+      "--spec-draft-n-max given: the fixed draft length, as llama-server (speculative.adaptive false)")
 st, _, b = request(s.port, "GET", "/props")
 prm = ((jbody(b) or {}).get("default_generation_settings") or {}).get("params") or {}
-check(st == 200 and prm.get("speculative.adaptive") is True and prm.get("speculative.n_max") == 7,
-      "/props: speculative.adaptive true by default; speculative.n_max its bound, 15 clamped to the drafter's 7")
+check(st == 200 and prm.get("speculative.adaptive") is False and prm.get("speculative.n_max") == 7,
+      "/props: speculative.adaptive false, speculative.n_max 15 clamped to the drafter's 7")
 check(s.stop() == 0, "speculative.md server: clean exit")
 
 
