@@ -134,7 +134,9 @@ static void add_bias(const bd_sampler *s, float *vals) {
     for (int32_t i = 0; i < s->n_bias; i++) vals[s->bias[i].token] += s->bias[i].bias;
 }
 
-double bd_sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
+/* Uniform double in [0, 1) from the sampler's generator: every draw goes
+ * through bd_sampler_pick, so plain and speculative decoding stay in step. */
+static double sampler_uniform(bd_sampler *s) { return bd_rng_uniform(&s->rng); }
 
 /* Sort candidates by value, descending, ids ascending on ties (whatever
  * order they come in), with a bottom-up merge sort over the scratch
@@ -413,7 +415,7 @@ int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *his
 
 int32_t bd_sampler_pick(bd_sampler *s, const int32_t *ids, const float *probs, int32_t n) {
     if (n == 1) return ids[0];
-    double u = bd_sampler_uniform(s), cum = 0.0;
+    double u = sampler_uniform(s), cum = 0.0;
     for (int32_t i = 0; i < n; i++) {
         cum += probs[i];
         if (u < cum) return ids[i];

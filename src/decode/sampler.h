@@ -51,7 +51,4 @@ int32_t bd_sampler_sample(bd_sampler *s, const float *logits, const int32_t *his
  * drafter (spec.c, accept_row). */
 int32_t bd_sampler_pick(bd_sampler *s, const int32_t *ids, const float *probs, int32_t n);
 
-/* Uniform double in [0, 1) from the sampler's generator. */
-double bd_sampler_uniform(bd_sampler *s);
-
 #endif
