@@ -332,10 +332,11 @@ void bd_matmul_multi(bd_pool *pool, const bd_matmul_out *outs, int n_outs, const
  * weight rows shared out in one pool run (per-expert matmuls were two pool
  * runs per expert, ~90 experts a layer in a 16-token verify). Row for row
  * the same bits as bd_matmul on the gathered rows. Groups with n_tok 0 are
- * skipped. False, nothing written, where the matrices differ in width or
- * activation type or a group would take a path that packs its activations
- * (tile batches, interleaved Q8_0): the caller then runs bd_matmul per
- * group. Scratch: bd_matmul_grouped_scratch_size(any W, n_x, the groups'
+ * skipped. A group whose tile batch would pack its activations (AMX) goes
+ * through vec_dot_n instead, the same bits. False, nothing written, where
+ * the matrices differ in width or activation type or a group is
+ * interleaved Q8_0 on a table that packs it: the caller then runs
+ * bd_matmul per group. Scratch: bd_matmul_grouped_scratch_size(any W, n_x, the groups'
  * rows in all, n_groups), 64-byte aligned. Does not allocate. */
 typedef struct bd_matmul_grp {
     const bd_mat *W;

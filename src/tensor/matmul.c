@@ -402,9 +402,7 @@ bool bd_matmul_grouped(bd_pool *pool, const bd_matmul_grp *g, int n_groups, cons
         /* one conversion serves all; no group may want packed activations
          * (they would need a packing per group) */
         if (W->ncols != W0->ncols || bd_type_get(W->type)->vec_dot_type != vdt) return false;
-        if ((use_tiles(k, W, g[j].n_tok, true) || il_packs(k, W)) && k->tile->pack &&
-            k->tile->pack_bytes(W->type, W->ncols, g[j].n_tok) > 0)
-            return false;
+        if (il_packs(k, W) && k->tile->pack_bytes(W->type, W->ncols, g[j].n_tok) > 0) return false;
     }
     mm_ctx c = {.k = k, .X = X, .ldx = ldx, .n_tok = n_x, .ncols = W0->ncols, .vdt = vdt};
     c.xq_stride = grp_row_bytes(W0);
@@ -425,7 +423,10 @@ bool bd_matmul_grouped(bd_pool *pool, const bd_matmul_grp *g, int n_groups, cons
             BD_ASSERT(g[j].rows[t] >= 0 && g[j].rows[t] < n_x);
             memcpy(gat + (size_t)t * c.xq_stride, c.xq + (size_t)g[j].rows[t] * c.xq_stride, c.xq_stride);
         }
-        const bool tiles = use_tiles(k, W, g[j].n_tok, true);
+        /* a tile group that packs its activations (AMX) takes vec_dot_n
+         * instead: exact tiles give vec_dot_n's bits (file comment) */
+        const bool tiles = use_tiles(k, W, g[j].n_tok, true) &&
+                           !(k->tile->pack && k->tile->pack_bytes(W->type, W->ncols, g[j].n_tok) > 0);
         const bool il = W->layout == BD_LAYOUT_IL16 && k->tile && k->tile->il_rows;
         const int64_t rows = tiles || W->layout == BD_LAYOUT_IL16 ? mm_tile_rows(W, nth) : mm_chunk_rows(g[j].n_tok, W);
         c.t[nt] = (mm_target){.W = W, .Y = g[j].Y, .ldy = g[j].ldy, .xq = gat, .n_tok = g[j].n_tok, .rows = rows,

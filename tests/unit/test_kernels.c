@@ -1059,8 +1059,11 @@ static void test_matmul_multi(void **state) {
  * output bit-identical to bd_matmul on its rows gathered, for interleaved
  * and file-layout Q4_K / Q6_K matrices side by side, groups of 1 to 16
  * rows in any order (one row twice), an empty group, with and without the
- * pool. Matrices of another width, or interleaved Q8_0 (packed
- * activations) on a table that packs, are refused with nothing written.
+ * pool. On AMX bd_matmul takes the 16-row file-layout Q4_K group to the
+ * tiles, which pack their activations, and grouped gives it vec_dot_n:
+ * the same bits still. Matrices of another width, or interleaved Q8_0
+ * (packed activations) on a table that packs, are refused with nothing
+ * written.
  */
 static void test_matmul_grouped(void **state) {
     (void)state;
