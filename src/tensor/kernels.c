@@ -109,6 +109,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
 }
 
 bool bd_il_prefetch_l1;
+uint32_t bd_il_prefetch_bytes = 8192;
 int bd_il_fused_rows_avx2 = 6;
 
 /* BLOCKDRAFT_PREFETCH: "l1" / "l2" into *l1; false for another value */
@@ -130,6 +131,8 @@ static void tables_build(void) {
      * that distance is unmeasured there and on Intel, so they keep L2. */
     const char *pf = getenv("BLOCKDRAFT_PREFETCH");
     if (!pf || !prefetch_parse(pf, &bd_il_prefetch_l1)) bd_il_prefetch_l1 = cpu->amd && cpu->family == 0x1A;
+    /* the distance: kernels_simd.h's measurements (AMD 8 KiB, Intel 1 KiB) */
+    bd_il_prefetch_bytes = cpu->amd ? 8192 : 1024;
     /* Zen 4 (family 25), avx2, kbench 9728 x 2560 Q4_K from memory, 2
      * threads, best of 10, three alternating rounds, ms, unpacked / read in
      * the kernel: 7 rows 50.5-51.5 / 35.7-36.4, 8 rows 53.0-53.7 /

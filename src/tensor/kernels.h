@@ -146,6 +146,14 @@ bool bd_kernels_check(char *err, size_t errlen);
  * 0x1A (Zen 5), where it was measured faster, and L2 elsewhere (the choice
  * measured on Zen 4). A hint only: the results' bits never depend on it. */
 extern bool bd_il_prefetch_l1;
+/* How far ahead of the block in use that prefetch reaches, bytes: 8 KiB
+ * on AMD (the best of the distances measured on Zen 4, kernels_simd.h),
+ * 1 KiB elsewhere (an Intel Xeon with AMX, every level without AMX:
+ * 4 and 8 KiB left the interleaved 4B decode 15-20 % behind the file's
+ * layout). Set when the tables are built; a build with
+ * CFLAGS=-DIL_PF_BYTES=N uses N everywhere (to measure others). A hint
+ * only: the results' bits never depend on it. */
+extern uint32_t bd_il_prefetch_bytes;
 /* The most Q4_K activation rows for which the `avx2` level's interleaved
  * groups read the codes inside the pair kernel (kernels_il.h) rather than
  * from a copy unpacked once per block: 16 on Zen 4 (AMD family 0x19 with

@@ -51,8 +51,9 @@ BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
 
 /* Interleaved weights (kernels.h's BD_LAYOUT_IL16): a group's blocks are
  * one forward stream. While block p (n bytes) is used, the lines
- * IL_PF_BYTES further on are asked into L2 (the L1 prefetcher doing the
- * rest) or, on Zen 5, into L1 (bd_il_prefetch_l1, kernels.c says why). Past the group's end the hint lands in the next group (which the
+ * bd_il_prefetch_bytes further on are asked into L2 (the L1 prefetcher
+ * doing the rest) or, on Zen 5, into L1 (bd_il_prefetch_l1, kernels.c says
+ * why). Past the group's end the hint lands in the next group (which the
  * same work item usually reads next) or nowhere (prefetches never fault).
  * Zen 4, 2 threads, 9728 x 2560 from memory, one activation row (kbench),
  * ms per 512 MiB Q4_K / Q6_K: into L1 two blocks ahead 19.9 / 32.6, none
@@ -60,13 +61,18 @@ BD_INLINE float f16f(bd_f16 h) { return _cvtsh_ss(h); }
  * 17.0 / 16.9. (Zen 5 had measured none 25 % slower than into L1.) On
  * Zen 5 (family 26, same kbench, `avx512` / `avxvnni`, two alternating
  * builds each) 1, 4, 8 and 16 KiB all landed in 12.2-14.8 / 13.6-17.3 ms
- * (Q4_K) and 10.1-14.2 / 13.2-16.5 (Q6_K): within that VM's noise, so one
- * distance for both. Build with CFLAGS=-DIL_PF_BYTES=N to measure others. */
-#ifndef IL_PF_BYTES
-#define IL_PF_BYTES 8192
-#endif
+ * (Q4_K) and 10.1-14.2 / 13.2-16.5 (Q6_K): within that VM's noise, so AMD
+ * keeps 8 KiB. On an Intel Xeon (family 6, AMX; 4B Q4_K_M decode, `avx512`,
+ * 2 threads, two rounds of bench -r 2 -n 64, tok/s) 512 B 10.6 / 10.6,
+ * 1 KiB 10.9 / 10.7, 1.5 KiB 10.6 / 10.6, 2 KiB 10.4 / 10.5, 4 KiB 9.5 /
+ * 9.4, 8 KiB 9.4 / 9.4; hence 1 KiB there (kernels.c). Build with
+ * CFLAGS=-DIL_PF_BYTES=N to measure others. */
 BD_INLINE void il_prefetch(const uint8_t *p, size_t n) {
+#ifdef IL_PF_BYTES
     const char *q = (const char *)p + IL_PF_BYTES;
+#else
+    const char *q = (const char *)p + bd_il_prefetch_bytes;
+#endif
     /* (kernels.h's bd_il_prefetch_l1: the hint is an immediate, so two loops) */
     if (bd_il_prefetch_l1)
         for (size_t o = 0; o < n; o += 64) _mm_prefetch(q + o, _MM_HINT_T0);

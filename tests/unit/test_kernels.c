@@ -1304,7 +1304,8 @@ static void test_isa_levels(void **state) {
 }
 
 /* The interleaved kernels' prefetch target: BLOCKDRAFT_PREFETCH=l1|l2 as
- * given when the tables were built, else L1 on AMD family 0x1A only; any
+ * given when the tables were built, else L1 on AMD family 0x1A only, and
+ * its distance by vendor; any
  * other value is refused by bd_kernels_check, which reads it every call. */
 static void test_prefetch_choice(void **state) {
     (void)state;
@@ -1315,7 +1316,10 @@ static void test_prefetch_choice(void **state) {
                                                                      : "l2";
     assert_string_equal(bd_kernels_prefetch_name(), want);
     assert_int_equal(bd_il_prefetch_l1, !strcmp(want, "l1"));
-    print_message("  prefetch into %s (cpu %s family 0x%x)\n", want, cpu->amd ? "AMD" : "other", cpu->family);
+    /* the distance: 8 KiB on AMD, 1 KiB elsewhere (kernels.h) */
+    assert_int_equal(bd_il_prefetch_bytes, cpu->amd ? 8192 : 1024);
+    print_message("  prefetch into %s, %u bytes ahead (cpu %s family 0x%x)\n", want, (unsigned)bd_il_prefetch_bytes,
+                  cpu->amd ? "AMD" : "other", cpu->family);
     char *saved = pf ? strdup(pf) : NULL;
     char err[300];
     setenv("BLOCKDRAFT_PREFETCH", "l3", 1);
