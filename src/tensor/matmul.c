@@ -399,8 +399,9 @@ bool bd_matmul_grouped(bd_pool *pool, const bd_matmul_grp *g, int n_groups, cons
     const uint32_t vdt = bd_type_get(W0->type)->vec_dot_type;
     for (int j = 0; j < n_groups; j++) {
         const bd_mat *W = g[j].W;
-        /* one conversion serves all; no group may want packed activations
-         * (they would need a packing per group) */
+        /* one conversion serves all; packed activations would need a
+         * packing per group: interleaved Q8_0 on a packing table is
+         * refused, and a tile group that would pack takes vec_dot_n below */
         if (W->ncols != W0->ncols || bd_type_get(W->type)->vec_dot_type != vdt) return false;
         if (il_packs(k, W) && k->tile->pack_bytes(W->type, W->ncols, g[j].n_tok) > 0) return false;
     }
