@@ -25,7 +25,7 @@ proto_warn = $(if $(filter $(PROTO_WARN_DIRS),$(word 2,$(subst /, ,$(1)))),$(PRO
 AVX2_FLAGS   = -mavx2 -mfma -mf16c
 AVXVNNI_FLAGS = $(AVX2_FLAGS) -mavxvnni
 AVX512_FLAGS = $(AVX2_FLAGS) -mavx512f -mavx512dq -mavx512bw -mavx512vl -mavx512vnni
-AMX_FLAGS    = $(AVX512_FLAGS) -mamx-tile -mamx-int8
+AMX_FLAGS    = $(AVX512_FLAGS) -mavx512vbmi -mamx-tile -mamx-int8
 
 CORE_DIRS = base tensor gguf tokenizer model decode
 APP_DIRS  = chat gallery server cli

@@ -336,6 +336,7 @@ static const char *const k_feature_names[BD_CPU_FEATURE_COUNT] = {
     [BD_CPU_AVX512F] = "avx512f",   [BD_CPU_AVX512DQ] = "avx512dq",
     [BD_CPU_AVX512BW] = "avx512bw", [BD_CPU_AVX512VL] = "avx512vl",
     [BD_CPU_AVX512VNNI] = "avx512vnni", [BD_CPU_AVX512BF16] = "avx512bf16",
+    [BD_CPU_AVX512VBMI] = "avx512vbmi",
     [BD_CPU_AMX_TILE] = "amx-tile", [BD_CPU_AMX_INT8] = "amx-int8",
 };
 
@@ -374,6 +375,7 @@ static void cpu_detect(void) {
         cpu_set(zmm_ok && ((b >> 17) & 1), BD_CPU_AVX512DQ);
         cpu_set(zmm_ok && ((b >> 30) & 1), BD_CPU_AVX512BW);
         cpu_set(zmm_ok && ((b >> 31) & 1), BD_CPU_AVX512VL);
+        cpu_set(zmm_ok && ((c >> 1) & 1), BD_CPU_AVX512VBMI);
         cpu_set(zmm_ok && ((c >> 11) & 1), BD_CPU_AVX512VNNI);
         cpu_set(tile_ok && ((d >> 24) & 1), BD_CPU_AMX_TILE);
         cpu_set(tile_ok && ((d >> 25) & 1), BD_CPU_AMX_INT8);

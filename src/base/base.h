@@ -171,6 +171,7 @@ typedef enum bd_cpu_feature {
     BD_CPU_AVX512VL,
     BD_CPU_AVX512VNNI,
     BD_CPU_AVX512BF16,
+    BD_CPU_AVX512VBMI, /* vpermb / vpermi2b: byte permutes across a zmm */
     BD_CPU_AMX_TILE,
     BD_CPU_AMX_INT8,
     BD_CPU_FEATURE_COUNT

@@ -43,7 +43,7 @@ static void fill_ref(bd_kernels *k) {
 #define NEED_AVX2 (F(AVX2) | F(FMA) | F(F16C))
 #define NEED_AVXVNNI (NEED_AVX2 | F(AVXVNNI))
 #define NEED_AVX512 (NEED_AVX2 | F(AVX512F) | F(AVX512DQ) | F(AVX512BW) | F(AVX512VL) | F(AVX512VNNI))
-#define NEED_AMX (NEED_AVX512 | F(AMX_TILE) | F(AMX_INT8))
+#define NEED_AMX (NEED_AVX512 | F(AVX512VBMI) | F(AMX_TILE) | F(AMX_INT8))
 
 typedef struct {
     const char *name;

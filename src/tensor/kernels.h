@@ -309,6 +309,14 @@ bool bd_mat_interleave(bd_mat *W, void *tmp);
  * file it measured even with VNNI at 5-6 rows and ahead from 7-8 on. */
 #define BD_MATMUL_TILE_Q4K_ROWS 7
 
+/* The same for Q6_K. Its tiles unpack through byte lookups (kernels_amx.c);
+ * from memory, 2 threads, the tiles measured even with vec_dot_n at 10 rows
+ * on the output heads (248320 x 2048: 66 against 67 ms for two copies,
+ * 151936 x 2560: 49 against 51) and ahead on ffn_down (2560 x 9728: 27
+ * against 39); only a mixture-of-experts down projection (2048 x 512), which
+ * seldom gets 10 rows, stays faster on vec_dot_n (37 against 40). */
+#define BD_MATMUL_TILE_Q6K_ROWS 10
+
 /* Bytes of scratch bd_matmul needs for n_tok activation rows. */
 size_t bd_matmul_scratch_size(const bd_mat *W, int64_t n_tok);
 

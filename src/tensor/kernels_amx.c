@@ -1,11 +1,12 @@
 /*
  * kernels_amx.c - Q4_K / Q6_K / Q8_0 matmul on Intel AMX int8 tiles
- * (compiled with the AVX-512 flags plus -mamx-tile -mamx-int8; used only
- * where CPUID and the kernel say the tiles work, see kernels.c).
+ * (compiled with the AVX-512 flags plus -mavx512vbmi -mamx-tile -mamx-int8;
+ * used only where CPUID and the kernel say the tiles work, see kernels.c).
  *
  * One call computes a run of weight rows, 16 at a time, against any number
- * of activation rows. bd_matmul uses it for prompt batches and, for Q4_K,
- * for speculative verify batches from BD_MATMUL_TILE_Q4K_ROWS rows;
+ * of activation rows. bd_matmul uses it for prompt batches and for
+ * speculative verify batches from BD_MATMUL_TILE_Q4K_ROWS (Q4_K) and
+ * BD_MATMUL_TILE_Q6K_ROWS (Q6_K) rows;
  * bd_matmul_fast (the DFlash drafter) also for small Q8_0 batches. The
  * activations are first packed per group of 16 tokens into the layout a B
  * tile wants (bd_tile_pack). Then:
@@ -16,8 +17,9 @@
  *     4 x 2 TDPBUSD (K = 64) with the scales already applied:
  *     sum sc q y = C_lo + 8 C_hi, exactly;
  *   - Q6_K: each weight is folded with its signed scale and offset into
- *     v = sc (q - 32) = 128 vh + vl (signed bytes), two TDPBSSD tiles the
- *     same way: sum v y = C_lo + 128 C_hi;
+ *     v = sc (q - 32) = 128 vh + vl (signed bytes, looked up in a table by
+ *     scale and code with vpermi2b), two TDPBSSD tiles the same way:
+ *     sum v y = C_lo + 128 C_hi;
  *   - Q8_0 (per 32-element block): the weight bytes load as they are, one
  *     TDPBSSD per block;
  *   - the f32 steps are then one or two fmas per block and output element,
@@ -140,12 +142,16 @@ static void kq_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int
  * interleaved, visited out of address order (a 4 KiB page holds two or
  * three rows of a 2560-column matrix), which the hardware prefetcher
  * follows poorly. So each row is prefetched KQ_AHEAD blocks ahead of its
- * unpacking, and kq_warm covers the first KQ_AHEAD blocks of a group, which
- * those prefetches never reach: at the start of a group, and towards the
- * end of one for the group the same call does next. (The 16-token verify
- * forward of the 4B benchmark file, 2 threads, measured ~20 % faster with
- * the warming than without; one block ahead measured as fast as two and
- * faster than four, whose prefetches queue up behind each other.)
+ * unpacking; kq_warm covers the first KQ_AHEAD blocks of a call's first
+ * group, which those prefetches never reach, and while a group's first
+ * pass unpacks block i, kq_warm_block fetches block i of the group the same
+ * call does next, a whole group's work ahead. (The 16-token verify forward
+ * of the 4B benchmark file, 2 threads, measured ~20 % faster with the
+ * warming than without; one block ahead measured as fast as two and faster
+ * than four, whose prefetches queue up behind each other. Fetching the
+ * next group block by block, instead of its first block at the end of the
+ * group: 16-token Q4_K 9728 x 2560 from memory 39.6 -> 31.9 ms, Q6_K
+ * 248320 x 2048 72 -> 66 ms, kbench -j 2, Xeon with AMX.)
  * ---------------------------------------------------------------------- */
 
 #define KQ_AHEAD 1 /* blocks */
@@ -155,6 +161,15 @@ static void kq_warm(const uint8_t *w, size_t ws, int nw, size_t block_bytes) {
     const size_t n = KQ_AHEAD * block_bytes < ws ? KQ_AHEAD * block_bytes : ws;
     for (int r = 0; r < nw; r++)
         for (size_t o = 0; o < n; o += 64) _mm_prefetch((const char *)w + (size_t)r * ws + o, _MM_HINT_T0);
+}
+
+/* Prefetch block i of nw rows (every line it touches). */
+static void kq_warm_block(const uint8_t *w, size_t ws, int nw, size_t block_bytes, int64_t i) {
+    for (int r = 0; r < nw; r++) {
+        const char *p = (const char *)w + (size_t)r * ws + (size_t)i * block_bytes;
+        for (size_t o = 0; o < block_bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+        _mm_prefetch(p + block_bytes - 1, _MM_HINT_T0);
+    }
 }
 
 typedef struct {
@@ -216,19 +231,35 @@ BD_INLINE void unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
  * -32 offset and the scales included (the same integer as the twin's
  * sum_s sc_s (sum q y - 32 bsums_s)). Bytes go in the slot order of the
  * packed activations (k_slot): chunk c holds the 32-element sub-blocks
- * k_slot[2c] and k_slot[2c + 1]. */
-BD_INLINE void split_q6(__m256i q8, __m512i sc16, __m256i *lo, __m256i *hi) {
-    const __m512i v = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q8), _mm512_set1_epi16(32)), sc16);
-    const __m512i vh = _mm512_srai_epi16(_mm512_add_epi16(v, _mm512_set1_epi16(64)), 7);
-    *hi = _mm512_cvtepi16_epi8(vh);
-    *lo = _mm512_cvtepi16_epi8(_mm512_sub_epi16(v, _mm512_slli_epi16(vh, 7)));
+ * k_slot[2c] and k_slot[2c + 1].
+ *
+ * k_q6_split[part][s][q]: the parts of v = (int8_t)s * (q - 32) for every
+ * scale byte s and 6-bit code q (part 0: vl, 1: vh; vh = floor((v + 64) / 128)),
+ * so that unpacking is a byte lookup: one vpermi2b serves two 16-element
+ * sub-blocks (their two tables side by side, the sub-block picked by bit 6
+ * of the index). 32 KiB, filled once by bd_kernels_fill_amx. */
+static int8_t k_q6_split[2][256][64] __attribute__((aligned(64)));
+
+static void q6_split_fill(void) {
+    for (int s = 0; s < 256; s++)
+        for (int q = 0; q < 64; q++) {
+            const int v = (int8_t)s * (q - 32);
+            const int vh = (v + 64) >> 7; /* floor, as srai */
+            k_q6_split[1][s][q] = (int8_t)vh;
+            k_q6_split[0][s][q] = (int8_t)(v - 128 * vh);
+        }
 }
 
 BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_wblock *u) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* bit 6 of the index: lanes 16-31 and 48-63 take the second table */
+    const __m512i odd = _mm512_set_epi64(0x4040404040404040LL, 0x4040404040404040LL, 0, 0,
+                                         0x4040404040404040LL, 0x4040404040404040LL, 0, 0);
+    const __mmask64 top = 0xFFFFFFFF00000000ULL;
     for (int r = 0; r < nw; r++) {
         const block_q6_K *b = (const block_q6_K *)(w + (size_t)r * ws) + i;
         UNROLL for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(b + KQ_AHEAD) + 64 * l, _MM_HINT_T0);
+        const uint8_t *sc = (const uint8_t *)b->scales;
         UNROLL for (int h = 0; h < 2; h++) {
             /* elements 128h + 0..63 and 128h + 64..127, in order */
             __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
@@ -238,19 +269,20 @@ BD_INLINE void unpack_q6k(const uint8_t *w, size_t ws, int nw, int64_t i, tile_w
                                          _mm512_and_si512(_mm512_slli_epi16(qh2, 4), m30));
             __m512i w1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                          _mm512_and_si512(qh2, m30));
-            /* chunk 2h: elements 128h + 0..31, 128h + 64..95 (32-element
-             * sub-blocks 4h, 4h + 2); chunk 2h + 1: 128h + 32..63, 128h + 96..127 */
+            /* chunk 2h: elements 128h + 0..31, 128h + 64..95 (16-element
+             * sub-blocks 8h, 8h + 1, 8h + 4, 8h + 5 by lanes of 16); chunk
+             * 2h + 1: 128h + 32..63, 128h + 96..127 (8h + 2, 3, 6, 7) */
             const __m512i ch[2] = {_mm512_shuffle_i64x2(w0, w1, 0x44), _mm512_shuffle_i64x2(w0, w1, 0xEE)};
             UNROLL for (int c = 0; c < 2; c++) {
-                UNROLL for (int half = 0; half < 2; half++) {
-                    /* 32-element sub-block sb = 16-element sub-blocks 2 sb, 2 sb + 1 */
-                    const int sb = 4 * h + c + 2 * half;
-                    const __m512i sc16 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16(b->scales[2 * sb]),
-                                                                 _mm512_set1_epi16(b->scales[2 * sb + 1]));
-                    __m256i lo, hi;
-                    split_q6(half ? _mm512_extracti64x4_epi64(ch[c], 1) : _mm512_castsi512_si256(ch[c]), sc16, &lo, &hi);
-                    _mm256_storeu_si256((__m256i *)(u->q[0][r] + 64 * (2 * h + c) + 32 * half), lo);
-                    _mm256_storeu_si256((__m256i *)(u->q[1][r] + 64 * (2 * h + c) + 32 * half), hi);
+                const __m512i idx = _mm512_or_si512(ch[c], odd);
+                const int s0 = 8 * h + 2 * c;
+                UNROLL for (int part = 0; part < 2; part++) {
+                    const int8_t (*t)[64] = k_q6_split[part];
+                    const __m512i a = _mm512_permutex2var_epi8(_mm512_load_si512(t[sc[s0]]), idx,
+                                                              _mm512_load_si512(t[sc[s0 + 1]]));
+                    const __m512i z = _mm512_permutex2var_epi8(_mm512_load_si512(t[sc[s0 + 4]]), idx,
+                                                              _mm512_load_si512(t[sc[s0 + 5]]));
+                    _mm512_store_si512(u->q[part][r] + 64 * (2 * h + c), _mm512_mask_blend_epi8(top, a, z));
                 }
             }
         }
@@ -358,7 +390,7 @@ BD_INLINE void store_rows(const __m512 acc[16], float *y, int64_t ldy, int nt, i
 #define TILE_PASS_BYTES (1536 << 10)
 
 /* nw (<= 16) rows at w; then n_next rows at w + 16 ws are the caller's
- * next group (warmed towards the end of the first pass; 0: none). */
+ * next group (warmed block by block during the first pass; 0: none). */
 static void kq_rows(uint32_t type, int64_t ncols, const uint8_t *w, size_t ws, int nw, int n_next,
                     const void *pack, int64_t n_tok, float *y, int64_t ldy) {
     if (t_config != CFG_KQ) tile_configure(CFG_KQ);
@@ -366,7 +398,6 @@ static void kq_rows(uint32_t type, int64_t ncols, const uint8_t *w, size_t ws, i
     const tile_xblock *xp = pack;
     const bool q4 = type == BD_TYPE_Q4_K;
     const size_t bb = q4 ? sizeof(block_q4_K) : sizeof(block_q6_K);
-    const int64_t i_next = nb > KQ_AHEAD ? nb - KQ_AHEAD : 0;
     kq_warm(w, ws, nw, bb);
     /* two buffers, alternating by block (see the loop) */
     tile_wblock ub[2] __attribute__((aligned(64)));
@@ -389,7 +420,7 @@ static void kq_rows(uint32_t type, int64_t ncols, const uint8_t *w, size_t ws, i
                 if (q4) unpack_q4k(w, ws, nw, i + 1, &ub[(i + 1) & 1]);
                 else unpack_q6k(w, ws, nw, i + 1, &ub[(i + 1) & 1]);
             }
-            if (n_next && g0 == 0 && i == i_next) kq_warm(w + 16 * ws, ws, n_next, bb);
+            if (n_next && g0 == 0) kq_warm_block(w + 16 * ws, ws, n_next, bb, i);
             const tile_wblock *u = &ub[i & 1];
             for (int g = 0; g < ng; g++) {
                 const tile_xblock *x = xp + (g0 + g) * nb + i;
@@ -577,9 +608,12 @@ static const bd_tile_ops k_amx_tiles = {
     .pack = tile_pack,
     .rows = tile_rows,
     /* no exact Q8_0: the tiles' order differs from the one-row dot (see matmul.c) */
-    .exact_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17},
-    .fast_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = 17,
+    .exact_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = BD_MATMUL_TILE_Q6K_ROWS},
+    .fast_rows = {[BD_TYPE_Q4_K] = BD_MATMUL_TILE_Q4K_ROWS, [BD_TYPE_Q6_K] = BD_MATMUL_TILE_Q6K_ROWS,
                   [BD_TYPE_Q8_0] = BD_MATMUL_TILE_Q8_ROWS},
 };
 
-void bd_kernels_fill_amx(bd_kernels *k) { k->tile = &k_amx_tiles; }
+void bd_kernels_fill_amx(bd_kernels *k) {
+    q6_split_fill();
+    k->tile = &k_amx_tiles;
+}

@@ -30,7 +30,7 @@ declare -A need=(
     [avx2]="avx2 fma f16c"
     [avxvnni]="avx2 fma f16c avx_vnni"
     [avx512]="avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni"
-    [amx]="avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni amx_tile amx_int8"
+    [amx]="avx2 fma f16c avx512f avx512dq avx512bw avx512vl avx512_vnni avx512vbmi amx_tile amx_int8"
 )
 gcc_name() { case $1 in avx_vnni) echo avxvnni ;; avx512_vnni) echo avx512vnni ;; amx_tile) echo amx-tile ;; amx_int8) echo amx-int8 ;; *) echo "$1" ;; esac; }
 [ "$(uname -m)" = x86_64 ] || { echo "isa_levels: not an x86-64 host"; exit 1; }

@@ -1191,7 +1191,8 @@ static void test_cpu_features(void **state) {
         {BD_CPU_AVX2, "avx2"},           {BD_CPU_FMA, "fma"},           {BD_CPU_F16C, "f16c"},
         {BD_CPU_AVXVNNI, "avx_vnni"},    {BD_CPU_AVX512F, "avx512f"},   {BD_CPU_AVX512DQ, "avx512dq"},
         {BD_CPU_AVX512BW, "avx512bw"},   {BD_CPU_AVX512VL, "avx512vl"}, {BD_CPU_AVX512VNNI, "avx512_vnni"},
-        {BD_CPU_AVX512BF16, "avx512_bf16"}, {BD_CPU_AMX_TILE, "amx_tile"}, {BD_CPU_AMX_INT8, "amx_int8"},
+        {BD_CPU_AVX512BF16, "avx512_bf16"}, {BD_CPU_AVX512VBMI, "avx512vbmi"}, {BD_CPU_AMX_TILE, "amx_tile"},
+        {BD_CPU_AMX_INT8, "amx_int8"},
     };
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) SKIP_BECAUSE("no /proc/cpuinfo to compare with");
@@ -1247,10 +1248,14 @@ static void test_isa_levels(void **state) {
     const uint32_t avx512 = avx2 | BD_CPU_BIT(BD_CPU_AVX512F) | BD_CPU_BIT(BD_CPU_AVX512DQ) |
                             BD_CPU_BIT(BD_CPU_AVX512BW) | BD_CPU_BIT(BD_CPU_AVX512VL) |
                             BD_CPU_BIT(BD_CPU_AVX512VNNI);
-    const bd_cpu none = {.bits = 0}, zen4 = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AVX512BF16)};
+    const bd_cpu none = {.bits = 0},
+                 zen4 = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AVX512BF16) | BD_CPU_BIT(BD_CPU_AVX512VBMI)};
     const bd_cpu no_dq = {.bits = avx512 & ~BD_CPU_BIT(BD_CPU_AVX512DQ)};
     const bd_cpu no_f16c = {.bits = avx2 & ~BD_CPU_BIT(BD_CPU_F16C)};
-    const bd_cpu spr = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AMX_TILE) | BD_CPU_BIT(BD_CPU_AMX_INT8)};
+    const bd_cpu spr = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AVX512VBMI) | BD_CPU_BIT(BD_CPU_AMX_TILE) |
+                                BD_CPU_BIT(BD_CPU_AMX_INT8)};
+    /* AMX without VBMI does not exist, but the level checks for it (its file's -mavx512vbmi) */
+    const bd_cpu amx_no_vbmi = {.bits = avx512 | BD_CPU_BIT(BD_CPU_AMX_TILE) | BD_CPU_BIT(BD_CPU_AMX_INT8)};
     assert_true(bd_isa_runs_on(BD_ISA_REF, &none, why, sizeof why));
 #if defined(__x86_64__)
     assert_false(bd_isa_runs_on(BD_ISA_AVX2, &none, why, sizeof why));
@@ -1270,14 +1275,16 @@ static void test_isa_levels(void **state) {
     assert_false(bd_isa_runs_on(BD_ISA_AMX, &zen4, why, sizeof why));
     assert_string_equal(why, "CPU lacks amx-tile amx-int8");
     assert_true(bd_isa_runs_on(BD_ISA_AMX, &spr, why, sizeof why));
+    assert_false(bd_isa_runs_on(BD_ISA_AMX, &amx_no_vbmi, why, sizeof why));
+    assert_string_equal(why, "CPU lacks avx512vbmi");
     assert_false(bd_isa_runs_on(BD_ISA_AMX, &none, why, sizeof why));
-    assert_non_null(strstr(why, "avx512vnni amx-tile amx-int8"));
+    assert_non_null(strstr(why, "avx512vnni avx512vbmi amx-tile amx-int8"));
 #else
     for (int i = BD_ISA_AVX2; i < BD_ISA_COUNT; i++) {
         assert_false(bd_isa_runs_on((bd_isa)i, &spr, why, sizeof why));
         assert_string_equal(why, "not built for this architecture");
     }
-    (void)zen4, (void)no_dq, (void)no_f16c;
+    (void)zen4, (void)no_dq, (void)no_f16c, (void)amx_no_vbmi;
 #endif
 
     /* bd_kernels_check reads BLOCKDRAFT_ISA on every call */
