@@ -304,10 +304,14 @@ bool bd_mat_interleave(bd_mat *W, void *tmp);
 #define BD_MATMUL_EXACT_ROWS 32
 
 /* Q4_K batches of at least this many rows take the AMX tiles in bd_matmul
- * too (same bits; the AMX table's exact_rows). A 16-token group of tiles costs about the same for 1 or
- * 16 rows (unpacking the weights dominates); on the 4B-shaped benchmark
- * file it measured even with VNNI at 5-6 rows and ahead from 7-8 on. */
-#define BD_MATMUL_TILE_Q4K_ROWS 7
+ * too (same bits; the AMX table's exact_rows). A 16-token group of tiles
+ * costs about the same for 1 or 16 rows (unpacking the weights dominates).
+ * Since the tile calls prefetch their next row group block by block
+ * (kernels_amx.c), 6 rows from memory, 2 threads, kbench, ms for 400 MiB:
+ * tiles against the few-row dots 24 / 32 (2560 x 9728), 30 / 30 (9728 x
+ * 2560, 4096 x 2560), 42 / 41 (248320 x 2048); at 5 rows the dots win
+ * three of the four. 4B verify t(6) at depth 512: 206-213 -> 195 ms. */
+#define BD_MATMUL_TILE_Q4K_ROWS 6
 
 /* The same for Q6_K. Its tiles unpack through byte lookups (kernels_amx.c);
  * from memory, 2 threads, the tiles measured even with vec_dot_n at 10 rows
