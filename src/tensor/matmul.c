@@ -188,8 +188,8 @@ static int64_t mm_chunk_rows(int64_t n_tok, const bd_mat *W) {
 
 #define MM_TILE_GROUPS 4 /* at most this many 16-row groups per tile work item */
 
-/* Rows per work item on the tile path. The tiles' rows() prefetches the start
- * of each 16-row group while it finishes the one before (see kq_warm in
+/* Rows per work item on the tile path. The tiles' rows() prefetches each
+ * 16-row group while it works on the one before (kq_warm_block in
  * kernels_amx.c), which works only inside one call: so an item holds up to
  * MM_TILE_GROUPS groups, fewer where that would leave under four items per
  * thread to balance the load with. */

@@ -811,14 +811,14 @@ static void test_avx512(void **state) {
  * the fast entry agrees with it to f32 rounding, and where the table has
  * AMX its Q8_0 batches of BD_MATMUL_TILE_Q8_ROWS rows or more give the tile
  * twin's bits (so the test sees that they took the tile path). The batch
- * sizes straddle BD_MATMUL_TILE_Q4K_ROWS and the Q6_K switch at 16; the
+ * sizes straddle BD_MATMUL_TILE_Q4K_ROWS and BD_MATMUL_TILE_Q6K_ROWS; the
  * 200 weight rows make tile work items of several 16-row groups and a
  * partial one at the end.
  */
 static void test_matmul_paths(void **state) {
     (void)state;
     static const uint32_t types[] = {BD_TYPE_Q8_0, BD_TYPE_Q4_K, BD_TYPE_Q6_K};
-    static const int toks[] = {1, 3, 4, 6, 7, 16, 17, 32, 40};
+    static const int toks[] = {1, 3, 4, 5, 6, 7, 9, 10, 16, 17, 32, 40};
     const int64_t n = 512, nr = 200;
     const bd_kernels *k = bd_kernels_get();
     for (size_t ti = 0; ti < 3; ti++) {
