@@ -427,11 +427,13 @@ for l in "${RUN_LEVELS[@]}"; do
         main=1
         [[ " $THREADS " == *" $T "* ]] || main=0 # a speculative-only thread count
         [ "$BUSY" = only ] && main=0
-        # read bandwidth of this machine (1 GiB summed by $T threads, best of 5)
-        bw=$(BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$PROBE_MODEL" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json |
-            jq -r '.peak_gbps') || bw=0
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$l" "$T" "$v" "$G" "${L_LOADED[$l]}" "${L_FEATS[$l]}" "$bw" \
-            "${L_BDISA[$l]}" >>"$OUT/groups.tsv"
+        # read bandwidth of this machine (1 GiB summed by $T threads, best of 5,
+        # on huge pages where the kernel has them, as the models' weights)
+        probe=$(BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$PROBE_MODEL" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json |
+            jq -r '"\(.peak_gbps) \(if .peak_gbps_huge_pages then "huge" else "small" end)"') || probe="0 small"
+        bw=${probe% *} bwpages=${probe#* }
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$l" "$T" "$v" "$G" "${L_LOADED[$l]}" "${L_FEATS[$l]}" "$bw" \
+            "${L_BDISA[$l]}" "$bwpages" >>"$OUT/groups.tsv"
         for m in "${MODELS[@]+"${MODELS[@]}"}"; do
             [ $main = 1 ] || break
             b=$(basename "$m" .gguf)

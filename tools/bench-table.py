@@ -64,7 +64,7 @@ def recurrent(j):
 out = sys.argv[1]
 machine = open(os.path.join(out, "machine.txt")).read().rstrip()
 cpu_line = next((l for l in machine.splitlines() if l.startswith("cpu:")), "cpu: ?")
-groups = [dict(zip(("level", "threads", "variant", "dir", "loaded", "features", "bw", "bdisa"), g))
+groups = [dict(zip(("level", "threads", "variant", "dir", "loaded", "features", "bw", "bdisa", "bwpages"), g))
           for g in read_tsv(os.path.join(out, "groups.tsv"))]
 models = read_tsv(os.path.join(out, "models.tsv"))  # stem, spec, path
 pairs = read_tsv(os.path.join(out, "pairs.tsv"))  # name, target, drafter
@@ -159,7 +159,8 @@ for g in groups:
     print(f"blockdraft: BLOCKDRAFT_ISA={l}; kernel table: {g['bdisa']}")
     print(f"llama.cpp:  libggml-cpu-{variant}.so alone in its backend folder; its log: loaded CPU backend from {g['loaded']}")
     print(f"llama.cpp CPU backend features: {g['features']}")
-    print(f"read bandwidth ({T} threads, blockdraft bench --bw-probe): {bw:.1f} GB/s")
+    pages = f", {g['bwpages']} pages" if g.get("bwpages") else ""
+    print(f"read bandwidth ({T} threads, blockdraft bench --bw-probe{pages}): {bw:.1f} GB/s")
     print("```\n")
     for stem, spec, _ in models:
         bd, ll = load(f"{d}/bd-{stem}.json"), load(f"{d}/ll-{stem}.json")

@@ -5,12 +5,16 @@
  * the repetitions reported. Built by `make kbench`; not part of the tests.
  *
  *   kbench [-t TYPE] [-r ROWS] [-c COLS] [-n NX] [-j THREADS] [-k REPS]
- *          [-m MiB] [-l LEVELS] [-o OFFSET]
+ *          [-m MiB] [-l LEVELS] [-o OFFSET] [-H 0|1]
  *
  * -m: bytes of weights streamed per repetition (copies of the matrix, so
  *     that from a few hundred MiB on they come from memory as in decode;
  *     -m 0 reuses one copy, which then sits in cache: the kernel's compute
  *     rate). -l: comma-separated levels (default: every level that runs).
+ * -H 1 (the default): the weights on transparent huge pages where the
+ *     kernel has them, as a loaded model's are (bd_fmap_prefetch); -H 0:
+ *     small pages. From memory the two differ by much (a TLB miss per 4 KiB
+ *     under a hypervisor), so figures are comparable only at the same -H.
  * Prints per level: best and median ms per repetition, weight GB/s (best),
  * and integer GOPS (2 x weights x nx / time); a level with row-group
  * kernels for the type (the table's tile entry) is measured a second time
@@ -89,7 +93,7 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const char *tname = "q4_K", *levels = NULL;
     int64_t rows = 9728, cols = 2560;
-    int nx = 1, threads = 1, reps = 20, offset = 0;
+    int nx = 1, threads = 1, reps = 20, offset = 0, want_huge = 1;
     double mib = 512;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
@@ -102,6 +106,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-m")) mib = atof(v);
         else if (!strcmp(a, "-l")) levels = v;
         else if (!strcmp(a, "-o")) offset = atoi(v) & 63;
+        else if (!strcmp(a, "-H")) want_huge = atoi(v) != 0;
         else {
             fprintf(stderr, "kbench: unknown option %s\n", a);
             return 2;
@@ -119,7 +124,9 @@ int main(int argc, char **argv) {
     if (!bd_row_size(type, cols, &rb) || !bd_row_size(tr->vec_dot_type, cols, &xb)) return 2;
     const size_t mat = (size_t)rb * (size_t)rows;
     const int copies = mib > 0 ? (int)((mib * 1048576.0 + (double)mat - 1) / (double)mat) : 1;
-    uint8_t *w = bd_alloc(mat * (size_t)copies);
+    bool huge = false, huge_il = false;
+    const size_t wbytes = mat * (size_t)copies + 64;
+    uint8_t *w = want_huge ? bd_alloc_huge(wbytes, &huge) : bd_alloc(wbytes);
     const size_t xs = ((size_t)xb + 63) & ~(size_t)63;
     uint8_t *x = bd_alloc(xs * 512);
     float *y = bd_alloc(sizeof(float) * 512 * (size_t)rows), *f = bd_alloc(sizeof(float) * (size_t)cols);
@@ -134,7 +141,7 @@ int main(int argc, char **argv) {
     /* the interleaved copies (same bytes per copy, the layout's order) */
     uint8_t *wi = NULL;
     if (bd_il16_supports(type, cols) && rows % BD_IL16_ROWS == 0) {
-        wi = bd_alloc(mat * (size_t)copies + 64);
+        wi = want_huge ? bd_alloc_huge(wbytes, &huge_il) : bd_alloc(wbytes);
         if (!wi) return 1;
         wi += offset;
         for (int64_t g = 0; g < rows / BD_IL16_ROWS; g++)
@@ -184,9 +191,10 @@ int main(int argc, char **argv) {
         }
     bd_pool *pool = threads > 1 ? bd_pool_create(threads) : NULL;
     double *ms = calloc((size_t)nk * (size_t)reps, sizeof(double));
-    printf("kbench: %s %lld x %lld, nx %d, %d thread(s), %d copies (%.0f MiB streamed per rep), %d reps; cpu: %s\n",
-           tname, (long long)rows, (long long)cols, nx, threads, copies, (double)mat * copies / 1048576.0, reps,
-           bd_cpu_describe());
+    printf("kbench: %s %lld x %lld, nx %d, %d thread(s), %d copies (%.0f MiB streamed per rep, %s pages), %d reps; "
+           "cpu: %s\n",
+           tname, (long long)rows, (long long)cols, nx, threads, copies, (double)mat * copies / 1048576.0,
+           huge && (!wi || huge_il) ? "huge" : "small", reps, bd_cpu_describe());
     for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
         for (int i = 0; i < nk; i++) {
             const double t0 = bd_time_ms();

@@ -322,6 +322,26 @@ void *bd_alloc(size_t size) {
 
 void bd_free(void *p) { free(p); }
 
+void *bd_alloc_huge(size_t size, bool *huge) {
+    *huge = false;
+    const size_t len = (size + FMAP_HUGE - 1) & ~(size_t)(FMAP_HUGE - 1);
+    if (size == 0 || len < size || len > SIZE_MAX - FMAP_HUGE) return NULL;
+    uint8_t *raw = mmap(NULL, len + FMAP_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    /* keep the 2 MiB-aligned len bytes inside the span, unmap the rest */
+    const size_t lead = (FMAP_HUGE - ((uintptr_t)raw & (FMAP_HUGE - 1))) & (FMAP_HUGE - 1);
+    uint8_t *a = raw + lead;
+    if (lead) munmap(raw, lead);
+    if (FMAP_HUGE - lead) munmap(a + len, FMAP_HUGE - lead);
+    *huge = bd_fmap_thp_available() && madvise(a, len, MADV_HUGEPAGE) == 0;
+    return a;
+}
+
+void bd_free_huge(void *p, size_t size) {
+    if (!p || size == 0) return;
+    munmap(p, (size + FMAP_HUGE - 1) & ~(size_t)(FMAP_HUGE - 1));
+}
+
 /* ------------------------------------------------------------------------
  * CPU features
  * ---------------------------------------------------------------------- */

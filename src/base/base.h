@@ -215,6 +215,15 @@ void *bd_alloc(size_t size);
  * (faulted in) only as far as they are used, not all at creation. */
 void *bd_alloc_raw(size_t size);
 void bd_free(void *p);
+/* size bytes (not zeroed) at a 2 MiB boundary, asked for transparent huge
+ * pages (MADV_HUGEPAGE) where the kernel has them: the pages a copied model
+ * file sits on (bd_fmap_prefetch), for measurements that must stream memory
+ * as decoding does (bench's read-bandwidth probe, kbench). *huge says
+ * whether the advice was taken (it is a request; the kernel may still
+ * back some of the range with small pages). NULL on failure or size 0.
+ * Free with bd_free_huge(p, size). */
+void *bd_alloc_huge(size_t size, bool *huge);
+void bd_free_huge(void *p, size_t size);
 
 /* ------------------------------------------------------------------------
  * Growable storage

@@ -10,6 +10,7 @@
 #    that tau depends on the models and not on timing, as the adaptive
 #    length would) is token-identical to plain decoding and accepts drafts
 #    (tau > 1.2);
+#  * --bw-probe gives a figure, on huge pages where the kernel has them;
 #  * bad options are usage errors (exit 2), a missing file a runtime error.
 set -euo pipefail
 S="$BD_SHARED/fixtures/stories260K"
@@ -50,6 +51,19 @@ assert sp["adaptive"] is False and sp["n_max"] == 7, sp
 assert sp["tau"] > 1.2 and sp["n_accepted"] > 0, sp
 assert sp["tps"] > 0 and sp["plain_tps"] > 0 and sp["n_gen"] == 48
 print("bench: json keys, op counts, GB/s formula and speculative identity ok")
+PY
+
+# the read-bandwidth probe: a figure, and its buffer on huge pages exactly
+# where the kernel offers them (madvise or always), as the weights are
+"$BD_BIN" bench -m "$S/stories260K.gguf" -t 1 -p 0 -n 0 --no-verify --bw-probe --json > "$T/p.json"
+thp=no
+grep -qv '\[never\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null && thp=yes
+python3 - "$T/p.json" "$thp" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["peak_gbps_probed"] is True and p["peak_gbps"] > 0, p
+assert p["peak_gbps_huge_pages"] is (sys.argv[2] == "yes"), (p["peak_gbps_huge_pages"], sys.argv[2])
+print(f"bench: probe {p['peak_gbps']:.1f} GB/s, huge pages {p['peak_gbps_huge_pages']}")
 PY
 
 # text output names the tests

@@ -62,7 +62,7 @@ mkdir -p "$G"
 printf 'date: x\ncpu: Test CPU | 2 CPUs | flags: avx2\n' >"$R/machine.txt"
 : >"$R/skipped.txt"
 : >"$R/pairs.tsv"
-printf 'avx2\t2\thaswell\t%s\t/x/libggml-cpu-haswell.so\tAVX2\t20.0\tavx2\n' "$G" >"$R/groups.tsv"
+printf 'avx2\t2\thaswell\t%s\t/x/libggml-cpu-haswell.so\tAVX2\t20.0\tavx2\thuge\n' "$G" >"$R/groups.tsv"
 printf 'm1\tm1\t/x/m1.gguf\nm2\tm2\t/x/m2.gguf\n' >"$R/models.tsv"
 bd='{"file_bytes":1e9,"threads":2,"n_prompt":512,"n_gen":128,"pp_tps":300,"pp_tps_sd":1,"tg_tps":10,"tg_tps_sd":0.5,
      "tg_gbps":15,"peak_gops":925,"verify_depth":512,"verify_ms":[100,150],"verify_gops":[10,13],
@@ -75,6 +75,7 @@ echo "$ll" >"$G/ll-m1.json"
 echo "$bd" >"$G/bd-m2.json"
 echo "$ll" | sed 's/cpu-haswell/cpu-zen4/g' >"$G/ll-m2.json"
 python3 "$ROOT/tools/bench-table.py" "$R" >"$T/table.md"
+grep -qF 'read bandwidth (2 threads, blockdraft bench --bw-probe, huge pages): 20.0 GB/s' "$T/table.md"
 # pp 300/150, tg 10/8, verify t(2) 150/200; GB/s share 15/20 and 15*8/10/20;
 # t/t1 150/100 and 200/80
 grep -qF '| avx2 (haswell) | 2 | m1 | 300.00 / 150.00 = 2.00x | 10.00 / 8.00 = 1.25x | t(2) 150.0 / 200.0 = 0.75x | 75 % / 60 % |' "$T/table.md"
