@@ -139,9 +139,9 @@ int main(int argc, char **argv) {
     }
     for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * mat, w, mat);
     /* the interleaved copies (same bytes per copy, the layout's order) */
-    uint8_t *wi = NULL;
+    uint8_t *wi = NULL, *wi_base = NULL;
     if (bd_il16_supports(type, cols) && rows % BD_IL16_ROWS == 0) {
-        wi = want_huge ? bd_alloc_huge(wbytes, &huge_il) : bd_alloc(wbytes);
+        wi = wi_base = want_huge ? bd_alloc_huge(wbytes, &huge_il) : bd_alloc(wbytes);
         if (!wi) return 1;
         wi += offset;
         for (int64_t g = 0; g < rows / BD_IL16_ROWS; g++)
@@ -215,5 +215,12 @@ int main(int argc, char **argv) {
                bytes / m[0] / 1e6, ops / m[0] / 1e6);
     }
     if (pool) bd_pool_free(pool);
+    if (want_huge) {
+        bd_free_huge(w, wbytes);
+        bd_free_huge(wi_base, wbytes);
+    } else {
+        bd_free(w);
+        bd_free(wi_base);
+    }
     return 0;
 }
