@@ -1669,12 +1669,13 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * even in three more rounds, and a 4B verify curve t(6) 178 / t(7) 276
  * ms: read in the kernel up to 6 rows there (two calls of IL_PAIR_NT 3;
  * each call reads and masks the codes again). Zen 4 reads every batch
- * size faster in the kernel (kernels.c's bd_il_fused_rows_avx2). */
+ * size faster in the kernel (kernels.c's bd_il_fused_rows_avx2), and the
+ * Intel Xeon 16 rows. */
 #ifndef IL_FUSED_ROWS
 #if defined(__AVXVNNI__)
 #define IL_FUSED_ROWS 16
 #else
-#define IL_FUSED_ROWS bd_il_fused_rows_avx2 /* 16 on Zen 4 (kernels.c) */
+#define IL_FUSED_ROWS bd_il_fused_rows_avx2 /* 16 on Zen 4 and Intel (kernels.c) */
 #endif
 #endif
 
