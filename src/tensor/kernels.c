@@ -138,11 +138,11 @@ static void tables_build(void) {
      * the kernel: 7 rows 50.5-51.5 / 35.7-36.4, 8 rows 53.0-53.7 /
      * 38.1-38.5, 9 rows 55.4-55.8 / 40.9-41.7, 12 rows 68.2-68.7 /
      * 52.1-53.6, 16 rows 86.8-87.3 / 72.2-73.3; on Zen 5 7 rows read slower
-     * in the kernel and 8 even (kernels_avx2.c), hence 6 there and on CPUs
-     * not measured: Zen 3 shares family 0x19 but has no AVX-512. Intel
+     * in the kernel and 8 even (kernels_avx2.c), hence 6 there and on AMD
+     * CPUs not measured: Zen 3 shares family 0x19 but has no AVX-512. Intel
      * (the Xeon with AMX, family 6, at the avx2 level; same kbench, 16
      * rows, three rounds, unpacked / read in the kernel): 49.5-55.0 /
-     * 42.4-46.1 ms, so 16 on Intel too. */
+     * 42.4-46.1 ms, so 16 on every non-AMD CPU (only that Xeon measured). */
     const bool zen4 = cpu->amd && cpu->family == 0x19 && bd_cpu_has(cpu, BD_CPU_AVX512F);
     bd_il_fused_rows_avx2 = zen4 || !cpu->amd ? 16 : 6;
     int best = BD_ISA_REF;
