@@ -427,7 +427,7 @@ for l in "${RUN_LEVELS[@]}"; do
         main=1
         [[ " $THREADS " == *" $T "* ]] || main=0 # a speculative-only thread count
         [ "$BUSY" = only ] && main=0
-        # read bandwidth of this machine (1 GiB summed by $T threads, best of 5,
+        # read bandwidth of this machine (1 GiB read by $T threads, best of 10 passes in two loop forms,
         # on huge pages where the kernel has them, as the models' weights)
         probe=$(BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$PROBE_MODEL" -p 0 -n 0 --no-verify --bw-probe -t "$T" --json |
             jq -r '"\(.peak_gbps) \(if .peak_gbps_huge_pages then "huge" else "small" end)"') || probe="0 small"
