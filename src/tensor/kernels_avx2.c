@@ -827,13 +827,40 @@ BD_INLINE __m256i bcast32(const void *p) { return _mm256_broadcastd_epi32(_mm_lo
 /* A scale vector for the int16 sums: (v, v) in each row's lane */
 BD_INLINE __m256i pair16(__m256i v) { return _mm256_or_si256(v, _mm256_slli_epi32(v, 16)); }
 
+/* Q4_K's mins two sub-blocks at a time. A sub-block's min meets the sum of
+ * its 32 activations, which is a pair of Q8_K bsums (16 elements each):
+ * the mins' sum is sum_s m_s (bsums[2s] + bsums[2s + 1]). Summing each
+ * pair first (|sum| <= 32 x 128 fits an int16) lets one madd take two
+ * sub-blocks, (m_2q, m_2q+1) against (b_2q, b_2q+1): 4 madds a row and
+ * block instead of 8 (on Zen 5 they share the pipes of the products).
+ * The int32 sum is exact either way, so the same bits.
+ * q4k_mins2(m) with m lane r = 4 mins as bytes (m_lo or m_hi below): [0]
+ * and [1] lane r = (byte 0, byte 1) and (byte 2, byte 3) as int16 pairs. */
+BD_INLINE void q4k_mins2(__m256i m, __m256i out[2]) {
+    /* (byte shuffles stay inside each 128-bit lane; -1 zeroes) */
+    const __m256i s01 = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1));
+    const __m256i s23 = _mm256_add_epi16(s01, _mm256_set1_epi16(2)); /* (-1 plus 2 in the high byte stays negative: zero) */
+    out[0] = _mm256_shuffle_epi8(m, s01);
+    out[1] = _mm256_shuffle_epi8(m, s23);
+}
+/* The activation side: b[q] every lane = (b_2q, b_2q+1) as int16s, b_s the
+ * sum of sub-block s's 32 activations. */
+BD_INLINE void q8k_bsums2(const block_q8_K *x, __m256i b[4]) {
+    const __m128i h = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+    const __m256i h2 = _mm256_broadcastsi128_si256(h);
+    b[0] = _mm256_shuffle_epi32(h2, 0x00);
+    b[1] = _mm256_shuffle_epi32(h2, 0x55);
+    b[2] = _mm256_shuffle_epi32(h2, 0xAA);
+    b[3] = _mm256_shuffle_epi32(h2, 0xFF);
+}
+
 #define RG_AHEAD 1 /* blocks of each row prefetched ahead of their unpacking */
 
 /* Q4_K, 8 rows of one block. */
 typedef struct {
     __m256i u[8][8]; /* [sub-block s][g]: lane r = codes of elements 32 s + 4 g .. + 3 of row r */
     __m256i sc[8];   /* [s]: lane r = (sc, sc) int16 pair (AVX2) or sc (AVX-VNNI) of sub-block s */
-    __m256i mn[8];   /* [s]: lane r = (m_s, m_s) as an int16 pair */
+    __m256i mn2[4];  /* [q]: lane r = (m_2q, m_2q+1), two sub-blocks' mins as an int16 pair (q4k_mins2) */
     __m256 d, dmin;
 } rg_q4k;
 
@@ -854,8 +881,9 @@ BD_INLINE void rg_q4k_scales(const __m256i q[4], rg_q4k *u) {
 #else
         u->sc[s] = pair16(sc);
 #endif
-        u->mn[s] = pair16(_mm256_and_si256(_mm256_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff));
     }
+    q4k_mins2(m_lo, u->mn2);
+    q4k_mins2(m_hi, u->mn2 + 2);
     u->d = _mm256_cvtph_ps(low16_epi32(q[0]));
     u->dmin = _mm256_cvtph_ps(low16_epi32(_mm256_srli_epi32(q[0], 16)));
 }
@@ -913,8 +941,9 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m256 *
         }
     }
     UNROLL for (int j = 0; j < NT; j++) {
-        UNROLL for (int s = 0; s < 8; s++)
-            summ[j] = madd_acc(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
+        __m256i b2[4];
+        q8k_bsums2(x[j], b2);
+        UNROLL for (int q = 0; q < 4; q++) summ[j] = madd_acc(summ[j], u->mn2[q], b2[q]);
         const __m256 dx = _mm256_set1_ps(x[j]->d);
         acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(u->d, dx), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
         acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(u->dmin, dx), _mm256_cvtepi32_ps(summ[j]), acc[j]);
@@ -985,11 +1014,10 @@ BD_INLINE __m256i il_q6k_codes(const uint8_t *p, int sub, int G, int k) {
 BD_INLINE void il_pair_q4k_tail(const rg_q4k *const *u, const block_q8_K *const *x, __m256i sumi[2][4],
                                 __m256 *const *acc, const int NT) {
     UNROLL for (int j = 0; j < NT; j++) {
-        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        UNROLL for (int s = 0; s < 8; s++) {
-            const __m256i bs = bcast32(x[j]->bsums + 2 * s);
-            UNROLL for (int h = 0; h < 2; h++) summ[h] = madd_acc(summ[h], u[h]->mn[s], bs);
-        }
+        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, b2[4];
+        q8k_bsums2(x[j], b2);
+        UNROLL for (int q = 0; q < 4; q++)
+            UNROLL for (int h = 0; h < 2; h++) summ[h] = madd_acc(summ[h], u[h]->mn2[q], b2[q]);
         const __m256 dx = _mm256_set1_ps(x[j]->d);
         UNROLL for (int h = 0; h < 2; h++) {
             acc[h][j] = _mm256_fmadd_ps(_mm256_mul_ps(u[h]->d, dx), _mm256_cvtepi32_ps(sumi[h][j]), acc[h][j]);
@@ -1456,17 +1484,16 @@ BD_INLINE void il_one_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, float
                 }
             }
         }
-        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        UNROLL for (int s = 0; s < 8; s++) {
-            const __m256i bs = bcast32(x->bsums + 2 * s);
-            UNROLL for (int sub = 0; sub < 2; sub++) {
-                const __m256i q2 = il_word(p, sub, 2), q3 = il_word(p, sub, 3);
-                const __m256i mv = s < 4 ? _mm256_and_si256(q2, m6)
-                                         : _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), m4),
-                                                           _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2));
-                const __m256i mn = pair16(_mm256_and_si256(_mm256_srli_epi32(mv, 8 * (s % 4)), ff));
-                summ[sub] = madd_acc(summ[sub], mn, bs);
-            }
+        __m256i summ[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, b2[4];
+        q8k_bsums2(x, b2);
+        UNROLL for (int sub = 0; sub < 2; sub++) {
+            const __m256i q2 = il_word(p, sub, 2), q3 = il_word(p, sub, 3);
+            __m256i mn2[4];
+            q4k_mins2(_mm256_and_si256(q2, m6), mn2);
+            q4k_mins2(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(q3, 4), m4),
+                                      _mm256_and_si256(_mm256_srli_epi32(q2, 2), hi2)),
+                      mn2 + 2);
+            UNROLL for (int q = 0; q < 4; q++) summ[sub] = madd_acc(summ[sub], mn2[q], b2[q]);
         }
         const __m256 dx = _mm256_set1_ps(x->d);
         UNROLL for (int sub = 0; sub < 2; sub++) {

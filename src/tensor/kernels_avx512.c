@@ -1060,11 +1060,33 @@ BD_INLINE void rg_load16x4(const uint8_t *w, size_t ws, int nw, size_t bb, int64
 
 #define RG_AHEAD 1 /* blocks of each row prefetched ahead of their unpacking */
 
+/* Q4_K's mins two sub-blocks at a time, as in kernels_avx2.c (which says
+ * why the sums are the same): q4k_mins2(m), m lane r = 4 mins as bytes,
+ * gives lane r = (byte 0, byte 1) and (byte 2, byte 3) as int16 pairs;
+ * q8k_bsums2(x) every lane of b[q] = (b_2q, b_2q+1), b_s the sum of
+ * sub-block s's 32 activations. */
+BD_INLINE void q4k_mins2(__m512i m, __m512i out[2]) {
+    /* (byte shuffles stay inside each 128-bit lane; -1 zeroes, and stays
+     * negative with 2 added) */
+    const __m512i s01 =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, -1, 1, -1, 4, -1, 5, -1, 8, -1, 9, -1, 12, -1, 13, -1));
+    out[0] = _mm512_shuffle_epi8(m, s01);
+    out[1] = _mm512_shuffle_epi8(m, _mm512_add_epi16(s01, _mm512_set1_epi16(2)));
+}
+BD_INLINE void q8k_bsums2(const block_q8_K *x, __m512i b[4]) {
+    const __m128i h = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+    const __m512i h4 = _mm512_broadcast_i32x4(h);
+    b[0] = _mm512_shuffle_epi32(h4, _MM_PERM_AAAA);
+    b[1] = _mm512_shuffle_epi32(h4, _MM_PERM_BBBB);
+    b[2] = _mm512_shuffle_epi32(h4, _MM_PERM_CCCC);
+    b[3] = _mm512_shuffle_epi32(h4, _MM_PERM_DDDD);
+}
+
 /* Q4_K, 16 rows of one block. */
 typedef struct {
     __m512i u[8][8]; /* [sub-block s][g]: lane r = codes of elements 32 s + 4 g .. + 3 of row r */
     __m512i sc[8];   /* [s]: lane r = the scale of sub-block s of row r */
-    __m512i mn[8];   /* [s]: lane r = (m_s, m_s), the min of sub-block s as an int16 pair */
+    __m512i mn2[4];  /* [q]: lane r = (m_2q, m_2q+1), two sub-blocks' mins as an int16 pair (q4k_mins2) */
     __m512 d, dmin;
 } rg_q4k;
 
@@ -1099,11 +1121,11 @@ BD_INLINE void rg_unpack_q4k(const uint8_t *w, size_t ws, int nw, int64_t i, rg_
                                          _mm512_and_si512(_mm512_srli_epi32(q[2], 2), hi2));
     const __m512i ff = _mm512_set1_epi32(0xFF);
     UNROLL for (int s = 0; s < 8; s++) {
-        const __m512i scs = s < 4 ? sc_lo : sc_hi, ms = s < 4 ? m_lo : m_hi;
+        const __m512i scs = s < 4 ? sc_lo : sc_hi;
         u->sc[s] = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
-        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
-        u->mn[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
     }
+    q4k_mins2(m_lo, u->mn2);
+    q4k_mins2(m_hi, u->mn2 + 2);
     u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q[0]));
     u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q[0], 16)));
 }
@@ -1139,7 +1161,9 @@ BD_INLINE void rg_block_q4k(const void *vu, const block_q8_K *const *x, __m512 *
         rg_scaled_sums(U, 8, x, 32 * s, u->sc[s], sumi, NT);
     }
     UNROLL for (int j = 0; j < NT; j++) {
-        UNROLL for (int s = 0; s < 8; s++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn[s], bcast32(x[j]->bsums + 2 * s));
+        __m512i b2[4];
+        q8k_bsums2(x[j], b2);
+        UNROLL for (int q = 0; q < 4; q++) summ[j] = _mm512_dpwssd_epi32(summ[j], u->mn2[q], b2[q]);
         const __m512 dx = _mm512_set1_ps(x[j]->d);
         acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(u->d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
         acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(u->dmin, dx), _mm512_cvtepi32_ps(summ[j]), acc[j]);
@@ -1309,11 +1333,11 @@ BD_INLINE void il_unpack_q4k(const uint8_t *p, int sub, rg_q4k *u) {
                                          _mm512_and_si512(_mm512_srli_epi32(q2, 2), hi2));
     const __m512i ff = _mm512_set1_epi32(0xFF);
     UNROLL for (int s = 0; s < 8; s++) {
-        const __m512i scs = s < 4 ? sc_lo : sc_hi, ms = s < 4 ? m_lo : m_hi;
+        const __m512i scs = s < 4 ? sc_lo : sc_hi;
         u->sc[s] = _mm512_and_si512(_mm512_srli_epi32(scs, 8 * (s % 4)), ff);
-        const __m512i m = _mm512_and_si512(_mm512_srli_epi32(ms, 8 * (s % 4)), ff);
-        u->mn[s] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
     }
+    q4k_mins2(m_lo, u->mn2);
+    q4k_mins2(m_hi, u->mn2 + 2);
     u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q0));
     u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q0, 16)));
 }
@@ -1402,12 +1426,13 @@ BD_INLINE void il_few_q4k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
         }
         const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(q0));
         const __m512 dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(q0, 16)));
+        __m512i mn2[4];
+        q4k_mins2(m_lo, mn2);
+        q4k_mins2(m_hi, mn2 + 2);
         UNROLL for (int j = 0; j < NT; j++) {
-            __m512i summ = _mm512_setzero_si512();
-            UNROLL for (int s = 0; s < 8; s++) {
-                const __m512i m = _mm512_and_si512(_mm512_srli_epi32(s < 4 ? m_lo : m_hi, 8 * (s % 4)), ff);
-                summ = _mm512_dpwssd_epi32(summ, _mm512_or_si512(m, _mm512_slli_epi32(m, 16)), bcast32(x[j]->bsums + 2 * s));
-            }
+            __m512i summ = _mm512_setzero_si512(), b2[4];
+            q8k_bsums2(x[j], b2);
+            UNROLL for (int q = 0; q < 4; q++) summ = _mm512_dpwssd_epi32(summ, mn2[q], b2[q]);
             const __m512 dx = _mm512_set1_ps(x[j]->d);
             acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
             acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(summ), acc[j]);
