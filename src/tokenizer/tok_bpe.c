@@ -1,6 +1,7 @@
 /*
- * tok_bpe.c - byte-level BPE (tokenizer.ggml.model = gpt2): the qwen2 /
- * qwen35 pre-tokenizer, the GPT-2 byte mapping and merging by rank.
+ * tok_bpe.c - byte-level BPE (tokenizer.ggml.model = gpt2): the qwen2,
+ * qwen35 and llama3 pre-tokenizers, the GPT-2 byte mapping and merging by
+ * rank.
  *
  * Pipeline for one fragment of text (special tokens already cut out):
  *   1. decode UTF-8 to code points, broken bytes -> U+FFFD (llama.cpp);
@@ -9,7 +10,8 @@
  *   3. re-encode each word to UTF-8 (so U+FFFD becomes EF BF BD and an
  *      overlong "C0 AF" becomes "/"), one symbol per byte;
  *   4. merge adjacent symbols, lowest merge rank first (ties: leftmost),
- *      until no adjacent pair is in the merge table.
+ *      until no adjacent pair is in the merge table; with ignore_merges
+ *      (llama3) a word that is a token as a whole is that token.
  * Symbols carry token ids, so merging never hashes strings.
  */
 #include <stdlib.h>
@@ -49,6 +51,7 @@ int bd_gpt2_cp_to_byte(uint32_t cp) {
  *         |\s*[\r\n]+ |\s+(?!\S) |\s+
  * qwen35: the same with \p{M} added to the letter run and to the
  *         exclusions of the punctuation run.
+ * llama3: qwen2's with \p{N}{1,3}: digits in runs of up to three.
  * At each position the alternatives are tried in order with the usual
  * backtracking semantics; every code point is matched by some alternative,
  * so there are never unmatched gaps between words.
@@ -57,7 +60,8 @@ int bd_gpt2_cp_to_byte(uint32_t cp) {
 static uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
 /* Returns the end of the word that starts at i (> i). */
-static size_t pretok_match(bool marks, const uint32_t *cp, const uint8_t *cls, size_t n, size_t i) {
+static size_t pretok_match(bool marks, size_t max_digits, const uint32_t *cp, const uint8_t *cls, size_t n,
+                           size_t i) {
 #define IS_W(k) (cls[k] == BD_UCLASS_LETTER || (marks && cls[k] == BD_UCLASS_MARK))
 #define IS_P(k) (cls[k] != BD_UCLASS_WS && cls[k] != BD_UCLASS_LETTER && cls[k] != BD_UCLASS_NUMBER && \
                  !(marks && cls[k] == BD_UCLASS_MARK))
@@ -88,8 +92,13 @@ static size_t pretok_match(bool marks, const uint32_t *cp, const uint8_t *cls, s
         return j;
     }
 
-    // 3. \p{N}: one number character at a time.
-    if (cls[i] == BD_UCLASS_NUMBER) return i + 1;
+    // 3. \p{N} (llama3: \p{N}{1,3}): number characters, max_digits at
+    //    most (greedy, so a run of seven splits 3 + 3 + 1).
+    if (cls[i] == BD_UCLASS_NUMBER) {
+        size_t j = i + 1;
+        while (j < n && j - i < max_digits && cls[j] == BD_UCLASS_NUMBER) j++;
+        return j;
+    }
 
     // 4. ' ?P+[\r\n]*' where P excludes white space, letters, numbers
     //    (and marks for qwen35).
@@ -126,9 +135,10 @@ static size_t pretok_match(bool marks, const uint32_t *cp, const uint8_t *cls, s
 
 size_t bd_pretok_split(int pre, const uint32_t *cps, const uint8_t *cls, size_t n, size_t *ends) {
     const bool marks = pre == BD_PRE_QWEN35;
+    const size_t max_digits = pre == BD_PRE_LLAMA3 ? 3 : 1;
     size_t nw = 0;
     for (size_t i = 0; i < n;) {
-        size_t j = pretok_match(marks, cps, cls, n, i);
+        size_t j = pretok_match(marks, max_digits, cps, cls, n, i);
         ends[nw++] = j;
         i = j;
     }
@@ -218,9 +228,25 @@ static void emit_fallback(const bd_tokenizer *t, const uint8_t *w, const sym *s,
     }
 }
 
-/* Merge one word (raw bytes w[0..n)) and append its tokens. s and h are
- * scratch with room for n symbols and 3n bigrams. */
-static void bpe_word(const bd_tokenizer *t, const uint8_t *w, int32_t n, sym *s, bigram *h, bd_ids *out) {
+/* The token whose text is word w[0..n) in the GPT-2 byte mapping, or -1.
+ * m is scratch of 2n bytes (a mapped byte is one or two UTF-8 bytes). */
+static int32_t whole_word_token(const bd_tokenizer *t, const uint8_t *w, int32_t n, uint8_t *m) {
+    size_t ml = 0;
+    for (int32_t i = 0; i < n; i++) ml += (size_t)bd_utf8_encode(bd_gpt2_byte_to_cp(w[i]), m + ml);
+    return bd_tok_find(t, (const char *)m, ml);
+}
+
+/* Merge one word (raw bytes w[0..n)) and append its tokens. s, h and m are
+ * scratch with room for n symbols, 3n bigrams and 2n bytes. */
+static void bpe_word(const bd_tokenizer *t, const uint8_t *w, int32_t n, sym *s, bigram *h, uint8_t *m,
+                     bd_ids *out) {
+    if (t->ignore_merges) {
+        int32_t id = whole_word_token(t, w, n, m);
+        if (id >= 0) {
+            bd_ids_push(out, id);
+            return;
+        }
+    }
     for (int32_t i = 0; i < n; i++) {
         s[i].id = t->byte_tok[w[i]];
         s[i].start = i;
@@ -264,6 +290,7 @@ void bd_tok_bpe_fragment(const bd_tokenizer *t, const uint8_t *s, size_t n, bd_i
     uint8_t *norm = malloc(3 * n);
     sym *syms = NULL;
     bigram *heap = NULL;
+    uint8_t *mapped = NULL;
     if (!cps || !cls || !cp_off || !ends || !norm) {
         out->ok = false;
         goto done;
@@ -290,7 +317,8 @@ void bd_tok_bpe_fragment(const bd_tokenizer *t, const uint8_t *s, size_t n, bd_i
         if (cp_off[ends[w]] - cp_off[a] > longest) longest = cp_off[ends[w]] - cp_off[a];
     syms = malloc(longest * sizeof *syms);
     heap = malloc(3 * longest * sizeof *heap);
-    if (!syms || !heap) {
+    mapped = malloc(2 * longest);
+    if (!syms || !heap || !mapped) {
         out->ok = false;
         goto done;
     }
@@ -298,7 +326,7 @@ void bd_tok_bpe_fragment(const bd_tokenizer *t, const uint8_t *s, size_t n, bd_i
     size_t a = 0;
     for (size_t w = 0; w < nw; w++) {
         size_t b = ends[w];
-        bpe_word(t, norm + cp_off[a], (int32_t)(cp_off[b] - cp_off[a]), syms, heap, out);
+        bpe_word(t, norm + cp_off[a], (int32_t)(cp_off[b] - cp_off[a]), syms, heap, mapped, out);
         a = b;
     }
 done:
@@ -309,4 +337,5 @@ done:
     free(norm);
     free(syms);
     free(heap);
+    free(mapped);
 }

@@ -12,7 +12,9 @@
 #include "tokenizer.h"
 
 enum bd_tok_kind { BD_TOK_BPE = 1, BD_TOK_SPM = 2 };
-enum bd_tok_pre { BD_PRE_NONE = 0, BD_PRE_QWEN2 = 1, BD_PRE_QWEN35 = 2 };
+/* Pre-tokenizer regexes (tok_bpe.c): qwen2, qwen35 (adds \p{M}), llama3
+ * (qwen2's with digit runs of up to three). */
+enum bd_tok_pre { BD_PRE_NONE = 0, BD_PRE_QWEN2 = 1, BD_PRE_QWEN35 = 2, BD_PRE_LLAMA3 = 3 };
 
 /* Token attribute bits (llama.cpp's llama_token_attr). Tokens can carry
  * several, e.g. NORMAL|CONTROL after a text-based promotion. */
@@ -35,6 +37,9 @@ typedef struct bd_merge {
 struct bd_tokenizer {
     int kind; /* enum bd_tok_kind */
     int pre;  /* enum bd_tok_pre */
+    /* BPE: a pre-tokenized word that is itself a token is emitted whole,
+     * without merging (llama.cpp's ignore_merges, set for the llama3 family) */
+    bool ignore_merges;
     int32_t n_vocab;
 
     /* Token texts, one arena: token i is text[text_off[i] .. +text_len[i]). */

@@ -353,23 +353,34 @@ static int32_t pick_id(int64_t stored, int32_t dflt, int32_t n_vocab) {
     return dflt;
 }
 
+static const char k_pre_names[] =
+    "qwen2, deepseek-r1-qwen, qwen35, llama3, llama-v3, llama-bpe, falcon3, pixtral, smaug-bpe, dbrx";
+
 bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t errlen) {
     if (!v->model) {
         bd_err(err, errlen, "tokenizer.ggml.model is missing");
         return NULL;
     }
     int kind = 0, pre = BD_PRE_NONE;
+    bool ignore_merges = false, llama3 = false;
     if (!strcmp(v->model, "gpt2")) {
         kind = BD_TOK_BPE;
         if (!v->pre) {
-            bd_err(err, errlen, "gpt2 vocabulary without tokenizer.ggml.pre; supported: qwen2, qwen35");
+            bd_err(err, errlen, "gpt2 vocabulary without tokenizer.ggml.pre; supported: %s", k_pre_names);
             return NULL;
         }
+        /* the names llama.cpp v0.5.0 maps to these regexes (llama-vocab.cpp);
+         * its llama3 family also emits whole-token words unmerged and adds
+         * BOS unless the file says otherwise */
         if (!strcmp(v->pre, "qwen2") || !strcmp(v->pre, "deepseek-r1-qwen")) pre = BD_PRE_QWEN2;
         else if (!strcmp(v->pre, "qwen35")) pre = BD_PRE_QWEN35;
+        else if (!strcmp(v->pre, "llama3") || !strcmp(v->pre, "llama-v3") || !strcmp(v->pre, "llama-bpe") ||
+                 !strcmp(v->pre, "falcon3") || !strcmp(v->pre, "pixtral"))
+            pre = BD_PRE_LLAMA3, ignore_merges = llama3 = true;
+        else if (!strcmp(v->pre, "smaug-bpe") || !strcmp(v->pre, "dbrx")) pre = BD_PRE_LLAMA3;
         else {
-            bd_err(err, errlen, "unknown pre-tokenizer '%.64s' (tokenizer.ggml.pre); supported: qwen2, qwen35",
-                   v->pre);
+            bd_err(err, errlen, "unknown pre-tokenizer '%.64s' (tokenizer.ggml.pre); supported: %s", v->pre,
+                   k_pre_names);
             return NULL;
         }
         if (v->n_merges > 0 && (!v->merges || !v->merge_lens)) {
@@ -395,6 +406,7 @@ bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t
     }
     t->kind = kind;
     t->pre = pre;
+    t->ignore_merges = ignore_merges;
     t->n_vocab = v->n_tokens;
     const int32_t n = t->n_vocab;
 
@@ -432,7 +444,8 @@ bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t
     }
 
     // Defaults when keys are absent (llama.cpp): SPM bos 1 eos 2 unk 0,
-    // add_bos, add_space_prefix; gpt2 bos = eos = 11, no add_bos.
+    // add_bos, add_space_prefix; gpt2 bos = eos = 11, no add_bos but for
+    // the llama3 family.
     const bool spm = kind == BD_TOK_SPM;
     t->bos = pick_id(v->bos, spm ? 1 : 11, n);
     t->eos = pick_id(v->eos, spm ? 2 : 11, n);
@@ -448,7 +461,7 @@ bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t
     t->fim_pad = pick_id(v->fim_pad, -1, n);
     t->fim_rep = pick_id(v->fim_rep, -1, n);
     t->fim_sep = pick_id(v->fim_sep, -1, n);
-    t->add_bos = v->add_bos >= 0 ? v->add_bos != 0 : spm;
+    t->add_bos = v->add_bos >= 0 ? v->add_bos != 0 : spm || llama3;
     t->add_eos = v->add_eos >= 0 ? v->add_eos != 0 : false;
     t->add_space_prefix = v->add_space_prefix >= 0 ? v->add_space_prefix != 0 : spm;
     if (t->add_bos && t->bos < 0) {

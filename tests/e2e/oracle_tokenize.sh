@@ -9,6 +9,12 @@
 #    the oracle's ids for every case, fed as raw bytes from a file.
 # 3. Extra texts (not in the table) through both tokenizers: the qwen3 BPE
 #    and the stories260K SPM vocabulary (with its BOS).
+# 4. The llama3 pre-tokenizer family on the qwen3 vocabulary with a few
+#    tokens and merges added (bd-gguf-edit): digit runs of up to three (the
+#    added "12", "123", "45" make them visible), a word that is a token as
+#    a whole but that no merge reaches (ignore_merges: "Ġzqxj"), and BOS
+#    added by default when the file has no add_bos_token key; smaug-bpe
+#    takes the same regex without those two.
 set -u
 : "${BD_BIN:?}" "${BD_BUILD:?}" "${BD_SHARED:?}"
 ROOT=${BD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -70,6 +76,27 @@ for model in "$QV" "$ST"; do
         b=$("$BD_BIN" tokenize -m "$model" --json -f "$W/x.txt" 2>&1)
         if ! python3 -c 'import json,sys; a=json.loads(sys.argv[1])["ids"]; b=json.loads(sys.argv[2])["ids"]; sys.exit(0 if a==b else 1)' "$o" "$b" 2>/dev/null; then
             echo "FAIL: $(basename "$model") text $(printf '%q' "$t"): oracle $o blockdraft $b"
+            fail=1
+        fi
+    done
+done
+# ---- 4: llama3-family pre-tokenizers ------------------------------------------
+EDIT="$BD_BUILD/tests/bd-gguf-edit"
+texts+=(
+    "Numbers 1234567 and 12 345 6789.5 x123y 4512 0.12345"
+    "a zqxj b zqxjk Zqxj zqxj"
+    "Arabic-Indic ١٢٣٤٥ and full-width １２３４ digits"
+)
+for pre in llama-bpe llama3 smaug-bpe qwen2; do
+    m="$W/vocab-$pre.gguf"
+    "$EDIT" "$QV" "$m" --set-str tokenizer.ggml.pre "$pre" --drop-key tokenizer.ggml.add_bos_token \
+        --add-tokens "12,123,45,Ġzqxj" --add-merges "1 2,12 3,4 5" || { echo "FAIL: bd-gguf-edit ($pre)"; fail=1; continue; }
+    for t in "${texts[@]}"; do
+        printf '%s' "$t" >"$W/x.txt"
+        o=$("$ORACLE" tokenize -m "$m" "$t") || { echo "FAIL: bd-oracle tokenize ($pre)"; fail=1; continue; }
+        b=$("$BD_BIN" tokenize -m "$m" --json -f "$W/x.txt" 2>&1)
+        if ! python3 -c 'import json,sys; a=json.loads(sys.argv[1])["ids"]; b=json.loads(sys.argv[2])["ids"]; sys.exit(0 if a==b else 1)' "$o" "$b" 2>/dev/null; then
+            echo "FAIL: pre $pre text $(printf '%q' "$t"): oracle $o blockdraft $b"
             fail=1
         fi
     done
