@@ -9,7 +9,7 @@
 #include "model.h"
 
 static const bd_arch_info arch_table[] = {
-    {.name = "llama", .id = BD_ARCH_LLAMA, .role = BD_ROLE_TARGET, .family = "Llama (dense)",
+    {.name = "llama", .id = BD_ARCH_LLAMA, .role = BD_ROLE_TARGET, .family = "Llama 2 / 3.x (dense; Llama 3.1+ rope_freqs scaling)",
      .rope = BD_ROPE_NORM, .load = bd_load_dense, .forward = bd_forward_dense},
     {.name = "qwen3", .id = BD_ARCH_QWEN3, .role = BD_ROLE_TARGET, .family = "Qwen3 (dense)",
      .rope = BD_ROPE_NEOX, .qk_norm = true, .load = bd_load_dense, .forward = bd_forward_dense},

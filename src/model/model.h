@@ -137,6 +137,9 @@ struct bd_model {
     bd_mat tok_embd;            /* [n_vocab][n_embd]; absent (data NULL) in dflash */
     bd_mat output;              /* [n_vocab][n_embd]; == tok_embd when tied */
     bool tied;
+    /* llama's rope_freqs.weight (Llama 3.1+ scaled RoPE): pair i's angle is
+     * divided by rope_freqs[i]; NULL = all 1 */
+    const float *rope_freqs;    /* [n_rot / 2] */
     const float *output_norm;   /* [n_embd] */
     bd_layer *layers;           /* [n_layer] */
     bd_dflash_hp dflash;
@@ -324,9 +327,11 @@ void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, floa
                      int64_t stride);
 /* Rotate the first n_rot lanes of each of n_heads heads (hd floats each,
  * back to back) for position pos. Angles follow ggml's rope cache: theta_0 =
- * pos, theta_{i+1} = theta_i * base^(-2/n_rot), in float. hd <= 1024. */
+ * pos, theta_{i+1} = theta_i * base^(-2/n_rot), in float; pair i turns by
+ * theta_i / ff[i] when freq_factors ff (n_rot / 2 of them) is given.
+ * hd <= 1024. */
 void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, float base,
-             enum bd_rope_type type);
+             const float *freq_factors, enum bd_rope_type type);
 void bd_softmax(float *x, int64_t n);
 /* 1 / (1 + e^-x) with libm's expf, as ggml's CPU sigmoid. */
 float bd_sigmoid(float x);

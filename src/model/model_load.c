@@ -5,6 +5,7 @@
  * support and exact shape before use, so the forward pass can trust
  * shapes without re-checking them.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,8 +367,20 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
         m->output = m->tok_embd;
         m->tied = true;
     }
-    const bd_gguf_tensor *rf = bd_gguf_find_tensor(m->gguf, "rope_freqs.weight");
-    if (rf) return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported", m->path);
+    /* Llama 3.1+ bake their RoPE scaling into per-pair frequency factors
+     * (llama.cpp reads them for llama only; elsewhere they would be ignored
+     * there and are refused here) */
+    if (bd_gguf_find_tensor(m->gguf, "rope_freqs.weight")) {
+        if (m->arch_info->id != BD_ARCH_LLAMA)
+            return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported for %s", m->path,
+                          m->arch_info->name);
+        if (!bd_model_get_vec(m, "rope_freqs.weight", hp->n_rot / 2, true, &m->rope_freqs, err, errlen))
+            return false;
+        for (int32_t i = 0; i < hp->n_rot / 2; i++)
+            if (!(m->rope_freqs[i] > 0) || !isfinite(m->rope_freqs[i]))
+                return bd_err(err, errlen, "%s: rope_freqs.weight[%d] = %g: frequency factors must be positive",
+                              m->path, i, (double)m->rope_freqs[i]);
+    }
     m->hp.rope_type = m->arch_info->rope;
     return bd_model_load_layers(m, p, err, errlen);
 }

@@ -47,15 +47,16 @@ void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, floa
 }
 
 void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, float base,
-             enum bd_rope_type type) {
+             const float *freq_factors, enum bd_rope_type type) {
     float cs[512], sn[512];
     int32_t half = n_rot / 2;
     if (half > 512) half = 512;
     float theta_scale = powf(base, -2.0f / (float)n_rot);
     float theta = (float)pos;
     for (int32_t i = 0; i < half; i++) {
-        cs[i] = cosf(theta);
-        sn[i] = sinf(theta);
+        const float t = freq_factors ? theta / freq_factors[i] : theta;
+        cs[i] = cosf(t);
+        sn[i] = sinf(t);
         theta *= theta_scale;
     }
     for (int32_t h = 0; h < n_heads; h++) {

@@ -72,5 +72,33 @@ grep -q $'\x07' "$T/out" && fail "BEL from a GGUF string reached the terminal"
 grep -q $'\xc2\x9b' "$T/out" && fail "C1 CSI from a GGUF string reached the terminal"
 grep -qF 'evil\x1b]0;pwned\x07\x1b[2J\u009b' "$T/out" || fail "the architecture name is not shown escaped"
 ok "control bytes of GGUF strings are escaped in messages"
+
+# --- rope_freqs.weight (Llama 3.1+ scaled RoPE) that cannot be right -------
+# stories260K has 8 rotary dims, so 4 factors; each bad tensor is refused by
+# name before anything runs, and a qwen3 file carrying one (llama.cpp reads
+# the tensor for llama only) is refused rather than run without it.
+EDIT="$BD_BUILD/tests/bd-gguf-edit"
+"$EDIT" "$S" "$T/rf-ok.gguf" --add-f32s rope_freqs.weight 1,2,4,8 || fail "bd-gguf-edit rf-ok"
+timeout 60 "$BD_BIN" run -m "$T/rf-ok.gguf" -p "Once" -n 4 --temp 0 >"$T/out" 2>&1 || fail "4 valid factors refused: $(tail -1 "$T/out")"
+for spec in "short:1,2,4" "zero:1,0,4,8" "negative:1,-2,4,8" "nan:1,nan,4,8" "inf:1,inf,4,8"; do
+    name=${spec%%:*}
+    "$EDIT" "$S" "$T/rf-$name.gguf" --add-f32s rope_freqs.weight "${spec#*:}" || fail "bd-gguf-edit rf-$name"
+    timeout 60 "$BD_BIN" run -m "$T/rf-$name.gguf" -p "Once" -n 4 >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "rope_freqs ($name) was not refused (exit $rc)"
+    grep -q "rope_freqs" "$T/out" || fail "rope_freqs ($name): the message does not name the tensor"
+done
+timeout 60 "$BD_BIN" make-model --arch qwen3 --shape tiny --quant q8_0 --seed 3 \
+    --vocab "$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf" -o "$T/q3.gguf" >/dev/null 2>&1 ||
+    fail "make-model qwen3 tiny"
+"$EDIT" "$T/q3.gguf" "$T/q3-rf.gguf" --add-f32s rope_freqs.weight "$(python3 -c 'print(",".join(["1"] * 32))')" ||
+    fail "bd-gguf-edit q3-rf"
+timeout 60 "$BD_BIN" run -m "$T/q3-rf.gguf" -p "x" -n 1 >"$T/out" 2>&1
+rc=$?
+cat "$T/out"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rope_freqs.*not supported for qwen3" "$T/out" ||
+    fail "a qwen3 file with rope_freqs.weight was not refused by name"
+ok "bad or misplaced rope_freqs.weight tensors are refused by name"
 [ $FAILS -eq 0 ] || { echo "$FAILS checks failed"; exit 1; }
 echo "all hostile CLI checks passed"

@@ -14,7 +14,8 @@
 #     names/shapes/metadata): qwen3 tiny Q4_K_M (tied: Q4_K/Q6_K), mix
 #     (untied: Q4_K/Q6_K/Q8_0/F16/BF16), Q8_0, F16 (untied); qwen3 odd-width
 #     Q4_K_M (width fallbacks Q5_0/Q8_0); llama tiny F32 (untied), Q8_0,
-#     Q4_K, Q5_K, IQ4_XS, Q2_K, Q3_K; a synthetic llama F32 model quantized by
+#     Q4_K, Q5_K, IQ4_XS, Q2_K, Q3_K; llama tiny F32 with a rope_freqs.weight
+#     (Llama 3.1+ scaled RoPE); a synthetic llama F32 model quantized by
 #     llama.cpp to its Q2_K, Q3_K_S and Q3_K_M mixes.
 #
 # Logit tolerance (tests/oracle/compare.py): at every prompt position, with
@@ -196,6 +197,35 @@ make_model q3-odd-q4_k_m --arch qwen3 --shape odd --quant q4_k_m --seed 16 --voc
 make_model ll-tiny-f32 --arch llama --shape tiny --quant f32 --seed 21 --untied --vocab "$ST" &&
     { logits ll-tiny-f32 "$FX/ll-tiny-f32.gguf" "$L_IDS" 1e-4;
       greedy ll-tiny-f32-greedy "$FX/ll-tiny-f32.gguf" "Once upon a time" 48; }
+
+# Llama 3.1+ scaled RoPE: ll-tiny-f32 with a rope_freqs.weight tensor added
+# (bd-gguf-edit --add-f32s), its factors from convert_hf_to_gguf's llama3
+# rule (factor 8, low 1, high 4) with an original context of 64 instead of
+# 8192, so that 28 of the 32 pairs are scaled (4 by 1.3-7.7, 24 by 8) at
+# these short positions. Same tolerance as without the tensor (F32, 1e-4):
+# measured 4.7e-6; with the factors ignored (bd_rope's division dropped, not
+# committed) 0.96 of the range and 300 violations. The greedy prompt is one
+# without an early near-tie on this file (48 tokens compared).
+note "llama with rope_freqs.weight (Llama 3.1+ scaled RoPE)"
+RF=$(python3 -c '
+import math
+base, n, factor, lo, hi, old = 10000.0, 64, 8.0, 1.0, 4.0, 64.0
+out = []
+for i in range(n // 2):
+    wl = 2 * math.pi / base ** (-2 * i / n)
+    if wl < old / hi: out.append(1.0)
+    elif wl > old / lo: out.append(factor)
+    else:
+        s = (old / wl - lo) / (hi - lo)
+        out.append(1 / ((1 - s) / factor + s))
+print(",".join("%.9g" % v for v in out))')
+if [ -f "$FX/ll-tiny-f32.gguf" ] &&
+    "$BD_BUILD/tests/bd-gguf-edit" "$FX/ll-tiny-f32.gguf" "$FX/ll-tiny-f32-rf.gguf" --add-f32s rope_freqs.weight "$RF"; then
+    logits ll-tiny-f32-rf "$FX/ll-tiny-f32-rf.gguf" "$L_IDS" 1e-4
+    greedy ll-tiny-f32-rf-greedy "$FX/ll-tiny-f32-rf.gguf" "Tom had a big red ball" 48
+else
+    bad "cannot add rope_freqs.weight to ll-tiny-f32"
+fi
 # Q5_K uses seed 23: with seed 22 one element of the layer-0 attention
 # output at position 2 lands on an int8 rounding tie (llama.cpp 61.49998, us
 # 61.500008 after a last-bit difference in attention), and the engines then
