@@ -8,10 +8,19 @@
  *                  [-md DRAFT.gguf] [--spec-type TYPE] [--spec-draft-n-max N]
  *                  [--spec-draft-n-min N] [--spec-draft-p-min P] [--spec-adaptive | --no-spec-adaptive]
  *                  [--grammar GBNF | --grammar-file FILE | -j JSON | -jf FILE]
+ *                  [-cnv [-st] [-sys TEXT] [--chat-template JINJA | --chat-template-file FILE]
+ *                   [--chat-template-kwargs JSON]]
  *
  * Text streams to stdout as it is generated (the prompt first, as
  * llama.cpp's CLI does); a stats line goes to stderr. --json prints one
  * JSON object instead: prompt_ids, generated_ids, text, stats.
+ *
+ * -cnv (conversation, as llama-completion's): the prompt is the first user
+ * message of a chat rendered through the model's chat template (run_chat.h),
+ * the reply streams, and further user messages are read from stdin, one a
+ * line, until end of input (-st: one turn). --json then prints one object a
+ * turn. Unlike llama-completion, conversation mode is never turned on by
+ * itself: `run` without -cnv completes the raw prompt.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -26,9 +35,11 @@
 #include "../base/base.h"
 #include "../gallery/gallery.h"
 #include "../server/stats_json.h"
+#include "run_chat.h"
 
 typedef struct {
     bool json;
+    bool keep;    /* -cnv: keep the text as well as printing it (the reply goes into the history) */
     void *trace;  /* json_t array of speculative steps (--spec-trace) */
     bd_textstream *ts;
     char *piece;  /* [piece_cap] one push of ts */
@@ -43,9 +54,8 @@ static void out_append(run_out *o, const char *s, int n) {
     if (!o->json) {
         fwrite(s, 1, (size_t)n, stdout);
         fflush(stdout);
-        return;
     }
-    bd_buf_put(&o->text, s, (size_t)n);
+    if (o->json || o->keep) bd_buf_put(&o->text, s, (size_t)n);
 }
 
 /* One push (or, with tok < 0, the final flush) of the text stream into
@@ -126,7 +136,19 @@ static void usage(void) {
             "  --grammar-file FILE    the same, read from FILE\n"
             "  -j, --json-schema JSON   output a JSON value valid for this JSON Schema (common subset;\n"
             "                         unsupported keywords are refused by name)\n"
-            "  -jf, --json-schema-file FILE  the same, read from FILE\n");
+            "  -jf, --json-schema-file FILE  the same, read from FILE\n"
+            "conversation (llama.cpp's flag names; off unless asked for):\n"
+            "  -cnv, --conversation   the prompt (-p / -f, else a line of stdin) is a user message of a\n"
+            "                         chat rendered with the model's chat template (ChatML if it has\n"
+            "                         none); after each reply the next user message is read from stdin,\n"
+            "                         one a line, until end of input. --json: one object a turn\n"
+            "  -no-cnv, --no-conversation  complete the raw prompt (the default)\n"
+            "  -st, --single-turn     one turn, then exit (implies -cnv)\n"
+            "  -sys, --system-prompt TEXT  a system message first (implies -cnv)\n"
+            "  --chat-template JINJA|chatml  this template instead of the model's (implies -cnv)\n"
+            "  --chat-template-file FILE     the same, read from FILE\n"
+            "  --chat-template-kwargs JSON   extra template variables, e.g. '{\"enable_thinking\":false}'\n"
+            "  --jinja                accepted: chat templates are always rendered with Jinja\n");
 }
 
 /* Everything the command line (and a gallery model's config) asks for. */
@@ -142,6 +164,10 @@ typedef struct run_opts {
     const gallery_config *cfg;      /* `run NAME`: the model's config, or NULL */
     const char *gram_src, *gram_opt; /* --grammar / --grammar-file / -j / -jf and its value */
     bool gram_file, gram_schema;
+    int cnv;                        /* 1 -cnv, 0 -no-cnv, -1 neither */
+    const char *cnv_flag;           /* a flag that implies -cnv (for the -no-cnv conflict) */
+    bool single_turn;
+    const char *system, *tmpl, *tmpl_file, *tmpl_kwargs;
 } run_opts;
 
 static void run_opts_init(run_opts *o) {
@@ -151,6 +177,7 @@ static void run_opts_init(run_opts *o) {
     o->spp = bd_spec_default_params();
     o->spec_adaptive = -1;
     o->echo = true;
+    o->cnv = -1;
 }
 
 /* Apply the command-line flags to o. Returns -1 to go on, else the exit
@@ -228,7 +255,17 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_is(a, "--draft", "--draft-max") || arg_is(a, "--draft-n", "--draft-min")) {
             fprintf(stderr, "blockdraft run: %s was removed (as in llama.cpp); use --spec-draft-n-max / --spec-draft-n-min\n", a);
             return 2;
-        } else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
+        } else if (arg_is(a, "-cnv", "--conversation")) o->cnv = 1;
+        else if (arg_is(a, "-no-cnv", "--no-conversation")) o->cnv = 0;
+        else if (arg_is(a, "-st", "--single-turn")) o->single_turn = true, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-sys", "--system-prompt", NULL}, &v)) o->system = v, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template", NULL}, &v)) o->tmpl = v, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-file", NULL}, &v))
+            o->tmpl_file = v, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-kwargs", NULL}, &v))
+            o->tmpl_kwargs = v, o->cnv_flag = a;
+        else if (arg_is(a, "--jinja", NULL)) continue;
+        else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;
         else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
@@ -414,6 +451,85 @@ static bool run_grammar(run_opts *o, const bd_model *m, bd_grammar_vocab **gvoca
     return true;
 }
 
+/* -cnv: the turns (see the top of the file), on the session and bd_spec
+ * run_setup made. prompt (may be NULL: read from stdin) is the first user
+ * message. Returns the exit status. */
+static int run_conversation(const run_opts *opt, bd_model *m, bd_session *s, bd_spec *spec, run_out *o,
+                            const char *prompt, size_t prompt_len) {
+    char err[1024];
+    size_t tlen;
+    char *tmpl_buf = NULL;
+    const char *tmpl = opt->tmpl;
+    if (opt->tmpl_file && !(tmpl = tmpl_buf = arg_read_file(opt->tmpl_file, &tlen))) {
+        fprintf(stderr, "blockdraft run: cannot read %s\n", opt->tmpl_file);
+        return 1;
+    }
+    bool fallback = false;
+    run_chat *c = run_chat_create(m, tmpl, opt->tmpl_kwargs, opt->system, &fallback, err, sizeof err);
+    free(tmpl_buf);
+    if (!c) {
+        fprintf(stderr, "blockdraft run: %s\n", err);
+        return 1;
+    }
+    if (fallback) fprintf(stderr, "blockdraft run: the model has no chat template; using ChatML\n");
+    o->keep = true;
+    int rc = 1;
+    char *line = NULL;
+    size_t line_cap = 0;
+    for (;;) {
+        const char *user = prompt;
+        size_t ulen = prompt_len;
+        prompt = NULL;
+        while (!user) { /* the next non-empty line of stdin */
+            if (!opt->json) {
+                fputs("> ", stdout);
+                fflush(stdout);
+            }
+            ssize_t r = getline(&line, &line_cap, stdin);
+            if (r < 0) { /* end of input ends the conversation */
+                if (!opt->json) fputs("\n", stdout);
+                rc = 0;
+                goto done;
+            }
+            while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r')) r--;
+            if (r > 0) user = line, ulen = (size_t)r;
+        }
+        int np = 0;
+        int32_t *ids = NULL;
+        if (!run_chat_add(c, "user", user, ulen, err, sizeof err) || !(ids = run_chat_prompt(c, &np, err, sizeof err))) {
+            fprintf(stderr, "blockdraft run: %s\n", err);
+            goto done;
+        }
+        o->n = 0;
+        o->text.n = 0;
+        bd_gen_stats st;
+        bool ok = spec ? bd_spec_generate(spec, ids, np, &opt->gp, on_token, o, &st, err, sizeof err)
+                       : bd_generate(s, ids, np, &opt->gp, on_token, o, &st, err, sizeof err);
+        if (!ok) {
+            fprintf(stderr, "\nblockdraft run: %s\n", err);
+            free(ids);
+            goto done;
+        }
+        out_append(o, o->piece, stream_piece(o, -1));
+        if (opt->json) run_print_json(o, ids, np, &st, s, spec);
+        else run_print_text_stats(&st, spec != NULL);
+        fflush(stdout);
+        free(ids);
+        if (o->text.failed || !run_chat_add(c, "assistant", o->text.p ? o->text.p : "", o->text.n, err, sizeof err)) {
+            fprintf(stderr, "blockdraft run: out of memory\n");
+            goto done;
+        }
+        if (opt->single_turn) {
+            rc = 0;
+            goto done;
+        }
+    }
+done:
+    free(line);
+    run_chat_free(c);
+    return rc;
+}
+
 int cmd_run(int argc, char **argv) {
     run_opts opt;
     run_opts_init(&opt);
@@ -421,7 +537,19 @@ int cmd_run(int argc, char **argv) {
     int st_rc = run_parse_flags(argc, argv, &opt); /* before the gallery: --help never downloads */
     if (st_rc >= 0) return st_rc;
     if (opt.name && (st_rc = run_resolve_name(argc, argv, &opt)) >= 0) return st_rc;
-    if (!opt.model_path || (!opt.prompt && !opt.prompt_file)) {
+    if (opt.cnv_flag) { /* -st, -sys and the template flags are conversation flags */
+        if (opt.cnv == 0) {
+            fprintf(stderr, "blockdraft run: %s needs conversation mode, which -no-cnv turns off\n", opt.cnv_flag);
+            return 2;
+        }
+        opt.cnv = 1;
+    }
+    const bool cnv = opt.cnv == 1;
+    if (opt.tmpl && opt.tmpl_file) {
+        fprintf(stderr, "blockdraft run: give either --chat-template or --chat-template-file\n");
+        return 2;
+    }
+    if (!opt.model_path || (!cnv && !opt.prompt && !opt.prompt_file)) {
         usage();
         return 2;
     }
@@ -447,7 +575,7 @@ int cmd_run(int argc, char **argv) {
     bd_spec *spec = NULL;
     run_out o = {.json = opt.json};
     int32_t *pids = NULL;
-    if (!run_open_models(&opt, &m, &dm) || !(pids = run_tokenize(m, prompt, prompt_len, &np)) ||
+    if (!run_open_models(&opt, &m, &dm) || (!cnv && !(pids = run_tokenize(m, prompt, prompt_len, &np))) ||
         !run_grammar(&opt, m, &gvocab, &grammar) || !run_setup(&opt, m, dm, &o, &s, &spec))
         goto done;
     o.cap = opt.gp.n_predict >= 0 ? opt.gp.n_predict : bd_session_n_ctx(s);
@@ -458,6 +586,10 @@ int cmd_run(int argc, char **argv) {
         o.piece = malloc((size_t)o.piece_cap);
     }
     if (!o.ids || !o.ts || !o.piece) goto done;
+    if (cnv) {
+        rc = run_conversation(&opt, m, s, spec, &o, prompt, prompt_len);
+        goto done;
+    }
     if (opt.echo && !opt.json) {
         fwrite(prompt, 1, prompt_len, stdout);
         fflush(stdout);
