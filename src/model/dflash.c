@@ -182,7 +182,7 @@ bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, si
             float *k = d->k + t * KV;
             for (int32_t h = 0; h < hp->n_kv; h++)
                 bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
-            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, d->n_rows + t, hp->rope_base, NULL, BD_ROPE_NEOX);
+            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, d->n_rows + t, &hp->rope, BD_ROPE_NEOX);
             kv_store(d, kc, vc, d->n_rows + t, k, d->v + t * KV);
         }
     }
@@ -233,11 +233,11 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
                 float *q = d->q + (i - r0) * Q;
                 for (int32_t h = 0; h < hp->n_head; h++)
                     bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
-                bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, hp->rope_base, NULL, BD_ROPE_NEOX);
+                bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, &hp->rope, BD_ROPE_NEOX);
             }
             for (int32_t h = 0; h < hp->n_kv; h++)
                 bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
-            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, P + i, hp->rope_base, NULL, BD_ROPE_NEOX);
+            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, P + i, &hp->rope, BD_ROPE_NEOX);
             /* block K/V go above the committed rows: scratch, never committed */
             kv_store(d, kc, vc, P + i, k, d->v + i * KV);
         }

@@ -37,6 +37,25 @@
  * two pool runs per expert. */
 #define BD_MOE_GROUP_ROWS 16
 
+/* How positions become angles, as ggml's CPU rope computes them
+ * (ggml_rope_cache_init, rope_yarn): theta_0 = pos, theta_{i+1} = theta_i *
+ * base^(-2/n_rot) in float; pair i turns by t_i = theta_i / ff_i (ff =
+ * freq_factors, all 1 when NULL), scaled to freq_scale * t_i. With YaRN
+ * (ext_factor 1) the scaled and unscaled angles mix by a ramp over the pair
+ * index (1 - clamp((i - corr_dims[0]) / max(0.001, corr_dims[1] -
+ * corr_dims[0]), 0, 1) of the unscaled one), and cos / sin are multiplied
+ * by attn_factor * (1 + 0.1 ln(1 / freq_scale)); without it by
+ * attn_factor. An unscaled file has freq_scale 1, ext_factor 0,
+ * attn_factor 1. */
+typedef struct bd_rope_params {
+    float base;                /* rope.freq_base */
+    float freq_scale;          /* 1 / rope.scaling.factor */
+    float ext_factor;          /* 1 for rope.scaling.type yarn, else 0 */
+    float attn_factor;         /* magnitude of cos / sin before YaRN's own factor */
+    float corr_dims[2];        /* YaRN ramp, pair indices (ggml_rope_yarn_corr_dims) */
+    const float *freq_factors; /* [n_rot / 2] llama's rope_freqs.weight, or NULL */
+} bd_rope_params;
+
 typedef struct bd_hparams {
     int32_t n_vocab;
     int32_t n_embd;
@@ -51,6 +70,7 @@ typedef struct bd_hparams {
     float rope_base;
     float rms_eps;
     enum bd_rope_type rope_type;
+    bd_rope_params rope; /* rope_base, the file's RoPE scaling and frequency factors */
 
     /* Hybrid targets (qwen35, qwen35moe): n_layer above is the trunk,
      * block_count minus the trailing MTP blocks, which are never run. */
@@ -137,9 +157,6 @@ struct bd_model {
     bd_mat tok_embd;            /* [n_vocab][n_embd]; absent (data NULL) in dflash */
     bd_mat output;              /* [n_vocab][n_embd]; == tok_embd when tied */
     bool tied;
-    /* llama's rope_freqs.weight (Llama 3.1+ scaled RoPE): pair i's angle is
-     * divided by rope_freqs[i]; NULL = all 1 */
-    const float *rope_freqs;    /* [n_rot / 2] */
     const float *output_norm;   /* [n_embd] */
     bd_layer *layers;           /* [n_layer] */
     bd_dflash_hp dflash;
@@ -326,12 +343,9 @@ void bd_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps
 void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, float eps, int64_t rows,
                      int64_t stride);
 /* Rotate the first n_rot lanes of each of n_heads heads (hd floats each,
- * back to back) for position pos. Angles follow ggml's rope cache: theta_0 =
- * pos, theta_{i+1} = theta_i * base^(-2/n_rot), in float; pair i turns by
- * theta_i / ff[i] when freq_factors ff (n_rot / 2 of them) is given.
- * hd <= 1024. */
-void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, float base,
-             const float *freq_factors, enum bd_rope_type type);
+ * back to back) for position pos, as bd_rope_params says. hd <= 1024. */
+void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, const bd_rope_params *rp,
+             enum bd_rope_type type);
 void bd_softmax(float *x, int64_t n);
 /* 1 / (1 + e^-x) with libm's expf, as ggml's CPU sigmoid. */
 float bd_sigmoid(float x);

@@ -121,6 +121,65 @@ bool bd_model_key_f32(bd_model *m, const char *prefix, const char *key, bool req
     return true;
 }
 
+/* RoPE scaling, with llama.cpp v0.5.0's keys and defaults
+ * (llama-model.cpp, llama-context.cpp): rope.scaling.type none, linear or
+ * yarn, linear when absent; rope.scaling.factor (or the older
+ * rope.scale_linear), 0 or absent = 1, ignored for none; YaRN ramps over
+ * rope.scaling.original_context_length (context_length when absent) with
+ * beta_fast 32 and beta_slow 1 (the file's yarn_* keys are not read for
+ * these architectures there either), and its magnitude factor cancels
+ * against llama.cpp's attention factor to rope.scaling.attn_factor. */
+static bool load_rope_scaling(bd_model *m, const char *p, char *err, size_t errlen) {
+    bd_hparams *hp = &m->hp;
+    hp->rope = (bd_rope_params){.base = hp->rope_base, .freq_scale = 1.0f, .attn_factor = 1.0f};
+    char key[128];
+    const char *stype = NULL;
+    uint64_t slen = 0;
+    bool none = false, yarn = false;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", p);
+    if (bd_gguf_get_str(m->gguf, key, &stype, &slen)) {
+        none = slen == 4 && !memcmp(stype, "none", 4);
+        yarn = slen == 4 && !memcmp(stype, "yarn", 4);
+        if (!none && !yarn && !(slen == 6 && !memcmp(stype, "linear", 6)))
+            return bd_err(err, errlen, "%s: '%s' = '%.*s' is not supported (none, linear, yarn)", m->path, key,
+                          (int)(slen > 32 ? 32 : slen), stype);
+    } else if (bd_gguf_find(m->gguf, key)) {
+        return bd_err(err, errlen, "%s: key '%s' has the wrong type", m->path, key);
+    }
+    float factor = 0.0f, attn = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", p);
+    const char *fkey = bd_gguf_find(m->gguf, key) ? "rope.scaling.factor" : "rope.scale_linear";
+    if (!bd_model_key_f32(m, p, fkey, false, 0.0f, &factor, err, errlen) ||
+        !bd_model_key_f32(m, p, "rope.scaling.attn_factor", false, 1.0f, &attn, err, errlen))
+        return false;
+    if (!(factor >= 0.0f) || !isfinite(factor) || (factor > 0.0f && factor < 1e-3f) || factor > 1e6f)
+        return bd_err(err, errlen, "%s: '%s.%s' = %g is not a usable scaling factor", m->path, p, fkey,
+                      (double)factor);
+    if (!(attn > 0.0f) || !isfinite(attn) || attn > 1e3f)
+        return bd_err(err, errlen, "%s: '%s.rope.scaling.attn_factor' = %g is not usable", m->path, p, (double)attn);
+    if (!none && factor > 0.0f) hp->rope.freq_scale = 1.0f / factor;
+    hp->rope.attn_factor = attn;
+    if (!yarn) return true;
+    int32_t orig;
+    if (!bd_model_key_u32(m, p, "rope.scaling.original_context_length", false, hp->n_ctx_train, &orig, err, errlen))
+        return false;
+    if (orig < 1) return bd_err(err, errlen, "%s: '%s.rope.scaling.original_context_length' is 0", m->path, p);
+    hp->rope.ext_factor = 1.0f;
+    /* llama.cpp's attention factor get_mscale(f) / (1 + 0.1 ln f) is 1 for
+     * f > 1 and 1 / (1 + 0.1 ln f) below (get_mscale(f <= 1) = 1); ggml then
+     * multiplies by 1 + 0.1 ln f */
+    const float f = 1.0f / hp->rope.freq_scale;
+    const float mscale = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+    hp->rope.attn_factor = mscale * (1.0f / (1.0f + 0.1f * logf(f))) * attn;
+    /* ggml_rope_yarn_corr_dims, in its float operations */
+    const float two_log_base = 2 * logf(hp->rope_base), nd = (float)hp->n_rot;
+    const float lo = floorf(nd * logf((float)orig / (32.0f * 2 * (float)M_PI)) / two_log_base);
+    const float hi = ceilf(nd * logf((float)orig / (1.0f * 2 * (float)M_PI)) / two_log_base);
+    hp->rope.corr_dims[0] = fmaxf(0.0f, lo);
+    hp->rope.corr_dims[1] = fminf(nd - 1, hi);
+    return true;
+}
+
 bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen) {
     bd_hparams *hp = &m->hp;
     if (!bd_model_key_u32(m, p, "block_count", true, 0, &hp->n_layer, err, errlen) ||
@@ -153,15 +212,7 @@ bool bd_model_load_hparams(bd_model *m, const char *p, char *err, size_t errlen)
         return false;
     if (!(hp->rope_base > 0) || !(hp->rms_eps > 0))
         return bd_err(err, errlen, "%s: invalid rope base or rms epsilon", m->path);
-    /* Scaled RoPE changes the numerics; refuse rather than silently ignore it. */
-    char key[128];
-    const char *stype = NULL;
-    uint64_t slen = 0;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", p);
-    if (bd_gguf_get_str(m->gguf, key, &stype, &slen) && !(slen == 4 && !memcmp(stype, "none", 4)))
-        return bd_err(err, errlen, "%s: '%s' = '%.*s' (scaled RoPE) is not supported", m->path, key,
-                      (int)(slen > 32 ? 32 : slen), stype);
-    return true;
+    return load_rope_scaling(m, p, err, errlen);
 }
 
 /* A key that llama.cpp reads as "scalar or one value per layer": we take
@@ -374,12 +425,13 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
         if (m->arch_info->id != BD_ARCH_LLAMA)
             return bd_err(err, errlen, "%s: 'rope_freqs.weight' (scaled RoPE) is not supported for %s", m->path,
                           m->arch_info->name);
-        if (!bd_model_get_vec(m, "rope_freqs.weight", hp->n_rot / 2, true, &m->rope_freqs, err, errlen))
-            return false;
+        const float *ff;
+        if (!bd_model_get_vec(m, "rope_freqs.weight", hp->n_rot / 2, true, &ff, err, errlen)) return false;
         for (int32_t i = 0; i < hp->n_rot / 2; i++)
-            if (!(m->rope_freqs[i] > 0) || !isfinite(m->rope_freqs[i]))
+            if (!(ff[i] > 0) || !isfinite(ff[i]))
                 return bd_err(err, errlen, "%s: rope_freqs.weight[%d] = %g: frequency factors must be positive",
-                              m->path, i, (double)m->rope_freqs[i]);
+                              m->path, i, (double)ff[i]);
+        m->hp.rope.freq_factors = ff;
     }
     m->hp.rope_type = m->arch_info->rope;
     return bd_model_load_layers(m, p, err, errlen);

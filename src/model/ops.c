@@ -46,17 +46,26 @@ void bd_rmsnorm_rows(float *out, const float *x, const float *w, int64_t n, floa
     for (; r < rows; r++) bd_rmsnorm(out + r * stride, x + r * stride, w, n, eps);
 }
 
-void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, float base,
-             const float *freq_factors, enum bd_rope_type type) {
+void bd_rope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, int32_t pos, const bd_rope_params *rp,
+             enum bd_rope_type type) {
     float cs[512], sn[512];
     int32_t half = n_rot / 2;
     if (half > 512) half = 512;
-    float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float theta_scale = powf(rp->base, -2.0f / (float)n_rot);
+    float mscale = rp->attn_factor;
+    if (rp->ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / rp->freq_scale);
     float theta = (float)pos;
     for (int32_t i = 0; i < half; i++) {
-        const float t = freq_factors ? theta / freq_factors[i] : theta;
-        cs[i] = cosf(t);
-        sn[i] = sinf(t);
+        const float extrap = rp->freq_factors ? theta / rp->freq_factors[i] : theta;
+        float t = rp->freq_scale * extrap;
+        if (rp->ext_factor != 0.0f) {
+            /* the operations of ggml's rope_yarn_ramp, in its order */
+            const float y = ((float)i - rp->corr_dims[0]) / fmaxf(0.001f, rp->corr_dims[1] - rp->corr_dims[0]);
+            const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rp->ext_factor;
+            t = t * (1.0f - mix) + extrap * mix;
+        }
+        cs[i] = cosf(t) * mscale;
+        sn[i] = sinf(t) * mscale;
         theta *= theta_scale;
     }
     for (int32_t h = 0; h < n_heads; h++) {

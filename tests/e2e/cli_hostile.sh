@@ -100,5 +100,24 @@ cat "$T/out"
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "rope_freqs.*not supported for qwen3" "$T/out" ||
     fail "a qwen3 file with rope_freqs.weight was not refused by name"
 ok "bad or misplaced rope_freqs.weight tensors are refused by name"
+
+# --- RoPE scaling keys that cannot be right ------------------------------------
+for spec in "type-longrope:--set-str llama.rope.scaling.type longrope:rope.scaling.type" \
+            "type-number:--set-u32 llama.rope.scaling.type 2:rope.scaling.type" \
+            "factor-negative:--set-f32 llama.rope.scaling.factor -2:rope.scaling.factor" \
+            "factor-nan:--set-f32 llama.rope.scaling.factor nan:rope.scaling.factor" \
+            "factor-tiny:--set-f32 llama.rope.scaling.factor 1e-9:rope.scaling.factor" \
+            "attn-zero:--set-f32 llama.rope.scaling.attn_factor 0:rope.scaling.attn_factor" \
+            "orig-zero:--set-str llama.rope.scaling.type yarn --set-u32 llama.rope.scaling.original_context_length 0:original_context_length"; do
+    IFS=: read -r name edits want <<<"$spec"
+    # shellcheck disable=SC2086
+    "$EDIT" "$S" "$T/rs-$name.gguf" $edits || fail "bd-gguf-edit rs-$name"
+    timeout 60 "$BD_BIN" run -m "$T/rs-$name.gguf" -p "Once" -n 4 >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "RoPE scaling ($name) was not refused (exit $rc)"
+    grep -q -- "$want" "$T/out" || fail "RoPE scaling ($name): the message does not name $want"
+done
+ok "unusable RoPE scaling keys are refused by name"
 [ $FAILS -eq 0 ] || { echo "$FAILS checks failed"; exit 1; }
 echo "all hostile CLI checks passed"

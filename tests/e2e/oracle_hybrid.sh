@@ -10,7 +10,8 @@
 # lists within TOL x the oracle's top-20 spread):
 #   F32 (qwen35 tiny; small with n_v/n_k = 3, an explicit recurrent_layers
 #   pattern and an MTP block; qwen35moe tiny and small with fused gate/up;
-#   a qwen35moe file whose router has exactly tied experts): TOL 1e-4. Measured 4e-6 .. 1e-5: f32
+#   a qwen35moe file whose router has exactly tied experts; qwen35 tiny with
+#   YaRN x4 RoPE scaling keys): TOL 1e-4. Measured 4e-6 .. 1e-5: f32
 #   rounding between two different summation orders.
 #   Q8_0 and Q2_K (dense): TOL 5e-2 (measured 0.009 dense, 0.03 MoE; Q2_K
 #   0.019, its dots bit-identical to llama.cpp's, so what remains is
@@ -40,6 +41,11 @@ echo "== qwen35"
 mm d-tiny-f32 --arch qwen35 --shape tiny --quant f32 --seed 3 && { logits d-tiny-f32 1e-4; greedy d-tiny-f32; }
 mm d-small-f32 --arch qwen35 --shape small --quant f32 --seed 7 --mtp 1 --recurrent-layers 1,0,1,1,1,0,1,1 --untied &&
     logits d-small-f32 1e-4
+# YaRN x4 on the IMROPE target (its rope sections, then the same per-pair
+# angles as llama's): F32, 1e-4
+[ -f "$W/d-tiny-f32.gguf" ] && "$EDIT" "$W/d-tiny-f32.gguf" "$W/d-tiny-f32-yarn.gguf" \
+    --set-str qwen35.rope.scaling.type yarn --set-f32 qwen35.rope.scaling.factor 4 \
+    --set-u32 qwen35.rope.scaling.original_context_length 256 && logits d-tiny-f32-yarn 1e-4
 mm d-tiny-q8 --arch qwen35 --shape tiny --quant q8_0 --seed 10 && { logits d-tiny-q8 5e-2; greedy d-tiny-q8; }
 mm d-tiny-q4km --arch qwen35 --shape tiny --quant q4_k_m --seed 10 && logits d-tiny-q4km 2e-1
 mm d-small-ud --arch qwen35 --shape small --quant ud-q4_k_m --seed 11 && logits d-small-ud 2e-1

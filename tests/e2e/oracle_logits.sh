@@ -15,7 +15,7 @@
 #     (untied: Q4_K/Q6_K/Q8_0/F16/BF16), Q8_0, F16 (untied); qwen3 odd-width
 #     Q4_K_M (width fallbacks Q5_0/Q8_0); llama tiny F32 (untied), Q8_0,
 #     Q4_K, Q5_K, IQ4_XS, Q2_K, Q3_K; llama tiny F32 with a rope_freqs.weight
-#     (Llama 3.1+ scaled RoPE); a synthetic llama F32 model quantized by
+#     (Llama 3.1+ scaled RoPE) and with YaRN / linear RoPE scaling keys; a synthetic llama F32 model quantized by
 #     llama.cpp to its Q2_K, Q3_K_S and Q3_K_M mixes.
 #
 # Logit tolerance (tests/oracle/compare.py): at every prompt position, with
@@ -226,6 +226,28 @@ if [ -f "$FX/ll-tiny-f32.gguf" ] &&
 else
     bad "cannot add rope_freqs.weight to ll-tiny-f32"
 fi
+
+# RoPE scaling keys (rope.scaling.type / factor / attn_factor /
+# original_context_length, as llama.cpp v0.5.0 reads them) on the same
+# model: YaRN x4 ramping over pairs 10-23 (original context 4096), linear
+# x2.5, and YaRN x8 with attn_factor 1.25 and the ramp from context_length.
+# Measured 2.5e-6 to 3.9e-6 of the range; with the scaling ignored 0.46-1.67
+# and 257-329 violations, with YaRN's 1 + 0.1 ln(factor) magnitude dropped
+# (not committed) 0.44 and 327.
+note "RoPE scaling: yarn, linear"
+for spec in "yarn4:--set-str llama.rope.scaling.type yarn --set-f32 llama.rope.scaling.factor 4 --set-u32 llama.rope.scaling.original_context_length 4096" \
+            "linear:--set-str llama.rope.scaling.type linear --set-f32 llama.rope.scaling.factor 2.5" \
+            "yarn8:--set-str llama.rope.scaling.type yarn --set-f32 llama.rope.scaling.factor 8 --set-f32 llama.rope.scaling.attn_factor 1.25"; do
+    name=${spec%%:*}
+    # shellcheck disable=SC2086
+    if [ -f "$FX/ll-tiny-f32.gguf" ] &&
+        "$BD_BUILD/tests/bd-gguf-edit" "$FX/ll-tiny-f32.gguf" "$FX/ll-tiny-f32-$name.gguf" ${spec#*:}; then
+        logits "ll-tiny-f32-$name" "$FX/ll-tiny-f32-$name.gguf" "$L_IDS" 1e-4
+    else
+        bad "cannot write the $name variant of ll-tiny-f32"
+    fi
+done
+greedy ll-tiny-f32-yarn4-greedy "$FX/ll-tiny-f32-yarn4.gguf" "Tom had a big red ball" 48
 # Q5_K uses seed 23: with seed 22 one element of the layer-0 attention
 # output at position 2 lands on an int8 rounding tie (llama.cpp 61.49998, us
 # 61.500008 after a last-bit difference in attention), and the engines then
