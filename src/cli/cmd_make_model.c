@@ -16,9 +16,9 @@
 
 static void make_model_usage(FILE *out) {
     fprintf(out,
-            "usage: blockdraft make-model --arch qwen3|llama|qwen3moe|qwen35|qwen35moe --shape NAME --quant MIX\n"
+            "usage: blockdraft make-model --arch qwen3|llama|qwen2|qwen3moe|qwen35|qwen35moe --shape NAME --quant MIX\n"
             "                             --vocab FILE.gguf [options] [-t THREADS] [--plan] -o FILE\n"
-            "  --shape   qwen3/llama: %s; qwen3moe: %s\n"
+            "  --shape   qwen3/llama: %s (qwen2: those with head_count x head_dim = width); qwen3moe: %s\n"
             "            qwen35: %s; qwen35moe: %s\n"
             "  --quant   %s\n"
             "  --vocab   GGUF whose tokenizer.* keys are copied\n"

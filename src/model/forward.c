@@ -60,8 +60,14 @@ static void rows_worker(void *arg, int ith, int nth) {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
         const int64_t hs = (int64_t)c->s->n_ctx * hp->hd; /* cache floats per head */
         for (int64_t t = lo; t < hi; t++) {
-            float *q = c->s->q + t * Q, *k = c->s->kn + t * KV;
-            const float *v = c->s->vn + t * KV;
+            float *q = c->s->q + t * Q, *k = c->s->kn + t * KV, *v = c->s->vn + t * KV;
+            /* biases right after the projections, as ggml adds them */
+            if (c->L->bq)
+                for (int64_t i = 0; i < Q; i++) q[i] += c->L->bq[i];
+            if (c->L->bk)
+                for (int64_t i = 0; i < KV; i++) k[i] += c->L->bk[i];
+            if (c->L->bv)
+                for (int64_t i = 0; i < KV; i++) v[i] += c->L->bv[i];
             if (c->L->q_norm) {
                 bd_rmsnorm_rows(q, q, c->L->q_norm, hp->hd, hp->rms_eps, hp->n_head, hp->hd);
                 bd_rmsnorm_rows(k, k, c->L->k_norm, hp->hd, hp->rms_eps, hp->n_kv, hp->hd);
@@ -164,6 +170,9 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
         rows_run(s, &sg, 1 << 14);
     }
     bd_matmul(s->pool, &L->wo, s->q, Q, n, s->h, E, s->mm_scratch);
+    if (L->bo)
+        for (int32_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < E; i++) s->h[t * E + i] += L->bo[i];
     bd_fwd_add(s, s->x, s->h, (int64_t)n * E);
 }
 

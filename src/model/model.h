@@ -103,6 +103,10 @@ typedef struct bd_layer {
     bd_mat wk;              /* [n_kv*hd][n_embd] */
     bd_mat wv;              /* [n_kv*hd][n_embd] */
     bd_mat wo;              /* [n_embd][n_head*hd] */
+    const float *bq;        /* [n_head*hd] attn_q.bias, or NULL (qwen2; optional in any dense target) */
+    const float *bk;        /* [n_kv*hd] */
+    const float *bv;        /* [n_kv*hd] */
+    const float *bo;        /* [n_embd] attn_output.bias, or NULL (llama only) */
     const float *ffn_norm;  /* [n_embd] */
     bd_mat w_gate;          /* [n_ff][n_embd] */
     bd_mat w_up;            /* [n_ff][n_embd] */

@@ -365,15 +365,28 @@ bool bd_model_load_layers(bd_model *m, const char *prefix, char *err, size_t err
         if (bd_gguf_find_tensor(m->gguf, name))
             return bd_err(err, errlen, "%s: fused '%s' is not supported (expected separate attn_q/k/v)",
                           m->path, name);
-        snprintf(name, sizeof name, "blk.%d.attn_q.bias", il);
-        if (bd_gguf_find_tensor(m->gguf, name))
-            return bd_err(err, errlen, "%s: attention biases ('%s') are not supported for %s", m->path,
-                          name, m->arch_name);
+        /* biases as llama.cpp v0.5.0 reads them: q/k/v optional for every
+         * dense target (create_tensor_qkv), the output projection's for
+         * llama only; the feed-forward's are not implemented */
+        static const char *const refused_bias[] = {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias",
+                                                   "attn_qkv.bias", NULL};
+        for (const char *const *b = refused_bias; *b; b++) {
+            snprintf(name, sizeof name, "blk.%d.%s", il, *b);
+            if (bd_gguf_find_tensor(m->gguf, name))
+                return bd_err(err, errlen, "%s: '%s' is not supported", m->path, name);
+        }
+        snprintf(name, sizeof name, "blk.%d.attn_output.bias", il);
+        if (m->arch_info->id != BD_ARCH_LLAMA && bd_gguf_find_tensor(m->gguf, name))
+            return bd_err(err, errlen, "%s: '%s' is not supported for %s", m->path, name, m->arch_name);
         V(attn_norm, "attn_norm.weight", E, true);
         T(wq, "attn_q.weight", E, Q, true);
         T(wk, "attn_k.weight", E, KV, true);
         T(wv, "attn_v.weight", E, KV, true);
         T(wo, "attn_output.weight", Q, E, true);
+        V(bq, "attn_q.bias", Q, false);
+        V(bk, "attn_k.bias", KV, false);
+        V(bv, "attn_v.bias", KV, false);
+        V(bo, "attn_output.bias", E, false);
         V(q_norm, "attn_q_norm.weight", hp->hd, qk_norm);
         V(k_norm, "attn_k_norm.weight", hp->hd, qk_norm);
         V(ffn_norm, "ffn_norm.weight", E, true);
@@ -418,6 +431,8 @@ bool bd_load_dense(bd_model *m, char *err, size_t errlen) {
         m->output = m->tok_embd;
         m->tied = true;
     }
+    if (bd_gguf_find_tensor(m->gguf, "output.bias"))
+        return bd_err(err, errlen, "%s: 'output.bias' is not supported", m->path);
     /* Llama 3.1+ bake their RoPE scaling into per-pair frequency factors
      * (llama.cpp reads them for llama only; elsewhere they would be ignored
      * there and are refused here) */

@@ -100,7 +100,8 @@ static const bd_synth_shape moe_shapes[] = {
 
 const bd_synth_shape *bd_synth_shape_find(const char *arch, const char *name) {
     const bool moe = arch && !strcmp(arch, "qwen3moe");
-    if (!name || !arch || (!moe && strcmp(arch, "qwen3") && strcmp(arch, "llama"))) return NULL;
+    if (!name || !arch || (!moe && strcmp(arch, "qwen3") && strcmp(arch, "llama") && strcmp(arch, "qwen2")))
+        return NULL;
     const bd_synth_shape *t = moe ? moe_shapes : shapes;
     const size_t n = moe ? sizeof moe_shapes / sizeof moe_shapes[0] : sizeof shapes / sizeof shapes[0];
     for (size_t i = 0; i < n; i++)
@@ -326,8 +327,9 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
         }
         return true;
     }
-    if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe")))
-        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen3moe, qwen35 or qwen35moe)",
+    if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe") &&
+                     strcmp(o->arch, "qwen2")))
+        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen2, qwen3moe, qwen35 or qwen35moe)",
                       o->arch ? o->arch : "");
     const bd_synth_shape *s = bd_synth_shape_find(o->arch, o->shape);
     if (!s) return bd_err(err, errlen, "unknown %s shape '%s' (one of: %s)", o->arch, o->shape ? o->shape : "",
@@ -343,13 +345,18 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     if (o->n_layers > 256) return bd_err(err, errlen, "--layers %u: at most 256", o->n_layers);
     if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
     p->shape = s;
-    p->arch = moe ? "qwen3moe" : !strcmp(o->arch, "qwen3") ? "qwen3" : "llama";
-    p->qwen3 = strcmp(p->arch, "llama") != 0;
+    p->arch = moe ? "qwen3moe" : !strcmp(o->arch, "qwen3") ? "qwen3" : !strcmp(o->arch, "qwen2") ? "qwen2" : "llama";
+    p->qwen3 = !strcmp(p->arch, "qwen3") || moe;
+    p->qwen2 = !strcmp(p->arch, "qwen2");
+    /* llama.cpp's qwen2 takes attn_q as {n_embd, n_embd} */
+    if (p->qwen2 && (uint64_t)s->n_head * s->head_dim != s->n_embd)
+        return bd_err(err, errlen, "qwen2 needs head_count x head_dim = embedding_length; shape %s has %u x %u != %u",
+                      s->name, s->n_head, s->head_dim, s->n_embd);
     p->tied = o->tied < 0 ? s->tied : o->tied != 0;
     p->n_vocab = n_vocab;
     p->n_layer = o->n_layers ? o->n_layers : s->n_layer;
     p->file_type = m->file_type;
-    int per_layer = moe ? 12 : p->qwen3 ? 11 : 9;
+    int per_layer = moe ? 12 : p->qwen3 || p->qwen2 ? 12 : 9;
     p->tensors = calloc((size_t)(3 + per_layer * p->n_layer), sizeof *p->tensors);
     if (!p->tensors) return bd_err(err, errlen, "out of memory");
 
@@ -385,6 +392,16 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
         ADD("attn_q", 2, E, Q, BD_SYNTH_MATRIX, s_qk);
         ADD("attn_k", 2, E, KV, BD_SYNTH_MATRIX, s_qk);
         ADD("attn_v", 2, E, KV, BD_SYNTH_MATRIX, s_in);
+        if (p->qwen2) {
+            /* q/k/v biases (Qwen2's k bias is known to be large: 1.0) */
+            static const char *const bn[3] = {"attn_q", "attn_k", "attn_v"};
+            const uint64_t bw[3] = {Q, KV, KV};
+            const float bs[3] = {0.5f, 1.0f, 0.1f};
+            for (int b = 0; b < 3; b++) {
+                snprintf(nm, sizeof nm, "blk.%u.%s.bias", l, bn[b]);
+                plan_add(p, nm, 1, bw[b], 1, BD_SYNTH_MATRIX, bs[b]);
+            }
+        }
         if (p->qwen3) {
             ADD("attn_q_norm", 1, s->head_dim, 1, BD_SYNTH_NORM_QK, s_norm);
             ADD("attn_k_norm", 1, s->head_dim, 1, BD_SYNTH_NORM_QK, s_norm);
@@ -938,8 +955,8 @@ static bool dense_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_s
               set_arch_u32(w, arch, "attention.key_length", s->head_dim) &&
               set_arch_u32(w, arch, "attention.value_length", s->head_dim) &&
               set_arch_u32(w, arch, "rope.dimension_count", s->head_dim) &&
-              set_arch_f32(w, arch, "rope.freq_base", plan->qwen3 ? 1000000.0f : 10000.0f) &&
-              set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", plan->qwen3 ? 1e-6f : 1e-5f) &&
+              set_arch_f32(w, arch, "rope.freq_base", plan->qwen3 || plan->qwen2 ? 1000000.0f : 10000.0f) &&
+              set_arch_f32(w, arch, "attention.layer_norm_rms_epsilon", plan->qwen3 || plan->qwen2 ? 1e-6f : 1e-5f) &&
               set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
     if (ok && s->n_expert)
         ok = set_arch_u32(w, arch, "expert_count", s->n_expert) &&

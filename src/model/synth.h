@@ -128,6 +128,7 @@ typedef struct bd_synth_plan {
     const bd_synth_hybrid_shape *hshape; /* qwen35/qwen35moe; NULL otherwise */
     const char *arch;  /* general.architecture */
     bool qwen3;        /* qwen3 or qwen3moe: q/k norms, Qwen3 RoPE base and epsilon */
+    bool qwen2;        /* qwen2: q/k/v biases, Qwen's RoPE base and epsilon, no q/k norms */
     bool tied;
     uint32_t n_layer;  /* (trunk) layers */
     /* hybrid plans: */

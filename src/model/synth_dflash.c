@@ -100,10 +100,11 @@ static bool target_open(const char *path, target_info *ti, char *err, size_t err
         return bd_err(err, errlen, "%s: no general.architecture", path);
     if (!strcmp(ti->arch, "dflash") || !strcmp(ti->arch, "dflash-draft"))
         return bd_err(err, errlen, "%s is a drafter, not a target", path);
-    if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen3moe") &&
-        strcmp(ti->arch, "qwen35") && strcmp(ti->arch, "qwen35moe"))
-        return bd_err(err, errlen, "%s: target arch '%s' not supported (qwen3, llama, qwen3moe, qwen35, qwen35moe)",
-                      path, ti->arch);
+    if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen2") &&
+        strcmp(ti->arch, "qwen3moe") && strcmp(ti->arch, "qwen35") && strcmp(ti->arch, "qwen35moe"))
+        return bd_err(err, errlen,
+                      "%s: target arch '%s' not supported (qwen3, llama, qwen2, qwen3moe, qwen35, qwen35moe)", path,
+                      ti->arch);
     ti->hybrid = !strncmp(ti->arch, "qwen35", 6);
     ti->moe = !strcmp(ti->arch, "qwen35moe") || !strcmp(ti->arch, "qwen3moe");
     uint32_t e = 0, bc = 0, nh = 0, nkv = 0, hd = 0, ff = 0, nextn = 0, ctx = 40960;

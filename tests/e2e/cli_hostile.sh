@@ -119,5 +119,24 @@ for spec in "type-longrope:--set-str llama.rope.scaling.type longrope:rope.scali
     grep -q -- "$want" "$T/out" || fail "RoPE scaling ($name): the message does not name $want"
 done
 ok "unusable RoPE scaling keys are refused by name"
+
+# --- biases the forward does not implement, or of the wrong size ---------------
+# (stories260K: width 64, 8 heads of 8, 4 kv heads; the qwen3 tiny file above)
+for spec in "S:ffn:--add-f32s blk.0.ffn_up.bias $(python3 -c 'print(",".join(["0.1"] * 172))'):blk.0.ffn_up.bias" \
+            "S:out:--add-f32s output.bias 0.5:output.bias" \
+            "S:qshort:--add-f32s blk.1.attn_q.bias 1,2,3:blk.1.attn_q.bias" \
+            "Q:wo:--add-f32s blk.0.attn_output.bias $(python3 -c 'print(",".join(["0.1"] * 256))'):attn_output.bias"; do
+    IFS=: read -r which name edits want <<<"$spec"
+    src=$S
+    [ "$which" = Q ] && src=$T/q3.gguf
+    # shellcheck disable=SC2086
+    "$EDIT" "$src" "$T/b-$name.gguf" $edits || fail "bd-gguf-edit b-$name"
+    timeout 60 "$BD_BIN" run -m "$T/b-$name.gguf" -p "Once" -n 4 >"$T/out" 2>&1
+    rc=$?
+    cat "$T/out"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "bias ($name) was not refused (exit $rc)"
+    grep -q -- "$want" "$T/out" || fail "bias ($name): the message does not name $want"
+done
+ok "biases that cannot be applied are refused by name"
 [ $FAILS -eq 0 ] || { echo "$FAILS checks failed"; exit 1; }
 echo "all hostile CLI checks passed"
