@@ -13,7 +13,10 @@
  *   2  a JSON schema (a request's response_format): parsed with jansson,
  *      converted to GBNF and compiled over the same vocabulary;
  *   3  a prompt (any bytes, invalid UTF-8 included) through the Qwen3 BPE
- *      and the stories260K SentencePiece tokenizers, with and without
+ *      vocabulary with its own pre-tokenizer and with llama3's (digit runs,
+ *      whole-word tokens: the file re-written with tokenizer.ggml.pre
+ *      llama-bpe at start-up) and the stories260K SentencePiece tokenizer,
+ *      with and without
  *      special-token parsing, then decoded whole and streamed: the stream's
  *      bytes must equal the whole decode. The vocabularies come from
  *      $BD_FUZZ_SHARED/fixtures (make passes BD_SHARED); without it this
@@ -26,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chat/jinja.h"
 #include "chat/json_schema.h"
@@ -40,7 +44,8 @@
 
 static json_t *g_globals;
 static bd_grammar_vocab *g_vocab;
-static bd_tokenizer *g_tok[2]; /* Qwen3 BPE, stories260K SentencePiece (NULL: mode 3 off) */
+static bd_tokenizer *g_tok[3]; /* Qwen3 BPE, stories260K SentencePiece, Qwen3 with llama3's pre-tokenizer
+                                 (NULL: mode 3 off) */
 
 /* the conversation a template is rendered with: every message shape the
  * server passes (system, user, assistant with a tool call, tool result) */
@@ -91,6 +96,34 @@ static bd_tokenizer *load_tokenizer(const char *shared, const char *rel) {
     return t;
 }
 
+/* The Qwen3 vocabulary with tokenizer.ggml.pre = llama-bpe, through a
+ * temporary copy of the file. */
+static bd_tokenizer *load_llama3_variant(const char *shared) {
+    char path[1024], tmp[] = "/tmp/bd-fuzz-l3vocab-XXXXXX", err[256];
+    snprintf(path, sizeof path, "%s/fixtures/qwen3-tokenizer/qwen3-vocab.gguf", shared);
+    bd_gguf_file *f = bd_gguf_open(path, err, sizeof err);
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    int fd = mkstemp(tmp);
+    bool ok = f && w && fd >= 0;
+    for (int64_t i = 0; ok && i < bd_gguf_kv_count(f); i++) {
+        const bd_gguf_kv *kv = bd_gguf_kv_at(f, i);
+        ok = !strcmp(kv->key, "tokenizer.ggml.pre") ? bd_gguf_writer_set_str(w, kv->key, "llama-bpe")
+                                                    : bd_gguf_writer_copy_kv(w, kv);
+    }
+    ok = ok && bd_gguf_writer_write_file(w, tmp, err, sizeof err);
+    bd_gguf_writer_free(w);
+    bd_gguf_close(f);
+    if (fd >= 0) close(fd);
+    bd_tokenizer *t = NULL;
+    if (ok && (f = bd_gguf_open(tmp, err, sizeof err))) {
+        t = bd_tokenizer_load(f, err, sizeof err);
+        bd_gguf_close(f);
+    }
+    if (fd >= 0) unlink(tmp);
+    if (!t) fprintf(stderr, "fuzz_text: the llama-bpe copy of %s: %s\n", path, err);
+    return t;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
@@ -102,7 +135,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (shared && *shared) {
         g_tok[0] = load_tokenizer(shared, "qwen3-tokenizer/qwen3-vocab.gguf");
         g_tok[1] = load_tokenizer(shared, "stories260K/stories260K.gguf");
-        CHECK(g_tok[0] && g_tok[1]);
+        g_tok[2] = load_llama3_variant(shared);
+        CHECK(g_tok[0] && g_tok[1] && g_tok[2]);
     }
     return 0;
 }
@@ -185,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     err[0] = '\0';
     switch (data[0] % 4) {
     case 3:
-        for (int k = 0; k < 2 && g_tok[0]; k++)
+        for (int k = 0; k < 3 && g_tok[0]; k++)
             for (int sp = 0; sp < 2; sp++) run_tokenizer(g_tok[k], text, len, sp);
         break;
     case 0: run_template(text, len); break;
