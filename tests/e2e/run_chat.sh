@@ -147,6 +147,7 @@ expect_fail "needs conversation mode" "-sys with -no-cnv" -sys x -no-cnv
 expect_fail "either --chat-template or --chat-template-file" "both template flags" --chat-template chatml \
     --chat-template-file "$T/raise.jinja"
 expect_fail "not a JSON object" "kwargs not an object" -cnv -st --chat-template-kwargs '[1]'
+expect_fail "only 'chatml' is known" "a built-in template name other than chatml" -cnv -st --chat-template llama3
 expect_fail "TemplateSyntaxError" "a template that does not parse" -cnv -st --chat-template-file "$T/broken.jinja"
 expect_fail "no system messages here" "a template that raises" -cnv -st --chat-template-file "$T/raise.jinja"
 "$BD_BIN" run -m "$BD_SHARED/fixtures/stories260K/stories260K.gguf" -cnv -st -p "Hi" -n 2 --temp 0 --json \
