@@ -182,6 +182,15 @@ bd_threadpool *bd_threadpool_create(int32_t n_threads, char *err, size_t errlen)
 void bd_threadpool_free(bd_threadpool *tp);
 int32_t bd_threadpool_n_threads(const bd_threadpool *tp);
 
+/* RoPE scaling of a session (llama.cpp's --rope-scaling): FILE keeps the
+ * model's own (its rope.scaling.type, linear when it has none). */
+enum bd_rope_scaling_type {
+    BD_ROPE_SCALING_FILE = 0,
+    BD_ROPE_SCALING_NONE = 1,
+    BD_ROPE_SCALING_LINEAR = 2,
+    BD_ROPE_SCALING_YARN = 3,
+};
+
 typedef struct bd_session_params {
     int32_t n_ctx;      /* KV cache length in tokens; 0 = 4096 */
     int32_t n_batch;    /* max tokens per forward chunk; 0 = 512 */
@@ -193,6 +202,14 @@ typedef struct bd_session_params {
     const int32_t *tap_layers; /* [n_tap] layer indices (0..n_layer); copied */
     bd_threadpool *threadpool; /* borrowed, or NULL: the session creates its own pool of
                                   n_threads (n_threads is ignored when set) */
+    /* RoPE overrides, as llama.cpp's context parameters of the same names
+     * (--rope-scaling, --rope-freq-base, --rope-freq-scale or 1 / --rope-scale,
+     * --yarn-orig-ctx); 0 keeps the model file's value. A scaling type of
+     * none turns any factor off. */
+    int32_t rope_scaling; /* enum bd_rope_scaling_type */
+    float rope_freq_base;
+    float rope_freq_scale;
+    int32_t yarn_orig_ctx;
 } bd_session_params;
 
 /* All zero: the defaults above, a pool of its own. */

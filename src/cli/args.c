@@ -3,6 +3,7 @@
  */
 #include "args.h"
 #include "../base/base.h"
+#include "blockdraft.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,6 +46,37 @@ int arg_dflash_block(const char *opt, const char *v) {
         if (!strcmp(v, names[i])) return i;
     fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected auto, full or short)\n", opt, v);
     exit(2);
+}
+
+bool arg_rope(int argc, char **argv, int *i, bd_session_params *sp) {
+    const char *v, *a = argv[*i];
+    if (arg_take(argc, argv, i, (const char *[]){"--rope-scaling", NULL}, &v)) {
+        static const char *const names[] = {"none", "linear", "yarn"}; /* BD_ROPE_SCALING_NONE.. */
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(v, names[k])) {
+                sp->rope_scaling = BD_ROPE_SCALING_NONE + k;
+                return true;
+            }
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (expected none, linear or yarn)\n", a, v);
+        exit(2);
+    }
+    if (arg_take(argc, argv, i, (const char *[]){"--rope-scale", NULL}, &v)) {
+        sp->rope_freq_scale = 1.0f / arg_f32(a, v, 1e-3f, 1e6f);
+        return true;
+    }
+    if (arg_take(argc, argv, i, (const char *[]){"--rope-freq-scale", NULL}, &v)) {
+        sp->rope_freq_scale = arg_f32(a, v, 1e-6f, 1e3f);
+        return true;
+    }
+    if (arg_take(argc, argv, i, (const char *[]){"--rope-freq-base", NULL}, &v)) {
+        sp->rope_freq_base = arg_f32(a, v, 1.0f, 1e12f);
+        return true;
+    }
+    if (arg_take(argc, argv, i, (const char *[]){"--yarn-orig-ctx", NULL}, &v)) {
+        sp->yarn_orig_ctx = arg_i32(a, v, 0, 1 << 30);
+        return true;
+    }
+    return false;
 }
 
 uint64_t arg_u64(const char *opt, const char *v) {

@@ -25,6 +25,20 @@ float arg_f32(const char *opt, const char *v, float lo, float hi);
  * an int so this header needs no engine header); exits 2 otherwise. */
 int arg_dflash_block(const char *opt, const char *v);
 
+/* llama.cpp's RoPE context flags, into a session's parameters:
+ * --rope-scaling none|linear|yarn, --rope-scale N (a factor: frequency
+ * scale 1/N), --rope-freq-scale F, --rope-freq-base F, --yarn-orig-ctx N.
+ * True when argv[*i] was one (consumed with its value); a bad value exits
+ * 2 with a message, as arg_i32. */
+struct bd_session_params;
+bool arg_rope(int argc, char **argv, int *i, struct bd_session_params *sp);
+/* Its usage lines. */
+#define ARG_ROPE_USAGE                                                                                        \
+    "RoPE (llama.cpp's flag names; default: the model file's):\n"                                             \
+    "  --rope-scaling none|linear|yarn  --rope-scale N  --rope-freq-scale F  --rope-freq-base F\n"            \
+    "  --yarn-orig-ctx N      e.g. Qwen3 at 131072 tokens: --rope-scaling yarn --rope-scale 4\n"               \
+    "                         --yarn-orig-ctx 32768\n"
+
 /* Parse "1,2,3" into ids (at most max). Returns the count or -1. */
 int arg_ids(const char *s, int32_t *ids, int max);
 

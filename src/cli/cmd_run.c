@@ -148,7 +148,8 @@ static void usage(void) {
             "  --chat-template JINJA|chatml  this template instead of the model's (implies -cnv)\n"
             "  --chat-template-file FILE     the same, read from FILE\n"
             "  --chat-template-kwargs JSON   extra template variables, e.g. '{\"enable_thinking\":false}'\n"
-            "  --jinja                accepted: chat templates are always rendered with Jinja\n");
+            "  --jinja                accepted: chat templates are always rendered with Jinja\n"
+            ARG_ROPE_USAGE "                         (the target's; a drafter keeps its own)\n");
 }
 
 /* Everything the command line (and a gallery model's config) asks for. */
@@ -275,6 +276,7 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-kwargs", NULL}, &v))
             o->tmpl_kwargs = v, o->cnv_flag = a;
         else if (arg_is(a, "--jinja", NULL)) continue;
+        else if (arg_rope(argc, argv, &i, &o->sp)) continue;
         else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;

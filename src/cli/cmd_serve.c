@@ -99,6 +99,7 @@ static void usage(void) {
             "  --conn-limit N             simultaneous connections (default 64)\n"            "  --mmap / --no-mmap         keep model files mapped / copy files of 64 MiB or more into\n"
             "                             anonymous 2 MiB pages at load (default)\n"
             "  --shutdown-grace SEC       on SIGTERM, time for running requests to finish (default 10)\n"
+            ARG_ROPE_USAGE "                         (the -m model's)\n"
             "\n"
             "Accepted with a one-line note (nothing to act on here): -ngl/-ngld, -dev, -sm, -ts, -mg,\n"
             "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --mlock, -cb/-nocb,\n"
@@ -106,7 +107,8 @@ static void usage(void) {
             "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
             "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj,\n"
             "--samplers and the samplers blockdraft lacks (typical, penalties,\n"
-            "DRY, XTC, mirostat, dynatemp, logit bias), -ctk/-ctv, --rope-*/--yarn-*, --embedding,\n"
+            "DRY, XTC, mirostat, dynatemp, logit bias), -ctk/-ctv, --yarn-ext-factor/-attn-factor/-beta-*,\n"
+            "--embedding,\n"
             "--reranking, --props, --slot-save-path, --ssl-*, --path, --api-prefix, --no-jinja,\n"
             "--draft/--draft-max/--draft-min (removed in llama-server too), --spec-default, --tools.\n");
 }
@@ -224,9 +226,9 @@ static const compat_flag COMPAT_FLAGS[] = {
      ACT_REFUSE, "the KV cache type is fixed"},
     {{"--cache-type-v-draft", "--spec-draft-type-k", "--spec-draft-type-v", NULL}, ARG_VALUE, ACT_REFUSE,
      "the KV cache type is fixed"},
-    {{"--rope-scaling", "--rope-scale", "--rope-freq-base", "--rope-freq-scale", "--yarn-orig-ctx",
-      "--yarn-ext-factor", "--yarn-attn-factor"},
-     ARG_VALUE, ACT_REFUSE, "RoPE settings come from the model file"},
+    {{"--yarn-ext-factor", "--yarn-attn-factor", NULL}, ARG_VALUE, ACT_REFUSE,
+     "of the RoPE settings --rope-scaling, --rope-scale, --rope-freq-scale, --rope-freq-base and --yarn-orig-ctx "
+     "are supported"},
     {{"--yarn-beta-slow", "--yarn-beta-fast", "--override-kv", "-ot", "--override-tensor", NULL}, ARG_VALUE,
      ACT_REFUSE, "model settings come from the model file"},
     {{"--embedding", "--embeddings", "--reranking", "--rerank", NULL}, ARG_NONE, ACT_REFUSE,
@@ -403,6 +405,8 @@ int cmd_serve(int argc, char **argv) {
         } else if (arg_take(argc, argv, &i, (const char *[]){"--parallel", "-np", NULL}, &v)) {
             p.parallel = arg_i32(a, v, -1, 64);
             if (p.parallel < 0) p.parallel = 0; /* -1: auto */
+        } else if (arg_rope(argc, argv, &i, &p.rope)) {
+            continue;
         } else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
             p.n_ctx = arg_i32(a, v, 0, 1 << 22);
             if (p.n_ctx == 0) p.n_ctx = -1; /* llama-server: 0 = the model's trained context */

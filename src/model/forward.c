@@ -72,8 +72,8 @@ static void rows_worker(void *arg, int ith, int nth) {
                 bd_rmsnorm_rows(q, q, c->L->q_norm, hp->hd, hp->rms_eps, hp->n_head, hp->hd);
                 bd_rmsnorm_rows(k, k, c->L->k_norm, hp->hd, hp->rms_eps, hp->n_kv, hp->hd);
             }
-            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &hp->rope, hp->rope_type);
-            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &hp->rope, hp->rope_type);
+            bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
+            bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             for (int32_t h = 0; h < hp->n_kv; h++) {
                 const int64_t at = h * hs + (c->p0 + t) * hp->hd;
                 memcpy(c->kc + at, k + h * hp->hd, (size_t)hp->hd * sizeof(float));

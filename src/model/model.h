@@ -56,6 +56,21 @@ typedef struct bd_rope_params {
     const float *freq_factors; /* [n_rot / 2] llama's rope_freqs.weight, or NULL */
 } bd_rope_params;
 
+/* A model's RoPE scaling as its file gives it (llama.cpp's hparams), which
+ * a session's parameters may override (bd_rope_params_make). */
+typedef struct bd_rope_scaling {
+    int32_t type;     /* BD_ROPE_SCALING_NONE / LINEAR / YARN */
+    float freq_scale; /* 1 / rope.scaling.factor (1 when the factor is 0 or absent), whatever the type */
+    float attn;       /* rope.scaling.attn_factor */
+    int32_t orig_ctx; /* rope.scaling.original_context_length, else context_length */
+} bd_rope_scaling;
+
+/* rp for a model of rotary width n_rot with RoPE base `base` and scaling
+ * sc, as llama.cpp's context setup (llama-context.cpp) and ggml's
+ * ggml_rope_yarn_corr_dims compute it; freq_factors as in bd_rope_params. */
+void bd_rope_params_make(bd_rope_params *rp, float base, int32_t n_rot, const bd_rope_scaling *sc,
+                         const float *freq_factors);
+
 typedef struct bd_hparams {
     int32_t n_vocab;
     int32_t n_embd;
@@ -70,7 +85,8 @@ typedef struct bd_hparams {
     float rope_base;
     float rms_eps;
     enum bd_rope_type rope_type;
-    bd_rope_params rope; /* rope_base, the file's RoPE scaling and frequency factors */
+    bd_rope_scaling rope_scaling; /* the file's */
+    bd_rope_params rope; /* rope_base, the file's RoPE scaling and frequency factors (sessions: bd_session.rope) */
 
     /* Hybrid targets (qwen35, qwen35moe): n_layer above is the trunk,
      * block_count minus the trailing MTP blocks, which are never run. */
@@ -220,6 +236,7 @@ typedef struct bd_recurrent {
 
 struct bd_session {
     bd_model *m;
+    bd_rope_params rope;          /* the model's, with the session's overrides */
     bd_pool *pool;
     bool owns_pool;
     int32_t n_ctx, n_batch, n_out_max;

@@ -121,26 +121,48 @@ bool bd_model_key_f32(bd_model *m, const char *prefix, const char *key, bool req
     return true;
 }
 
+void bd_rope_params_make(bd_rope_params *rp, float base, int32_t n_rot, const bd_rope_scaling *sc,
+                         const float *freq_factors) {
+    *rp = (bd_rope_params){.base = base, .freq_scale = 1.0f, .attn_factor = sc->attn, .freq_factors = freq_factors};
+    if (sc->type == BD_ROPE_SCALING_NONE) return; /* llama.cpp: "never scale if scaling type is none" */
+    rp->freq_scale = sc->freq_scale;
+    if (sc->type != BD_ROPE_SCALING_YARN) return;
+    rp->ext_factor = 1.0f;
+    /* llama.cpp's attention factor get_mscale(f) / (1 + 0.1 ln f) is 1 for
+     * f > 1 and 1 / (1 + 0.1 ln f) below (get_mscale(f <= 1) = 1); ggml then
+     * multiplies by 1 + 0.1 ln f */
+    const float f = 1.0f / rp->freq_scale;
+    const float mscale = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+    rp->attn_factor = mscale * (1.0f / (1.0f + 0.1f * logf(f))) * sc->attn;
+    /* ggml_rope_yarn_corr_dims, in its float operations */
+    const float two_log_base = 2 * logf(base), nd = (float)n_rot;
+    const float lo = floorf(nd * logf((float)sc->orig_ctx / (32.0f * 2 * (float)M_PI)) / two_log_base);
+    const float hi = ceilf(nd * logf((float)sc->orig_ctx / (1.0f * 2 * (float)M_PI)) / two_log_base);
+    rp->corr_dims[0] = fmaxf(0.0f, lo);
+    rp->corr_dims[1] = fminf(nd - 1, hi);
+}
+
 /* RoPE scaling, with llama.cpp v0.5.0's keys and defaults
  * (llama-model.cpp, llama-context.cpp): rope.scaling.type none, linear or
  * yarn, linear when absent; rope.scaling.factor (or the older
  * rope.scale_linear), 0 or absent = 1, ignored for none; YaRN ramps over
- * rope.scaling.original_context_length (context_length when absent) with
+ * rope.scaling.original_context_length (context_length when absent or 0) with
  * beta_fast 32 and beta_slow 1 (the file's yarn_* keys are not read for
  * these architectures there either), and its magnitude factor cancels
  * against llama.cpp's attention factor to rope.scaling.attn_factor. */
 static bool load_rope_scaling(bd_model *m, const char *p, char *err, size_t errlen) {
     bd_hparams *hp = &m->hp;
-    hp->rope = (bd_rope_params){.base = hp->rope_base, .freq_scale = 1.0f, .attn_factor = 1.0f};
     char key[128];
     const char *stype = NULL;
     uint64_t slen = 0;
-    bool none = false, yarn = false;
+    int32_t type = BD_ROPE_SCALING_LINEAR;
     snprintf(key, sizeof key, "%s.rope.scaling.type", p);
     if (bd_gguf_get_str(m->gguf, key, &stype, &slen)) {
-        none = slen == 4 && !memcmp(stype, "none", 4);
-        yarn = slen == 4 && !memcmp(stype, "yarn", 4);
-        if (!none && !yarn && !(slen == 6 && !memcmp(stype, "linear", 6)))
+        type = slen == 4 && !memcmp(stype, "none", 4)   ? BD_ROPE_SCALING_NONE
+               : slen == 4 && !memcmp(stype, "yarn", 4) ? BD_ROPE_SCALING_YARN
+               : slen == 6 && !memcmp(stype, "linear", 6) ? BD_ROPE_SCALING_LINEAR
+                                                          : 0;
+        if (!type)
             return bd_err(err, errlen, "%s: '%s' = '%.*s' is not supported (none, linear, yarn)", m->path, key,
                           (int)(slen > 32 ? 32 : slen), stype);
     } else if (bd_gguf_find(m->gguf, key)) {
@@ -157,26 +179,13 @@ static bool load_rope_scaling(bd_model *m, const char *p, char *err, size_t errl
                       (double)factor);
     if (!(attn > 0.0f) || !isfinite(attn) || attn > 1e3f)
         return bd_err(err, errlen, "%s: '%s.rope.scaling.attn_factor' = %g is not usable", m->path, p, (double)attn);
-    if (!none && factor > 0.0f) hp->rope.freq_scale = 1.0f / factor;
-    hp->rope.attn_factor = attn;
-    if (!yarn) return true;
     int32_t orig;
     if (!bd_model_key_u32(m, p, "rope.scaling.original_context_length", false, hp->n_ctx_train, &orig, err, errlen))
         return false;
-    if (orig < 1) return bd_err(err, errlen, "%s: '%s.rope.scaling.original_context_length' is 0", m->path, p);
-    hp->rope.ext_factor = 1.0f;
-    /* llama.cpp's attention factor get_mscale(f) / (1 + 0.1 ln f) is 1 for
-     * f > 1 and 1 / (1 + 0.1 ln f) below (get_mscale(f <= 1) = 1); ggml then
-     * multiplies by 1 + 0.1 ln f */
-    const float f = 1.0f / hp->rope.freq_scale;
-    const float mscale = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
-    hp->rope.attn_factor = mscale * (1.0f / (1.0f + 0.1f * logf(f))) * attn;
-    /* ggml_rope_yarn_corr_dims, in its float operations */
-    const float two_log_base = 2 * logf(hp->rope_base), nd = (float)hp->n_rot;
-    const float lo = floorf(nd * logf((float)orig / (32.0f * 2 * (float)M_PI)) / two_log_base);
-    const float hi = ceilf(nd * logf((float)orig / (1.0f * 2 * (float)M_PI)) / two_log_base);
-    hp->rope.corr_dims[0] = fmaxf(0.0f, lo);
-    hp->rope.corr_dims[1] = fminf(nd - 1, hi);
+    if (orig < 1) orig = hp->n_ctx_train; /* llama.cpp: 0 = the trained context */
+    hp->rope_scaling =
+        (bd_rope_scaling){.type = type, .freq_scale = factor > 0.0f ? 1.0f / factor : 1.0f, .attn = attn, .orig_ctx = orig};
+    bd_rope_params_make(&hp->rope, hp->rope_base, hp->n_rot, &hp->rope_scaling, NULL);
     return true;
 }
 

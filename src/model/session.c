@@ -2,6 +2,7 @@
  * session.c - session creation (all buffers of the token loop are
  * allocated here, once), truncation and accessors.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,20 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         return NULL;
     }
     s->m = m;
+    /* RoPE: the file's, with llama.cpp's context overrides */
+    if (p->rope_scaling < BD_ROPE_SCALING_FILE || p->rope_scaling > BD_ROPE_SCALING_YARN ||
+        !(p->rope_freq_base >= 0.0f) || !isfinite(p->rope_freq_base) || !(p->rope_freq_scale >= 0.0f) ||
+        !isfinite(p->rope_freq_scale) || p->yarn_orig_ctx < 0) {
+        bd_err(err, errlen, "invalid RoPE override (scaling %d, base %g, scale %g, original context %d)",
+               p->rope_scaling, (double)p->rope_freq_base, (double)p->rope_freq_scale, p->yarn_orig_ctx);
+        goto fail;
+    }
+    bd_rope_scaling sc = hp->rope_scaling;
+    if (p->rope_scaling != BD_ROPE_SCALING_FILE) sc.type = p->rope_scaling;
+    if (p->rope_freq_scale > 0.0f) sc.freq_scale = p->rope_freq_scale;
+    if (p->yarn_orig_ctx > 0) sc.orig_ctx = p->yarn_orig_ctx;
+    bd_rope_params_make(&s->rope, p->rope_freq_base > 0.0f ? p->rope_freq_base : hp->rope_base, hp->n_rot, &sc,
+                        hp->rope.freq_factors);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096; /* llama.cpp's default, whatever the trained length */
     if (s->n_ctx < 1) s->n_ctx = 1;
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;

@@ -144,6 +144,12 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (s->p.n_ctx > 0) sp.n_ctx = s->p.n_ctx;
     else if (s->p.n_ctx < 0 && train > 0) sp.n_ctx = train; /* -c 0: the trained context */
     if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
+    if (m->from_cli) { /* --rope-scaling and the like (llama-server's, for its one model) */
+        sp.rope_scaling = s->p.rope.rope_scaling;
+        sp.rope_freq_base = s->p.rope.rope_freq_base;
+        sp.rope_freq_scale = s->p.rope.rope_freq_scale;
+        sp.yarn_orig_ctx = s->p.rope.yarn_orig_ctx;
+    }
     if (s->p.spec_n_max > 0) m->spp.n_max = s->p.spec_n_max;
     if (s->p.spec_n_min > 0) m->spp.n_min = s->p.spec_n_min;
     if (s->p.spec_p_min >= 0) m->spp.p_min = s->p.spec_p_min;

@@ -57,6 +57,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "blockdraft.h"
+
 #define SERVER_MAX_KEYS 16
 #define SERVER_MAX_ALIASES 16
 
@@ -87,6 +89,7 @@ typedef struct server_params {
     int spec_adaptive;         /* -1 = the model's config, else the type's default; 0 / 1 */
     int n_ctx;                 /* 0 = min(4096, trained context); < 0 = trained context */
     int n_threads;             /* of the thread pool all slots share; 0 = all cores */
+    bd_session_params rope;    /* the -m model's RoPE overrides (rope_* and yarn_orig_ctx; the rest unused) */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
     /* request defaults from the command line (llama-server's -n, --temp,
      * ...): a request field wins, these win over a model config */

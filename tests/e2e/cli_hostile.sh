@@ -107,8 +107,7 @@ for spec in "type-longrope:--set-str llama.rope.scaling.type longrope:rope.scali
             "factor-negative:--set-f32 llama.rope.scaling.factor -2:rope.scaling.factor" \
             "factor-nan:--set-f32 llama.rope.scaling.factor nan:rope.scaling.factor" \
             "factor-tiny:--set-f32 llama.rope.scaling.factor 1e-9:rope.scaling.factor" \
-            "attn-zero:--set-f32 llama.rope.scaling.attn_factor 0:rope.scaling.attn_factor" \
-            "orig-zero:--set-str llama.rope.scaling.type yarn --set-u32 llama.rope.scaling.original_context_length 0:original_context_length"; do
+            "attn-zero:--set-f32 llama.rope.scaling.attn_factor 0:rope.scaling.attn_factor"; do
     IFS=: read -r name edits want <<<"$spec"
     # shellcheck disable=SC2086
     "$EDIT" "$S" "$T/rs-$name.gguf" $edits || fail "bd-gguf-edit rs-$name"

@@ -249,6 +249,28 @@ for spec in "yarn4:--set-str llama.rope.scaling.type yarn --set-f32 llama.rope.s
     fi
 done
 greedy ll-tiny-f32-yarn4-greedy "$FX/ll-tiny-f32-yarn4.gguf" "Tom had a big red ball" 48
+# The same from the command line: llama.cpp's context flags on the unscaled
+# file, against llama.cpp given the same context parameters (bd-oracle
+# --rope-*), at 1e-4: YaRN (--rope-scale 4, the factor; the oracle takes
+# its inverse, --rope-freq-scale 0.25), whose logits must also be
+# blockdraft's own of the file carrying those keys (ll-tiny-f32-yarn4) bit
+# for bit, and a linear scale with another base.
+rope_flags() {
+    local label=$1 bd_args=$2 or_args=$3
+    # shellcheck disable=SC2086
+    "$BD_BIN" eval -m "$FX/ll-tiny-f32.gguf" --ids "$L_IDS" --top 20 --json -t "$TH" $bd_args \
+        >"$FX/$label.bd.json" 2>"$FX/$label.bd.err" || { bad "$label: blockdraft eval failed"; return; }
+    # shellcheck disable=SC2086
+    "$ORACLE" logits -m "$FX/ll-tiny-f32.gguf" --ids "$L_IDS" --top 20 -t "$TH" $or_args \
+        >"$FX/$label.oracle.json" 2>"$FX/$label.oracle.err" || { bad "$label: bd-oracle logits failed"; return; }
+    $CMP logits "$FX/$label.oracle.json" "$FX/$label.bd.json" --tol 1e-4 --label "$label" ||
+        bad "$label: logits differ beyond tolerance from llama.cpp's with the same flags"
+}
+rope_flags ll-flags-yarn4 "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 4096" \
+    "--rope-scaling yarn --rope-freq-scale 0.25 --yarn-orig-ctx 4096"
+cmp -s "$FX/ll-flags-yarn4.bd.json" "$FX/ll-tiny-f32-yarn4.bd.json" && echo "ll-flags-yarn4: the same bits as the file's keys" ||
+    bad "ll-flags-yarn4: the flags and the file's keys give different logits"
+rope_flags ll-flags-linear "--rope-freq-scale 0.4 --rope-freq-base 20000" "--rope-freq-scale 0.4 --rope-freq-base 20000"
 
 # Attention biases. qwen2 (make-model --arch qwen2: q/k/v biases, no q/k
 # norms, Qwen's RoPE base) F32 at 1e-4 (measured 3.1e-6; with the biases

@@ -73,6 +73,10 @@ typedef struct opts {
     bool parse_special;
     bool add_special;
     bool batch;
+    /* llama_context_params' RoPE overrides (0 / -1: the model's) */
+    int rope_scaling; /* LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED when not given */
+    float rope_freq_base, rope_freq_scale;
+    int yarn_orig_ctx;
 } opts;
 
 static bool g_verbose;
@@ -88,7 +92,8 @@ static int usage(void) {
             "       bd-oracle greedy   -m FILE (--ids ... | -p TEXT) -n N [-t N]\n"
             "       bd-oracle tokenize -m FILE [--no-special] [--no-add] (TEXT | --hex HEX | --batch)\n"
             "       bd-oracle quantize -m IN -o OUT --ftype N [--pure]\n"
-            "options: --kv f32|f16  --fa  --ctx N  --ubatch N  --repack  -v\n");
+            "options: --kv f32|f16  --fa  --ctx N  --ubatch N  --repack  -v\n"
+            "         --rope-scaling none|linear|yarn  --rope-freq-scale F  --rope-freq-base F  --yarn-orig-ctx N\n");
     return 2;
 }
 
@@ -98,6 +103,7 @@ static bool parse_opts(int argc, char **argv, opts *o) {
     o->threads = 1;
     o->parse_special = true;
     o->add_special = true;
+    o->rope_scaling = LLAMA_ROPE_SCALING_TYPE_UNSPECIFIED;
     if (argc < 2) return false;
     o->mode = argv[1];
     for (int i = 2; i < argc; i++) {
@@ -121,6 +127,16 @@ static bool parse_opts(int argc, char **argv, opts *o) {
             if (!strcmp(v, "f16")) o->kv_f16 = true;
             else if (strcmp(v, "f32")) return false;
         }
+        else if (!strcmp(a, "--rope-scaling")) {
+            NEED_VAL();
+            if (!strcmp(v, "none")) o->rope_scaling = LLAMA_ROPE_SCALING_TYPE_NONE;
+            else if (!strcmp(v, "linear")) o->rope_scaling = LLAMA_ROPE_SCALING_TYPE_LINEAR;
+            else if (!strcmp(v, "yarn")) o->rope_scaling = LLAMA_ROPE_SCALING_TYPE_YARN;
+            else return false;
+        }
+        else if (!strcmp(a, "--rope-freq-scale")) { NEED_VAL(); o->rope_freq_scale = strtof(v, NULL); }
+        else if (!strcmp(a, "--rope-freq-base")) { NEED_VAL(); o->rope_freq_base = strtof(v, NULL); }
+        else if (!strcmp(a, "--yarn-orig-ctx")) { NEED_VAL(); o->yarn_orig_ctx = atoi(v); }
         else if (!strcmp(a, "--fa")) o->fa = true;
         else if (!strcmp(a, "--repack")) o->repack = true;
         else if (!strcmp(a, "--no-special")) o->parse_special = false;
@@ -274,6 +290,10 @@ static struct llama_context *context_create(const opts *o, struct llama_model *m
     cp.type_k = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
     cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
     cp.no_perf = true;
+    cp.rope_scaling_type = o->rope_scaling;
+    cp.rope_freq_base = o->rope_freq_base;
+    cp.rope_freq_scale = o->rope_freq_scale;
+    cp.yarn_orig_ctx = (uint32_t)o->yarn_orig_ctx;
     struct llama_context *c = llama_init_from_model(m, cp);
     if (!c) fprintf(stderr, "bd-oracle: cannot create a context (n_ctx %d)\n", n_ctx);
     return c;

@@ -133,6 +133,8 @@ for args, needle in [(["-hf", "ggml-org/gemma-3-4b-it-GGUF"], "blockdraft pull")
                      (["--reasoning-format", "deepseek-legacy"], "deepseek"),
                      (["-rea", "off"], "enable_thinking"),
                      (["--embedding"], "text generation only"),
+                     (["--yarn-ext-factor", "1"], "--rope-scaling"),
+                     (["--rope-scaling", "longrope"], "none, linear or yarn"),
                      (["--no-such-flag"], "unknown option")]:
     ok, err = refused(args, needle)
     check(ok, "refused with the alternative named: %s -> %r" % (" ".join(args), err[-160:]))
@@ -473,6 +475,19 @@ check(st == 200 and jbody(b)["default_generation_settings"]["n_ctx"] == 128,
 st, _, b = request(p, "GET", "/slots")
 check(llama_error(st, b, 501, "not_supported_error"), "--no-slots: GET /slots -> 501 not_supported_error")
 check(s.stop() == 0, "any-model server: clean exit")
+
+# ---------------------------------------------------------------------------
+# RoPE overrides (llama.cpp's context flags): the -m model's sessions use
+# them, as `run` with the same flags does
+# ---------------------------------------------------------------------------
+ROPE = ["--rope-scaling", "yarn", "--rope-scale", "8", "--yarn-orig-ctx", "32"]
+s = Server(T, "rope", ["-m", TARGET, "-t", "1", "-n", "12", "--temp", "0", "-c", "512"] + ROPE)
+st, _, b = request(s.port, "POST", "/completion", {"prompt": PROMPT})
+j = jbody(b)
+scaled, plain = run_json(PROMPT, 12, ROPE), run_json(PROMPT, 12, [])
+check(st == 200 and j["content"] == scaled["text"] and scaled["generated_ids"] != plain["generated_ids"],
+      "--rope-scaling yarn --rope-scale 8 --yarn-orig-ctx 32: /completion as `run` with those flags, unlike without")
+check(s.stop() == 0, "rope server: clean exit")
 
 # ---------------------------------------------------------------------------
 # /tokenize against llama.cpp's ids (Qwen3 vocabulary, cases.tsv)
