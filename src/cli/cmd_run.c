@@ -103,7 +103,7 @@ static void usage(void) {
             "  --repeat-last-n N      tokens the penalty looks back over (default 64; 0 = off, -1 = all)\n"
             "  -s, --seed S           RNG seed (default random)\n"
             "  -t, --threads N        threads (default: all cores)\n"
-            "  -c, --ctx-size N       context length (default 4096)\n"
+            "  -c, --ctx-size N       context length (default 4096; 0 = the model's trained length)\n"
             "  -b, --batch-size N     prompt batch (default 512)\n"
             "  --ignore-eos           keep generating past end-of-text tokens\n"
             "  --no-display-prompt    do not echo the prompt\n"
@@ -169,6 +169,7 @@ typedef struct run_opts {
     const char *cnv_flag;           /* a flag that implies -cnv (for the -no-cnv conflict) */
     bool single_turn;
     const char *system, *tmpl, *tmpl_file, *tmpl_kwargs;
+    bool ctx_trained;               /* -c 0 */
 } run_opts;
 
 static void run_opts_init(run_opts *o) {
@@ -217,8 +218,10 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             gp->sampling.seed = arg_u64(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))
             o->sp.n_threads = arg_i32(a, v, 1, 256);
-        else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v))
+        else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
             o->sp.n_ctx = arg_i32(a, v, 0, 1 << 22);
+            o->ctx_trained = o->sp.n_ctx == 0; /* llama.cpp: 0 = the model's trained context */
+        }
         else if (arg_take(argc, argv, &i, (const char *[]){"-b", "--batch-size", NULL}, &v))
             o->sp.n_batch = arg_i32(a, v, 1, 1 << 16);
         else if (arg_take(argc, argv, &i, (const char *[]){"-md", "--model-draft", "--spec-draft-model", NULL}, &v))
@@ -326,6 +329,7 @@ static bool run_open_models(run_opts *o, bd_model **m, bd_model **dm) {
         fprintf(stderr, "blockdraft run: %s\n", err);
         return false;
     }
+    if (o->ctx_trained && bd_model_n_ctx_train(*m) > 0) o->sp.n_ctx = bd_model_n_ctx_train(*m);
     if (!strcmp(bd_model_arch(*m), "dflash")) {
         fprintf(stderr, "blockdraft run: %s is a DFlash drafter; pass it with -md next to its target (-m)\n",
                 o->model_path);

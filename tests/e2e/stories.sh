@@ -106,4 +106,13 @@ assert a[:k - 1] == b[:k - 1], "differ before the near-tie"
 print("prompt ok up to near-tie at %d; tau %.2f" % (k, json.load(open(sys.argv[2]))["stats"]["spec"]["tau"]))
 PY
 done
+# -c 0 is the model's trained context (llama.cpp's meaning; 128 tokens for
+# stories260K): generating until the context ends fills exactly that
+"$BD_BIN" run -m "$S/stories260K.gguf" -p "Once upon a time" -n -1 --ignore-eos --temp 0 -t 1 -c 0 --json >"$T/c0.json"
+python3 - "$T/c0.json" <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))["stats"]
+assert st["kv_len"] == 128 and st["n_prompt"] + st["n_gen"] == 129, ("-c 0 is not the trained context of 128", st)
+print("-c 0: the trained context (%d prompt + %d generated tokens)" % (st["n_prompt"], st["n_gen"]))
+PY
 echo "stories: all checks passed"
