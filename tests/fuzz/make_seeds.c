@@ -149,6 +149,55 @@ static bd_gguf_writer *micro_qwen3moe(void) {
     return w;
 }
 
+/* Micro dense targets with the optional parts of their loaders: qwen2
+ * with q/k/v biases and YaRN scaling keys, llama with Llama 3.1's
+ * rope_freqs.weight, an output-projection bias and linear scaling. */
+static bd_gguf_writer *micro_dense(const char *arch) {
+    const bool llama = !strcmp(arch, "llama");
+    bd_gguf_writer *w = bd_gguf_writer_create();
+    char k[96];
+#define KEY(sfx) (snprintf(k, sizeof k, "%s.%s", arch, sfx), k)
+    bd_gguf_writer_set_str(w, "general.architecture", arch);
+    bd_gguf_writer_set_u32(w, KEY("block_count"), NL);
+    bd_gguf_writer_set_u32(w, KEY("embedding_length"), E);
+    bd_gguf_writer_set_u32(w, KEY("feed_forward_length"), FF);
+    bd_gguf_writer_set_u32(w, KEY("attention.head_count"), NH);
+    bd_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), NKV);
+    bd_gguf_writer_set_u32(w, KEY("context_length"), 64);
+    bd_gguf_writer_set_str(w, KEY("rope.scaling.type"), llama ? "linear" : "yarn");
+    bd_gguf_writer_set_f32(w, KEY("rope.scaling.factor"), 4.0f);
+    if (!llama) bd_gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"), 16);
+#undef KEY
+    add_zero(w, "token_embd.weight", BD_TYPE_Q8_0, E, VOC, 1);
+    add_zero(w, "output_norm.weight", BD_TYPE_F32, E, 1, 1);
+    if (llama) { /* positive factors, as the loader requires */
+        const float ff[HD / 2] = {1, 1, 1, 2, 4, 8, 8, 8};
+        bd_gguf_writer_add_tensor(w, "rope_freqs.weight", BD_TYPE_F32, 1, (const uint64_t[]){HD / 2}, ff, sizeof ff);
+    }
+    for (int l = 0; l < NL; l++) {
+        char n[64];
+#define T(sfx, type, a0, a1) (snprintf(n, sizeof n, "blk.%d." sfx, l), add_zero(w, n, type, a0, a1, 1))
+        T("attn_norm.weight", BD_TYPE_F32, E, 1);
+        T("attn_q.weight", BD_TYPE_Q8_0, E, NH * HD);
+        T("attn_k.weight", BD_TYPE_Q8_0, E, NKV * HD);
+        T("attn_v.weight", BD_TYPE_Q8_0, E, NKV * HD);
+        T("attn_output.weight", BD_TYPE_Q8_0, NH * HD, E);
+        if (llama) {
+            T("attn_output.bias", BD_TYPE_F32, E, 1);
+        } else {
+            T("attn_q.bias", BD_TYPE_F32, NH * HD, 1);
+            T("attn_k.bias", BD_TYPE_F32, NKV * HD, 1);
+            T("attn_v.bias", BD_TYPE_F32, NKV * HD, 1);
+        }
+        T("ffn_norm.weight", BD_TYPE_F32, E, 1);
+        T("ffn_gate.weight", BD_TYPE_Q8_0, E, FF);
+        T("ffn_up.weight", BD_TYPE_Q8_0, E, FF);
+        T("ffn_down.weight", BD_TYPE_Q8_0, FF, E);
+#undef T
+    }
+    return w;
+}
+
 static bd_gguf_writer *micro_drafter(void) {
     bd_gguf_writer *w = bd_gguf_writer_create();
     bd_gguf_writer_set_str(w, "general.architecture", "dflash");
@@ -238,6 +287,8 @@ int main(int argc, char **argv) {
      * dense hybrid */
     rc |= write_seed(micro_hybrid(false), dir, "seed-qwen35.gguf");
     rc |= write_seed(micro_hybrid(true), dir, "seed-qwen35moe.gguf");
+    rc |= write_seed(micro_dense("qwen2"), dir, "seed-qwen2.gguf");
+    rc |= write_seed(micro_dense("llama"), dir, "seed-llama3.gguf");
     rc |= write_seed(micro_qwen3moe(), dir, "seed-qwen3moe.gguf");
     rc |= write_seed(micro_drafter(), dir, "seed-dflash.gguf");
     return rc;
