@@ -13,7 +13,10 @@ static const char OPEN_CALL[] = "<tool_call>", CLOSE_CALL[] = "</tool_call>";
 #define CLOSE_LEN (sizeof CLOSE_CALL - 1)
 
 chat_tool_format chat_tool_format_detect(const char *src) {
-    if (!src || !strstr(src, "<tool_call>")) return CHAT_TOOL_FORMAT_NONE;
+    if (!src) return CHAT_TOOL_FORMAT_NONE;
+    if (!strstr(src, "<tool_call>")) /* Llama 3.1-3.3: the template writes calls as {"name": ..., "parameters": ...} */
+        return strstr(src, "{\"name\": ") && strstr(src, "\"parameters\": ") ? CHAT_TOOL_FORMAT_LLAMA3
+                                                                          : CHAT_TOOL_FORMAT_NONE;
     return strstr(src, "<function=") ? CHAT_TOOL_FORMAT_XML : CHAT_TOOL_FORMAT_JSON;
 }
 
@@ -26,6 +29,10 @@ char *chat_tool_call_prefix(chat_tool_format f, const char *name) {
     } else if (f == CHAT_TOOL_FORMAT_XML) {
         bd_buf_printf(&b, "<tool_call>\n");
         if (name) bd_buf_printf(&b, "<function=%s>\n", name);
+    } else if (f == CHAT_TOOL_FORMAT_LLAMA3) {
+        /* as the template writes a call: {"name": "NAME", "parameters": */
+        if (name) bd_buf_printf(&b, "{\"name\": \"%s\", \"parameters\": ", name);
+        else bd_buf_printf(&b, "{\"name\": \"");
     } else {
         return NULL;
     }
@@ -201,8 +208,46 @@ json_t *chat_tool_parse_block(const char *p, size_t n, const json_t *tools) {
  * ---------------------------------------------------------------------- */
 
 void chat_tool_stream_init(chat_tool_stream *s, const json_t *tools) {
+    chat_tool_stream_init_format(s, tools, CHAT_TOOL_FORMAT_JSON);
+}
+
+void chat_tool_stream_init_format(chat_tool_stream *s, const json_t *tools, chat_tool_format format) {
     memset(s, 0, sizeof *s);
     s->tools = tools && json_is_array(tools) ? tools : NULL;
+    s->format = format;
+    s->bare = format == CHAT_TOOL_FORMAT_LLAMA3 ? 0 : 2;
+}
+
+/* LLAMA3: decide from the first non-blank byte whether the reply may be a
+ * bare call (held until the end), and at the end whether it is one.
+ * Returns false on out-of-memory; *done when the pending text was taken
+ * (held, or parsed as a call). */
+static bool process_bare(chat_tool_stream *s, json_t *calls, bool final, bool *done) {
+    chat_text *pd = &s->pending;
+    *done = false;
+    if (s->bare == 0) {
+        size_t i = 0;
+        while (i < pd->n && is_ws(pd->p[i])) i++;
+        if (i == pd->n) {
+            *done = !final; /* only whitespace so far: wait */
+            if (final) s->bare = 2;
+            return true;
+        }
+        s->bare = pd->p[i] == '{' ? 1 : 2;
+    }
+    if (s->bare != 1) return true;
+    if (!final) {
+        *done = true; /* held until the end */
+        return true;
+    }
+    json_t *call = parse_json_block(pd->p, pd->n);
+    s->bare = 2;
+    if (!call) return true; /* not a call: the text is content */
+    if (json_array_append_new(calls, call)) return false;
+    s->n_calls++;
+    chat_text_consume(pd, pd->n);
+    *done = true;
+    return true;
 }
 
 void chat_tool_stream_free(chat_tool_stream *s) {
@@ -229,6 +274,11 @@ static bool emit_content(chat_tool_stream *s, const char *p, size_t n, chat_text
 }
 
 static bool process(chat_tool_stream *s, chat_text *content, json_t *calls, bool final) {
+    if (s->bare != 2) {
+        bool done;
+        if (!process_bare(s, calls, final, &done)) return false;
+        if (done) return true;
+    }
     for (;;) {
         chat_text *pd = &s->pending;
         if (pd->n == 0) return true;
@@ -281,8 +331,13 @@ bool chat_tool_stream_finish(chat_tool_stream *s, chat_text *content, json_t *ca
 }
 
 bool chat_tool_parse(const char *text, size_t len, const json_t *tools, char **content, json_t *calls) {
+    return chat_tool_parse_format(text, len, tools, CHAT_TOOL_FORMAT_JSON, content, calls);
+}
+
+bool chat_tool_parse_format(const char *text, size_t len, const json_t *tools, chat_tool_format format,
+                            char **content, json_t *calls) {
     chat_tool_stream s;
-    chat_tool_stream_init(&s, tools);
+    chat_tool_stream_init_format(&s, tools, format);
     chat_text c = {0};
     bool ok = chat_tool_stream_feed(&s, text, len, &c, calls) && chat_tool_stream_finish(&s, &c, calls);
     chat_tool_stream_free(&s);

@@ -236,7 +236,7 @@ static bool add_choices(srv_req *r, api_out *o, const gen_req *g, const int32_t 
         c->parse_tools = o->chat && g->tools && g->tool_choice != TOOL_CHOICE_NONE;
         c->pre = o->pre;
         chat_think_init(&c->think, starts_in_think);
-        chat_tool_stream_init(&c->tools, o->tools);
+        chat_tool_stream_init_format(&c->tools, o->tools, o->m->tool_format);
         c->calls = json_array();
         if (!c->calls) {
             *rc = srv_send_error(r, 500, "server_error", NULL, "out of memory");
@@ -304,7 +304,7 @@ static int chat_prompt(srv_req *r, json_t *root, gen_req *g, api_out *o, int32_t
             free(spans);
             *rc = api_bad(r, "tool_choice",
                           "\"required\" or a named function needs a chat template with a known tool-call format "
-                          "(<tool_call>, as the Qwen templates)");
+                          "(<tool_call>, as the Qwen templates, or Llama 3.1-3.3's JSON object)");
             return -1;
         }
         o->pre = chat_tool_call_prefix(m->tool_format, g->tool_choice == TOOL_CHOICE_NAMED ? g->tool_name : NULL);

@@ -307,7 +307,7 @@ static json_t *chat_message(api_out *o, api_choice *c, const char **finish) {
         if (full) {
             memcpy(full, c->pre ? c->pre : "", pl);
             memcpy(full + pl, content, cl + 1);
-            if (chat_tool_parse(full, pl + cl, o->tools, &rest, calls)) {
+            if (chat_tool_parse_format(full, pl + cl, o->tools, o->m->tool_format, &rest, calls)) {
                 free(content);
                 content = rest;
             }

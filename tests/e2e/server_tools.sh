@@ -3,7 +3,7 @@
 # template that takes them, as the server does it, equal Python Jinja2
 # (tests/server/server_tools.py); (2) the official openai npm client:
 # calls parsed into message.tool_calls and streamed as delta.tool_calls
-# (Qwen3 JSON and Qwen3.5 XML formats), a two-step conversation whose
+# (Qwen3 JSON, Qwen3.5 XML and Llama 3 bare-JSON formats), a two-step conversation whose
 # second prompt is checked against Jinja2, reasoning kept apart,
 # unparseable calls returned as content, tool_choice none / required /
 # named, parallel_tool_calls (tests/server/openai_tools.mjs). The models
@@ -36,10 +36,13 @@ export BLOCKDRAFT_TEST_HOOKS=1
 start_server xml -m "$QWEN" --alias q -t 1 --parallel 1 \
     --chat-template-file "$BD_SHARED/fixtures/templates/Qwen3.5-4B.jinja"
 XML_PID=$SERVE_PID XML_LOG=$SERVE_LOG XML_URL="$BASE/v1"
+start_server llama -m "$QWEN" --alias q -t 1 --parallel 1 \
+    --chat-template-file "$BD_SHARED/fixtures/templates/meta-llama-Llama-3.2-3B-Instruct.jinja"
+LLAMA_PID=$SERVE_PID LLAMA_LOG=$SERVE_LOG LLAMA_URL="$BASE/v1"
 start_server json -m "$QWEN" --alias q -t 1 --parallel 1
 JSON_URL="$BASE/v1"
-(cd "$NODE_DIR" && JSON_URL="$JSON_URL" XML_URL="$XML_URL" TWOSTEP="$T/twostep.json" timeout 120 \
-    node openai_tools.mjs) || fail "openai client tool-call checks failed"
+(cd "$NODE_DIR" && JSON_URL="$JSON_URL" XML_URL="$XML_URL" LLAMA_URL="$LLAMA_URL" TWOSTEP="$T/twostep.json" \
+    timeout 120 node openai_tools.mjs) || fail "openai client tool-call checks failed"
 timeout 60 python3 "$BD_ROOT/tests/server/server_tools.py" "$QWEN" --twostep "$T/twostep.json" "$PORT" ||
     fail "two-step prompt check failed"
 stop_server
@@ -47,3 +50,6 @@ ok "json server shut down cleanly"
 SERVE_PID=$XML_PID SERVE_LOG=$XML_LOG
 stop_server
 ok "xml server shut down cleanly"
+SERVE_PID=$LLAMA_PID SERVE_LOG=$LLAMA_LOG
+stop_server
+ok "llama server shut down cleanly"

@@ -15,13 +15,15 @@
 // random model's, which does not parse and must come back as content.
 //
 // env: JSON_URL (Qwen3 template, <tool_call> JSON), XML_URL (Qwen3.5
-//      template, <function=> XML, thinking), TWOSTEP (output file)
+//      template, <function=> XML, thinking), LLAMA_URL (Llama 3.2
+//      template: a bare {"name", "parameters"} object), TWOSTEP (output file)
 import OpenAI from "openai";
 import fs from "node:fs";
 import assert from "node:assert/strict";
 
 const json = new OpenAI({ baseURL: process.env.JSON_URL, apiKey: "none", maxRetries: 0, timeout: 60000 });
 const xml = new OpenAI({ baseURL: process.env.XML_URL, apiKey: "none", maxRetries: 0, timeout: 60000 });
+const llama = new OpenAI({ baseURL: process.env.LLAMA_URL, apiKey: "none", maxRetries: 0, timeout: 60000 });
 const model = "q";
 
 let failures = 0;
@@ -240,6 +242,45 @@ await check("Qwen3.5 named tool_choice: think closed, the <function=...> opening
   const m = r.choices[0].message;
   assert.ok(m.content.startsWith("<tool_call>\n<function=web_search>\n"), JSON.stringify(m.content));
   assert.equal(m.reasoning_content, undefined);
+});
+
+// Llama 3.2 template: the whole reply is the call's JSON object, no tags
+const LCALL = '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "celsius"}}';
+await check("Llama 3 format: a bare {name, parameters} reply becomes tool_calls, whole and streamed", async () => {
+  const r = await llama.chat.completions.create({ model, messages: user, tools, test_output: LCALL });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, "tool_calls");
+  assert.equal(m.content, null);
+  assert.equal(m.tool_calls[0].function.name, "get_weather");
+  assert.deepEqual(JSON.parse(m.tool_calls[0].function.arguments), { city: "Paris", unit: "celsius" });
+  const out = await collect(await llama.chat.completions.create({
+    model, messages: user, tools, test_output: LCALL, stream: true,
+  }));
+  assert.equal(out.content, "");
+  assert.equal(out.finish, "tool_calls");
+  assert.equal(out.calls[0].name, "get_weather");
+  assert.deepEqual(JSON.parse(out.calls[0].arguments), { city: "Paris", unit: "celsius" });
+});
+
+await check("Llama 3 format: JSON that is not a call, and text, stay content", async () => {
+  for (const t of ['{"answer": 42}', 'It is sunny. {"name": "get_weather", "parameters": {}}']) {
+    const r = await llama.chat.completions.create({ model, messages: user, tools, test_output: t });
+    assert.equal(r.choices[0].message.content, t);
+    assert.equal(r.choices[0].message.tool_calls, undefined);
+    const out = await collect(await llama.chat.completions.create({ model, messages: user, tools, test_output: t,
+      stream: true }));
+    assert.equal(out.content, t);
+    assert.equal(out.calls.length, 0);
+  }
+});
+
+await check("Llama 3 named tool_choice (real generation): the {\"name\": ..., \"parameters\": opening forced", async () => {
+  const r = await llama.chat.completions.create({
+    model, messages: user, tools, max_tokens: 6, temperature: 0,
+    tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  const c = r.choices[0].message.content;
+  assert.ok(c.startsWith('{"name": "get_weather", "parameters": '), JSON.stringify(c));
 });
 
 if (failures) {

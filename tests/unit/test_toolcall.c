@@ -13,6 +13,10 @@
  *    and unclosed calls (returned as content, byte for byte), schema types.
  * 3. Streaming: every split of the text into two and into single bytes
  *    gives the calls and content of the whole-text parse.
+ * 4. The Llama 3.1-3.3 format (a reply that is one bare JSON object): the
+ *    Llama-3.2 fixture's Jinja2 renderings of the tool-call cases parse back
+ *    to the cases' calls; hand-written replies that are not exactly one
+ *    call object stay content; streaming splits as in 3.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -275,6 +279,129 @@ static void test_streaming(void **state) {
     }
 }
 
+/* ------------------------------------------------------------------------
+ * 4. Llama 3.1-3.3: bare JSON calls
+ * ---------------------------------------------------------------------- */
+
+static char *parse_fmt(const char *text, chat_tool_format f, json_t *calls) {
+    char *content = NULL;
+    assert_true(chat_tool_parse_format(text, strlen(text), NULL, f, &content, calls));
+    return content;
+}
+
+static void test_llama3_fixtures(void **state) {
+    (void)state;
+    static const char head[] = "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fixtures/templates/cases.json", shared_dir());
+    json_t *root = json_load_file(path, 0, NULL);
+    assert_non_null(root);
+    int checked = 0;
+    size_t ci;
+    json_t *c;
+    json_array_foreach(json_object_get(root, "cases"), ci, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        snprintf(path, sizeof path, "%s/fixtures/templates/expected/meta-llama-Llama-3.2-3B-Instruct/%s.txt",
+                 shared_dir(), name);
+        char *txt = slurp(path);
+        if (!txt) continue; /* the template raised (parallel calls) */
+        const char *at = txt;
+        size_t mi;
+        json_t *m;
+        json_array_foreach(json_object_get(c, "messages"), mi, m) {
+            if (strcmp(json_string_value(json_object_get(m, "role")), "assistant")) continue;
+            const char *start = strstr(at, head);
+            assert_non_null(start);
+            start += strlen(head);
+            const char *end = strstr(start, "<|eot_id|>");
+            assert_non_null(end);
+            at = end;
+            json_t *tcs = json_object_get(m, "tool_calls");
+            json_t *fn = json_object_get(json_array_get(tcs, 0), "function");
+            /* string arguments are written as a JSON string: not a call */
+            if (!json_is_array(tcs) || !json_is_object(json_object_get(fn, "arguments"))) continue;
+            char *turn = strndup(start, (size_t)(end - start));
+            json_t *calls = json_array();
+            char *content = parse_fmt(turn, CHAT_TOOL_FORMAT_LLAMA3, calls);
+            if (json_array_size(calls) != 1) fail_msg("%s: %zu calls parsed from %s", name, json_array_size(calls), turn);
+            assert_string_equal(content, "");
+            json_t *got = json_array_get(calls, 0);
+            assert_string_equal(json_string_value(json_object_get(got, "name")),
+                                json_string_value(json_object_get(fn, "name")));
+            json_t *ga = args_of(got);
+            assert_true(json_equal(ga, json_object_get(fn, "arguments")));
+            json_decref(ga);
+            /* the same text in the tag formats is no call */
+            json_t *none = json_array();
+            char *as_text = parse_fmt(turn, CHAT_TOOL_FORMAT_JSON, none);
+            assert_int_equal(json_array_size(none), 0);
+            free(as_text);
+            json_decref(none);
+            checked++;
+            free(content);
+            free(turn);
+            json_decref(calls);
+        }
+        free(txt);
+    }
+    json_decref(root);
+    fprintf(stderr, "%d Llama 3 calls parsed back from the Jinja2 renderings\n", checked);
+    assert_true(checked >= 5);
+}
+
+static void test_llama3_outputs(void **state) {
+    (void)state;
+    static const struct {
+        const char *text, *content; /* content NULL: one call to get_weather {"city": "Paris"} */
+    } t[] = {
+        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", NULL},
+        {"\n  {\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}  \n", NULL},
+        {"It is {\"name\": \"get_weather\", \"parameters\": {}}", "It is {\"name\": \"get_weather\", \"parameters\": {}}"},
+        {"{\"name\": \"get_weather\", \"parameters\": {}} and more", "{\"name\": \"get_weather\", \"parameters\": {}} and more"},
+        {"{\"answer\": 42}", "{\"answer\": 42}"},
+        {"{\"name\": \"get_weather\", \"parameters\": {\"city\": ", "{\"name\": \"get_weather\", \"parameters\": {\"city\":"},
+        {"  plain text  ", "plain text"},
+        {"   ", ""},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        json_t *calls = json_array();
+        char *content = parse_fmt(t[i].text, CHAT_TOOL_FORMAT_LLAMA3, calls);
+        if (t[i].content) {
+            assert_string_equal(content, t[i].content);
+            assert_int_equal(json_array_size(calls), 0);
+        } else {
+            assert_string_equal(content, "");
+            assert_int_equal(json_array_size(calls), 1);
+            assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "arguments")),
+                                "{\"city\":\"Paris\"}");
+        }
+        /* streamed in single bytes: the same */
+        chat_tool_stream s;
+        chat_tool_stream_init_format(&s, NULL, CHAT_TOOL_FORMAT_LLAMA3);
+        chat_text out = {0};
+        json_t *sc = json_array();
+        for (size_t k = 0; t[i].text[k]; k++) assert_true(chat_tool_stream_feed(&s, t[i].text + k, 1, &out, sc));
+        assert_true(chat_tool_stream_finish(&s, &out, sc));
+        chat_tool_stream_free(&s);
+        assert_string_equal(out.p ? out.p : "", content);
+        assert_true(json_equal(sc, calls));
+        chat_text_free(&out);
+        json_decref(sc);
+        free(content);
+        json_decref(calls);
+    }
+    /* a forced start (tool_choice), completed by the model */
+    char *p = chat_tool_call_prefix(CHAT_TOOL_FORMAT_LLAMA3, "get_weather"), buf[256];
+    snprintf(buf, sizeof buf, "%s{\"city\": \"Paris\"}}", p);
+    json_t *calls = json_array();
+    char *content = parse_fmt(buf, CHAT_TOOL_FORMAT_LLAMA3, calls);
+    assert_string_equal(content, "");
+    assert_int_equal(json_array_size(calls), 1);
+    free(content);
+    free(p);
+    json_decref(calls);
+}
+
 static void test_format(void **state) {
     (void)state;
     char path[1024];
@@ -285,6 +412,8 @@ static void test_format(void **state) {
              {"Qwen-Qwen2.5-7B-Instruct", CHAT_TOOL_FORMAT_JSON},
              {"Qwen3-Coder", CHAT_TOOL_FORMAT_XML},
              {"Qwen3.5-4B", CHAT_TOOL_FORMAT_XML},
+             {"meta-llama-Llama-3.2-3B-Instruct", CHAT_TOOL_FORMAT_LLAMA3},
+             {"mistralai-Mistral-Nemo-Instruct-2407", CHAT_TOOL_FORMAT_NONE},
              {"google-gemma-2-2b-it", CHAT_TOOL_FORMAT_NONE}};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         snprintf(path, sizeof path, "%s/fixtures/templates/%s.jinja", shared_dir(), t[i].file);
@@ -320,6 +449,8 @@ int main(void) {
         cmocka_unit_test(test_outputs),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_format),
+        cmocka_unit_test(test_llama3_fixtures),
+        cmocka_unit_test(test_llama3_outputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
