@@ -9,6 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+char *chat_token_text(const bd_model *m, int32_t id) {
+    if (id < 0) return NULL;
+    int n = bd_token_piece(m, id, NULL, 0, true);
+    if (n >= 0) return NULL; /* empty */
+    char *s = malloc((size_t)-n + 1);
+    if (s && (n = bd_token_piece(m, id, s, -n, true)) > 0) {
+        s[n] = '\0';
+        return s;
+    }
+    free(s);
+    return NULL;
+}
+
 const char *chat_template_chatml =
     "{%- for message in messages -%}\n"
     "{{- '<|im_start|>' + message['role'] + '\\n' -}}\n"

@@ -19,12 +19,18 @@
 #ifndef BD_CHAT_H
 #define BD_CHAT_H
 
+#include "blockdraft.h"
 #include "jinja.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <time.h>
+
+/* The text of token id with control tokens rendered (what a template gets
+ * as bos_token / eos_token), malloc'd; NULL for a negative id, an empty
+ * piece or no memory. */
+char *chat_token_text(const bd_model *m, int32_t id);
 
 /* ChatML fallback template for models without tokenizer.chat_template.
  * Typed text parts are joined with "\n" after non-empty text, as

@@ -48,6 +48,15 @@ int arg_dflash_block(const char *opt, const char *v) {
     exit(2);
 }
 
+bool arg_chat_template_ok(const char *cmd, const char *v) {
+    if (!strcmp(v, "chatml") || strstr(v, "{%") || strstr(v, "{{")) return true;
+    fprintf(stderr,
+            "blockdraft %s: --chat-template '%s': of llama.cpp's built-in template names only 'chatml' is known "
+            "here; give the Jinja text, or a file with --chat-template-file\n",
+            cmd, v);
+    return false;
+}
+
 bool arg_rope(int argc, char **argv, int *i, bd_session_params *sp) {
     const char *v, *a = argv[*i];
     if (arg_take(argc, argv, i, (const char *[]){"--rope-scaling", NULL}, &v)) {

@@ -39,6 +39,10 @@ bool arg_rope(int argc, char **argv, int *i, struct bd_session_params *sp);
     "  --yarn-orig-ctx N      e.g. Qwen3 at 131072 tokens: --rope-scaling yarn --rope-scale 4\n"               \
     "                         --yarn-orig-ctx 32768\n"
 
+/* A --chat-template value: Jinja text, or the one built-in name known here
+ * (chatml). Otherwise prints why, naming cmd, and returns false. */
+bool arg_chat_template_ok(const char *cmd, const char *v);
+
 /* Parse "1,2,3" into ids (at most max). Returns the count or -1. */
 int arg_ids(const char *s, int32_t *ids, int max);
 

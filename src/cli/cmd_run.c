@@ -264,14 +264,7 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_is(a, "-st", "--single-turn")) o->single_turn = true, o->cnv_flag = a;
         else if (arg_take(argc, argv, &i, (const char *[]){"-sys", "--system-prompt", NULL}, &v)) o->system = v, o->cnv_flag = a;
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template", NULL}, &v)) {
-            /* a Jinja source, or one built-in name (ours: chatml), as in serve */
-            if (strcmp(v, "chatml") && !strstr(v, "{%") && !strstr(v, "{{")) {
-                fprintf(stderr,
-                        "blockdraft run: --chat-template '%s': of llama.cpp's built-in template names only "
-                        "'chatml' is known here; give the Jinja text, or a file with --chat-template-file\n",
-                        v);
-                return 2;
-            }
+            if (!arg_chat_template_ok("run", v)) return 2;
             o->tmpl = v, o->cnv_flag = a;
         }
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-file", NULL}, &v))

@@ -370,14 +370,7 @@ int cmd_serve(int argc, char **argv) {
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template-file", NULL}, &v))
             p.chat_template_file = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template", NULL}, &v)) {
-            /* a Jinja source, or one built-in name (ours: chatml) */
-            if (strcmp(v, "chatml") && !strstr(v, "{%") && !strstr(v, "{{")) {
-                fprintf(stderr,
-                        "blockdraft serve: --chat-template '%s': of llama-server's built-in template names only "
-                        "'chatml' is known here; give the Jinja text, or a file with --chat-template-file\n",
-                        v);
-                goto out;
-            }
+            if (!arg_chat_template_ok("serve", v)) goto out;
             p.chat_template = v;
         } else if (arg_take(argc, argv, &i, (const char *[]){"--host", NULL}, &v)) p.host = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"--port", NULL}, &v)) p.port = arg_i32(a, v, 0, 65535);

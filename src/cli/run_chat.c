@@ -19,20 +19,6 @@ struct run_chat {
     char *bos_str;    /* the BOS token's text, or NULL */
 };
 
-/* A token's text with control tokens rendered (malloc'd), NULL if none. */
-static char *token_text(const bd_model *m, int32_t id) {
-    if (id < 0) return NULL;
-    int n = bd_token_piece(m, id, NULL, 0, true);
-    if (n >= 0) return NULL; /* empty */
-    char *s = malloc((size_t)-n + 1);
-    if (s && (n = bd_token_piece(m, id, s, -n, true)) > 0) {
-        s[n] = '\0';
-        return s;
-    }
-    free(s);
-    return NULL;
-}
-
 run_chat *run_chat_create(const bd_model *m, const char *template_src, const char *kwargs_json, const char *system,
                           bool *fallback, char *err, size_t errlen) {
     run_chat *c = calloc(1, sizeof *c);
@@ -44,8 +30,8 @@ run_chat *run_chat_create(const bd_model *m, const char *template_src, const cha
                                                                      : bd_model_chat_template(m);
     *fallback = src == NULL;
     if (!src) src = chat_template_chatml;
-    c->bos_str = token_text(m, bd_token_bos(m));
-    eos_str = token_text(m, bd_token_eos(m));
+    c->bos_str = chat_token_text(m, bd_token_bos(m));
+    eos_str = chat_token_text(m, bd_token_eos(m));
     char terr[512];
     c->tmpl = chat_template_create(src, c->bos_str, eos_str, terr, sizeof terr);
     free(eos_str);

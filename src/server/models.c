@@ -45,21 +45,6 @@
 #include "../chat/toolcall.h"
 #include "../decode/grammar.h"
 
-static char *token_text(const bd_model *m, int32_t id) {
-    if (id < 0) return NULL;
-    int n = bd_token_piece(m, id, NULL, 0, true);
-    if (n >= 0) return NULL; /* empty */
-    char *s = malloc((size_t)-n + 1);
-    if (!s) return NULL;
-    n = bd_token_piece(m, id, s, -n, true);
-    if (n <= 0) {
-        free(s);
-        return NULL;
-    }
-    s[n] = '\0';
-    return s;
-}
-
 /* The shared pool for n_threads (0: all CPUs), created on first use. */
 static bd_threadpool *pool_get(server *s, int n_threads, char *err, size_t errlen) {
     bd_threadpool *tp = NULL;
@@ -209,8 +194,8 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     /* --reasoning-format none: thoughts stay in the content */
     m->reasoning = strstr(src, "<think>") != NULL && s->p.reasoning_format != SERVER_REASONING_NONE;
     m->tool_format = chat_tool_format_detect(src);
-    m->bos_str = token_text(m->m, bd_token_bos(m->m));
-    m->eos_str = token_text(m->m, bd_token_eos(m->m));
+    m->bos_str = chat_token_text(m->m, bd_token_bos(m->m));
+    m->eos_str = chat_token_text(m->m, bd_token_eos(m->m));
     char terr[512];
     m->tmpl = chat_template_create(src, m->bos_str, m->eos_str, terr, sizeof terr);
     if (!m->tmpl) snprintf(m->tmpl_err, sizeof m->tmpl_err, "the model's chat template cannot be used: %s", terr);
