@@ -191,6 +191,21 @@ enum bd_rope_scaling_type {
     BD_ROPE_SCALING_YARN = 3,
 };
 
+/* KV cache element type of a session (llama.cpp's --cache-type-k /
+ * --cache-type-v): f16 holds half the bytes of f32, and attention reads
+ * the rounded values (as llama.cpp's f16 cache does). */
+enum bd_kv_type {
+    BD_KV_DEFAULT = 0, /* f32 */
+    BD_KV_F32 = 1,
+    BD_KV_F16 = 2,
+};
+
+/* llama.cpp's name of a KV type ("f32", "f16") to the enum: true and *t
+ * set, or false for any other name (llama.cpp's quantized cache types
+ * among them). bd_kv_type_name: the name, "f32" for BD_KV_DEFAULT. */
+bool bd_kv_type_parse(const char *name, int32_t *t);
+const char *bd_kv_type_name(int32_t t);
+
 typedef struct bd_session_params {
     int32_t n_ctx;      /* KV cache length in tokens; 0 = 4096 */
     int32_t n_batch;    /* max tokens per forward chunk; 0 = 512 */
@@ -210,6 +225,7 @@ typedef struct bd_session_params {
     float rope_freq_base;
     float rope_freq_scale;
     int32_t yarn_orig_ctx;
+    int32_t type_k, type_v; /* enum bd_kv_type of the K and V caches */
 } bd_session_params;
 
 /* All zero: the defaults above, a pool of its own. */
@@ -217,15 +233,17 @@ bd_session_params bd_session_default_params(void);
 
 /* p may be NULL (defaults). Borrows m (and p->threadpool). */
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen);
-/* Bytes of the K and V caches a session of n_ctx tokens (0: the default)
- * of m allocates -- the bulk of a session's memory, and zero-filled at
- * creation, so all of it resident. 0 for a dflash drafter. For checking
- * a configuration against the machine before creating sessions. */
-uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx);
+/* Bytes of the K and V caches a session of m created with p (its n_ctx,
+ * type_k and type_v; NULL: the defaults) allocates -- the bulk of a
+ * session's memory, and zero-filled at creation, so all of it resident.
+ * 0 for a dflash drafter. For checking a configuration against the
+ * machine before creating sessions. */
+uint64_t bd_session_kv_bytes(const bd_model *m, const bd_session_params *p);
 /* Before its model and thread pool. NULL is a no-op. */
 void bd_session_free(bd_session *s);
 
 int32_t bd_session_length(const bd_session *s); /* tokens in the KV cache */
+uint64_t bd_session_cache_bytes(const bd_session *s); /* bytes of its K and V caches */
 int32_t bd_session_n_ctx(const bd_session *s);
 /* Bytes of recurrent state the session holds (0 for attention-only
  * models): both state buffers and the rollback inputs. */

@@ -88,6 +88,19 @@ bool arg_rope(int argc, char **argv, int *i, bd_session_params *sp) {
     return false;
 }
 
+bool arg_cache_type(int argc, char **argv, int *i, bd_session_params *sp) {
+    const char *v, *a = argv[*i];
+    int32_t *dst;
+    if (arg_take(argc, argv, i, (const char *[]){"-ctk", "--cache-type-k", NULL}, &v)) dst = &sp->type_k;
+    else if (arg_take(argc, argv, i, (const char *[]){"-ctv", "--cache-type-v", NULL}, &v)) dst = &sp->type_v;
+    else return false;
+    if (!bd_kv_type_parse(v, dst)) {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32 and f16)\n", a, v);
+        exit(2);
+    }
+    return true;
+}
+
 uint64_t arg_u64(const char *opt, const char *v) {
     char *end;
     errno = 0;

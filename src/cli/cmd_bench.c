@@ -70,6 +70,7 @@ typedef struct bench_opts {
     bool json, bw_probe, no_verify;
     double peak_gops, peak_gbps;
     uint64_t seed;
+    bd_session_params kv;   /* type_k / type_v (-ctk / -ctv); the rest unused */
 } bench_opts;
 
 static void bench_usage(FILE *out) {
@@ -83,6 +84,7 @@ static void bench_usage(FILE *out) {
             "  --verify-depth D        context depth of the verify curve (default 512)\n"
             "  --verify-max N          verify curve for n = 1..N tokens (default 16; max %d)\n"
             "  --no-verify             skip the verify curve\n"
+            "  -ctk, --cache-type-k T, -ctv, --cache-type-v T  KV cache types, f32 (default) or f16\n"
             "  -md, --model-draft FILE speculative end-to-end test with this draft model\n"
             "  --spec-adaptive 0|1     adaptive draft length (default 1 unless --spec-draft-n-max is given)\n"
             "  --spec-draft-n-max N    drafted tokens per step; the upper bound when adaptive\n"
@@ -159,7 +161,7 @@ static double mat_params(const bd_mat *w) { return w->data ? (double)w->nrows * 
 
 static uint64_t mat_bytes(const bd_mat *w) { return w->data ? w->row_bytes * (uint64_t)w->nrows : 0; }
 
-static bench_info bench_info_of(const bd_model *m, const char *path) {
+static bench_info bench_info_of(const bd_model *m, const char *path, const bd_session_params *kv) {
     bench_info in = {0};
     struct stat sb;
     if (!stat(path, &sb)) in.file_bytes = (uint64_t)sb.st_size;
@@ -183,9 +185,10 @@ static bench_info bench_info_of(const bd_model *m, const char *path) {
         }
     }
     in.matmul_params += mat_params(&m->output);
-    /* The session's cache is f32: [n_attn_layers][n_kv][n_ctx][hd] for K and for V. */
-    in.kv_pos_bytes =
-        (uint64_t)m->hp.n_attn_layers * (uint64_t)m->hp.n_kv * (uint64_t)m->hp.hd * 2u * sizeof(float);
+    /* the session's K and V caches, [n_attn_layers][n_kv][n_ctx][hd] each */
+    bd_session_params one = *kv;
+    one.n_ctx = 1;
+    in.kv_pos_bytes = bd_session_kv_bytes(m, &one);
     in.n_layer = m->hp.n_layer;
     in.n_attn_layers = m->hp.n_attn_layers;
     in.n_head = m->hp.n_head;
@@ -475,6 +478,8 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     bd_session_params sprm = bd_session_default_params();
     sprm.n_threads = o->threads;
     sprm.n_ctx = np + o->n_gen + 64;
+    sprm.type_k = o->kv.type_k;
+    sprm.type_v = o->kv.type_v;
     /* target cache + the drafter's (DFlash: n_ctx + one block of rows) */
     *kv_bytes = (uint64_t)sprm.n_ctx * in->kv_pos_bytes +
                 (uint64_t)(sprm.n_ctx + (spp.type == BD_SPEC_DRAFT_DFLASH ? dm->dflash.block_size : 0)) *
@@ -575,9 +580,10 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
            "params)\n",
            o->model, bd_model_arch(m), in->n_layer, in->file_bytes / 1e9, in->weight_bytes / 1e9,
            bd_model_interleaved_bytes(m) / 1e9, in->matmul_params / 1e9);
-    printf("threads: %d | kernels %s, weight prefetch into %s | KV cache f32, %.1f KB per position | read bandwidth "
-           "%.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
-           o->threads, bd_kernels_get()->name, bd_kernels_prefetch_name(), in->kv_pos_bytes / 1e3, r->peak_gbps,
+    printf("threads: %d | kernels %s, weight prefetch into %s | KV cache K %s V %s, %.1f KB per position | read "
+           "bandwidth %.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
+           o->threads, bd_kernels_get()->name, bd_kernels_prefetch_name(), bd_kv_type_name(o->kv.type_k),
+           bd_kv_type_name(o->kv.type_v), in->kv_pos_bytes / 1e3, r->peak_gbps,
            !r->peak_probed ? "--peak-gbps" : r->peak_huge ? "probed here, huge pages" : "probed here, small pages",
            o->peak_gops);
     if (o->n_prompt > 0 || o->n_gen > 0) {
@@ -688,6 +694,8 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "rss_bytes", json_integer((json_int_t)r->rss_bytes));
     json_object_set_new(j, "rss_budget_bytes", json_integer((json_int_t)r->rss_budget));
     json_object_set_new(j, "kv_bytes", json_integer((json_int_t)r->kv_bytes));
+    json_object_set_new(j, "cache_type_k", json_string(bd_kv_type_name(o->kv.type_k)));
+    json_object_set_new(j, "cache_type_v", json_string(bd_kv_type_name(o->kv.type_v)));
     json_object_set_new(j, "recurrent_bytes", json_integer((json_int_t)r->recurrent_bytes));
     json_object_set_new(j, "load_before", json_real(r->load_before));
     json_object_set_new(j, "load_after", json_real(r->load_after));
@@ -741,6 +749,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         else if (arg_take(argc, argv, &i, (const char *[]){"--peak-gops", NULL}, &v))
             o->peak_gops = arg_f32(a, v, 0.001f, 1e9f);
         else if (arg_is(a, "--bw-probe", NULL)) o->bw_probe = true;
+        else if (arg_cache_type(argc, argv, &i, &o->kv)) continue;
         else if (arg_is(a, "--json", NULL)) o->json = true;
         else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
         else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
@@ -780,6 +789,8 @@ static bool bench_target(bd_model *m, const bench_opts *o, const bench_info *in,
     sp.n_batch = o->n_batch;
     sp.n_outputs = o->verify_max > 0 ? o->verify_max : 1;
     sp.n_threads = o->threads;
+    sp.type_k = o->kv.type_k;
+    sp.type_v = o->kv.type_v;
     bd_session *s = bd_session_create(m, &sp, err, sizeof err);
     if (!s) {
         fprintf(stderr, "blockdraft bench: %s\n", err);
@@ -849,7 +860,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "blockdraft bench: %s is a DFlash drafter; pass it with -md next to its target (-m)\n", o.model);
         goto done;
     }
-    bench_info in = bench_info_of(m, o.model);
+    bench_info in = bench_info_of(m, o.model, &o.kv);
     bd_rng rng;
     bd_rng_seed(&rng, o.seed);
     if (!bench_target(m, &o, &in, &rng, &res)) goto done;

@@ -48,10 +48,11 @@ int cmd_eval(int argc, char **argv) {
             sp.n_threads = arg_i32(a, v, 1, 256);
         else if (arg_is(a, "--json", NULL)) json = true;
         else if (arg_rope(argc, argv, &i, &sp)) continue;
+        else if (arg_cache_type(argc, argv, &i, &sp)) continue;
         else {
             fprintf(stderr,
                     "usage: blockdraft eval -m MODEL.gguf (-p PROMPT | --ids I,J,K) [--top K] [--json] [-t N]\n"
-                    ARG_ROPE_USAGE);
+                    ARG_ROPE_USAGE ARG_CACHE_TYPE_USAGE);
             return arg_is(a, "-h", "--help") ? 0 : 2;
         }
     }

@@ -149,7 +149,9 @@ static void usage(void) {
             "  --chat-template-file FILE     the same, read from FILE\n"
             "  --chat-template-kwargs JSON   extra template variables, e.g. '{\"enable_thinking\":false}'\n"
             "  --jinja                accepted: chat templates are always rendered with Jinja\n"
-            ARG_ROPE_USAGE "                         (the target's; a drafter keeps its own)\n");
+            ARG_ROPE_USAGE "                         (the target's; a drafter keeps its own)\n"
+            "KV cache (llama.cpp's flag names; the target's, and a draft-simple drafter's):\n"
+            ARG_CACHE_TYPE_USAGE);
 }
 
 /* Everything the command line (and a gallery model's config) asks for. */
@@ -273,6 +275,7 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
             o->tmpl_kwargs = v, o->cnv_flag = a;
         else if (arg_is(a, "--jinja", NULL)) continue;
         else if (arg_rope(argc, argv, &i, &o->sp)) continue;
+        else if (arg_cache_type(argc, argv, &i, &o->sp)) continue;
         else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;
@@ -399,6 +402,7 @@ static void run_print_json(run_out *o, const int32_t *pids, int np, const bd_gen
     json_object_set_new(root, "text", json_stringn(o->text.p ? o->text.p : "", o->text.n));
     json_t *js = srv_json_gen_stats(st);
     json_object_set_new(js, "kv_len", json_integer(bd_session_length(s)));
+    json_object_set_new(js, "kv_bytes", json_integer((json_int_t)bd_session_cache_bytes(s)));
     json_t *jsp = srv_json_spec_stats(&st->spec, spec ? bd_spec_n_max(spec) : 0);
     if (o->trace) {
         json_object_set_new(jsp, "trace", o->trace);

@@ -100,6 +100,8 @@ static void usage(void) {
             "                             anonymous 2 MiB pages at load (default)\n"
             "  --shutdown-grace SEC       on SIGTERM, time for running requests to finish (default 10)\n"
             ARG_ROPE_USAGE "                         (the -m model's)\n"
+            ARG_CACHE_TYPE_USAGE "                         (every model's; a model config's cache_type_k /\n"
+            "                         cache_type_v otherwise)\n"
             "\n"
             "Accepted with a one-line note (nothing to act on here): -ngl/-ngld, -dev, -sm, -ts, -mg,\n"
             "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --mlock, -cb/-nocb,\n"
@@ -107,7 +109,7 @@ static void usage(void) {
             "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
             "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj,\n"
             "--samplers and the samplers blockdraft lacks (typical, penalties,\n"
-            "DRY, XTC, mirostat, dynatemp, logit bias), -ctk/-ctv, --yarn-ext-factor/-attn-factor/-beta-*,\n"
+            "DRY, XTC, mirostat, dynatemp, logit bias), -ctkd/-ctvd, --yarn-ext-factor/-attn-factor/-beta-*,\n"
             "--embedding,\n"
             "--reranking, --props, --slot-save-path, --ssl-*, --path, --api-prefix, --no-jinja,\n"
             "--draft/--draft-max/--draft-min (removed in llama-server too), --spec-default, --tools.\n");
@@ -222,10 +224,9 @@ static const compat_flag COMPAT_FLAGS[] = {
     {{"--dynatemp-range", "--dynatemp-exp", "--top-nsigma", "--top-n-sigma", "-l", "--logit-bias", NULL}, ARG_VALUE,
      ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
     {{"--ignore-eos", NULL}, ARG_NONE, ACT_REFUSE, "send \"ignore_eos\": true in a /completion request"},
-    {{"-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-ctkd", "--cache-type-k-draft", "-ctvd"}, ARG_VALUE,
-     ACT_REFUSE, "the KV cache type is fixed"},
-    {{"--cache-type-v-draft", "--spec-draft-type-k", "--spec-draft-type-v", NULL}, ARG_VALUE, ACT_REFUSE,
-     "the KV cache type is fixed"},
+    {{"-ctkd", "--cache-type-k-draft", "-ctvd", "--cache-type-v-draft", "--spec-draft-type-k",
+      "--spec-draft-type-v", NULL},
+     ARG_VALUE, ACT_REFUSE, "a drafter's KV cache type is fixed (f32); -ctk / -ctv set the target's"},
     {{"--yarn-ext-factor", "--yarn-attn-factor", NULL}, ARG_VALUE, ACT_REFUSE,
      "of the RoPE settings --rope-scaling, --rope-scale, --rope-freq-scale, --rope-freq-base and --yarn-orig-ctx "
      "are supported"},
@@ -400,6 +401,10 @@ int cmd_serve(int argc, char **argv) {
             if (p.parallel < 0) p.parallel = 0; /* -1: auto */
         } else if (arg_rope(argc, argv, &i, &p.rope)) {
             continue;
+        } else if (arg_is(a, "-ctk", "--cache-type-k") || arg_is(a, "-ctv", "--cache-type-v")) {
+            bd_session_params kv = {.type_k = p.type_k, .type_v = p.type_v};
+            arg_cache_type(argc, argv, &i, &kv);
+            p.type_k = kv.type_k, p.type_v = kv.type_v;
         } else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
             p.n_ctx = arg_i32(a, v, 0, 1 << 22);
             if (p.n_ctx == 0) p.n_ctx = -1; /* llama-server: 0 = the model's trained context */

@@ -281,6 +281,13 @@ static bool top_key(pctx *px, const ydoc_entry *e) {
         c->context_size = (int)iv;
         return true;
     }
+    if (!strcmp(k, "cache_type_k") || !strcmp(k, "cache_type_v")) {
+        const char *s = want_str(px, v, k);
+        if (!s) return false;
+        if (!bd_kv_type_parse(s, k[11] == 'k' ? &c->cache_type_k : &c->cache_type_v))
+            return fail_at(px, v, "%s '%s': the KV cache types here are f32 and f16", k, s);
+        return true;
+    }
     if (!strcmp(k, "threads")) {
         if (!want_int(px, v, k, 1, 4096, &iv)) return false;
         c->threads = (int)iv;
@@ -354,6 +361,8 @@ void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sam
     if (sp) {
         if (c->context_size > 0) sp->n_ctx = c->context_size;
         if (c->threads > 0) sp->n_threads = c->threads;
+        if (c->cache_type_k) sp->type_k = c->cache_type_k;
+        if (c->cache_type_v) sp->type_v = c->cache_type_v;
     }
     if (smp) {
         if (c->has_temperature) smp->temperature = (float)c->temperature;

@@ -13,6 +13,7 @@
  * Accepted keys:
  *   name, description, backend (llama-cpp | blockdraft), draft_model,
  *   flash_attention (on|off|auto|enabled|disabled), context_size, threads,
+ *   cache_type_k, cache_type_v (f32 | f16),
  *   mmap, n_draft, stopwords [..], known_usecases [..],
  *   parameters: {model, temperature, top_p, top_k, min_p, seed, max_tokens,
  *                repeat_penalty (> 0, 1 = off), repeat_last_n (-1 = all, 0 = off)}
@@ -49,6 +50,7 @@ typedef struct gallery_config {
     char draft_model[GALLERY_PATH_MAX]; /* "" when none */
     int flash_attention;                /* -1 auto, 0 off, 1 on */
     int context_size;                   /* 0 = from the GGUF */
+    int32_t cache_type_k, cache_type_v; /* enum bd_kv_type; 0 = unset */
     int threads;                        /* 0 = default */
     int n_draft;                        /* 0 = unset */
     bool has_mmap, mmap;
@@ -94,7 +96,7 @@ bool gallery_config_uses_dflash(const gallery_config *c);
  * config means the same in both. Each present key overwrites its field;
  * absent keys leave the field as the caller set it. Callers apply their
  * own overrides afterwards (command-line flags, request fields).
- *   sp:  context_size -> n_ctx, threads -> n_threads
+ *   sp:  context_size -> n_ctx, threads -> n_threads, cache_type_k / _v -> type_k / _v
  *   smp: temperature, top_p, top_k, min_p, seed (>= 0), repeat_penalty,
  *        repeat_last_n
  *   n_predict: max_tokens

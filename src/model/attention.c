@@ -11,6 +11,13 @@
  * the first visible key of a row at position p up to p - W + 1. The new
  * rows' K/V must already be in the cache.
  *
+ * The cache holds f32 or f16 elements (llama.cpp's -ctk / -ctv f16: half
+ * the memory). An f16 block of keys or values is widened into the
+ * thread's f32 buffer once for all the item's queries (exact), and the f32
+ * kernels read it there: the bits are those of an f32 cache holding the
+ * rounded values. (Widening inside the kernels would repeat it for each
+ * of an item's queries, up to BD_ATTN_QB of them.)
+ *
  * The cache is head-major ([n_kv][capacity][hd]): a work item walks one
  * head's keys as one contiguous stream. (Position-major rows put a head's
  * keys n_kv * hd floats apart, 4 KiB for 8 heads of 128: every key in the
@@ -19,6 +26,7 @@
  */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "attention.h"
 #include "../tensor/kernels.h"
@@ -48,7 +56,18 @@ typedef struct {
  * with all the long rows), and on a shared machine a descheduled thread's
  * items go to the others.
  */
-#define KB 32
+#define KB BD_ATTN_KB
+
+/* Rows [lo, hi) of one KV head's cache (rows contiguous, hd elements
+ * each) as f32: the cache itself when it is f32, else the rows widened
+ * into tmp ([KB][hd], row lo at tmp[(lo - j0) * hd]). Returns where row j0
+ * would start; rows outside [lo, hi) must not be read through it. */
+static const float *kv_rows(const bd_kernels *k, const void *cache, bool f16, int64_t head0, int32_t hd, int32_t j0,
+                            int32_t lo, int32_t hi, float *tmp) {
+    if (!f16) return (const float *)cache + head0 + (int64_t)j0 * hd;
+    k->f16_to_f32((int64_t)(hi - lo) * hd, (const bd_f16 *)cache + head0 + (int64_t)lo * hd, tmp + (int64_t)(lo - j0) * hd);
+    return tmp;
+}
 
 static void attn_worker(void *arg, int ith, int nth) {
     (void)nth;
@@ -61,6 +80,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     const int64_t nq_all = (int64_t)a->n * group;       /* queries per KV head */
     const int64_t n_qb = (nq_all + BD_ATTN_QB - 1) / BD_ATTN_QB;
     float *scratch = a->scores + (int64_t)ith * BD_ATTN_QB * a->scores_stride;
+    float *tmp = a->kv_tmp ? a->kv_tmp + (int64_t)ith * KB * hd : NULL;
     const float *qp[BD_ATTN_QB];
     float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB], mx[BD_ATTN_QB];
     int32_t len[BD_ATTN_QB], beg[BD_ATTN_QB];
@@ -72,8 +92,8 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int32_t kvh = (int32_t)(w / n_qb);
         const int64_t q0 = (w % n_qb) * BD_ATTN_QB;
         const int nq = (int)(nq_all - q0 < BD_ATTN_QB ? nq_all - q0 : BD_ATTN_QB);
-        const float *kc = a->k_cache + kvh * a->kv_head_stride, *vc = a->v_cache + kvh * a->kv_head_stride;
-        int32_t maxlen = 0;
+        const int64_t head0 = kvh * a->kv_head_stride; /* this head's first cache element */
+        int32_t maxlen = 0, minbeg = INT32_MAX;
         for (int i = 0; i < nq; i++) {
             int32_t t = (int32_t)((q0 + i) / group), h = kvh * group + (int32_t)((q0 + i) % group);
             qp[i] = a->q + (int64_t)t * a->n_head * hd + (int64_t)h * hd;
@@ -83,13 +103,18 @@ static void attn_worker(void *arg, int ith, int nth) {
             len[i] = a->causal ? pos + 1 : a->n_past + n_blk;
             beg[i] = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0;
             if (len[i] > maxlen) maxlen = len[i];
+            if (beg[i] < minbeg) minbeg = beg[i];
             mx[i] = -INFINITY;
         }
-        for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
+        /* blocks from the one holding the first visible key (windowed rows) */
+        const int32_t jb = minbeg / KB * KB;
+        for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
+            const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
+            const float *kb = kv_rows(k, a->k_cache, a->k_f16, head0, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
                 if (e0 > s0) {
-                    float m = k->attn_scores(hd, qp[i], kc + (int64_t)s0 * hd, hd, e0 - s0, scale, sc[i] + s0);
+                    float m = k->attn_scores(hd, qp[i], kb + (int64_t)(s0 - j0) * hd, hd, e0 - s0, scale, sc[i] + s0);
                     if (m > mx[i]) mx[i] = m;
                 }
             }
@@ -98,10 +123,12 @@ static void attn_worker(void *arg, int ith, int nth) {
             sum[i] = k->attn_softmax(len[i] - beg[i], sc[i] + beg[i], mx[i]);
             for (int32_t e = 0; e < hd; e++) op[i][e] = 0.0f;
         }
-        for (int32_t j0 = 0; j0 < maxlen; j0 += KB) {
+        for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
+            const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
+            const float *vb = kv_rows(k, a->v_cache, a->v_f16, head0, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
-                if (e0 > s0) k->attn_accum(hd, sc[i] + s0, vc + (int64_t)s0 * hd, hd, e0 - s0, op[i]);
+                if (e0 > s0) k->attn_accum(hd, sc[i] + s0, vb + (int64_t)(s0 - j0) * hd, hd, e0 - s0, op[i]);
             }
         }
         for (int i = 0; i < nq; i++) {

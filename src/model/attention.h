@@ -9,12 +9,18 @@
 /* Query rows (row, head pairs of one KV head) that share each pass over
  * the keys: every key block is loaded once for all of them. */
 #define BD_ATTN_QB 64
+/* Keys per block of a pass; an f16 cache's blocks are widened into
+ * kv_tmp, [n_threads][BD_ATTN_KB][hd] floats. */
+#define BD_ATTN_KB 32
 
 typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */
-    const float *k_cache;  /* [n_kv][capacity][hd] of this layer: a head's rows are contiguous */
-    const float *v_cache;  /* [n_kv][capacity][hd] likewise */
-    int64_t kv_head_stride; /* floats from one KV head's rows to the next head's (capacity * hd) */
+    const void *k_cache;   /* [n_kv][capacity][hd] of this layer, f32 or f16 (k_f16): a head's
+                              rows are contiguous */
+    const void *v_cache;   /* [n_kv][capacity][hd] likewise (v_f16) */
+    int64_t kv_head_stride; /* elements from one KV head's rows to the next head's (capacity * hd) */
+    bool k_f16, v_f16;     /* the caches' element types: f16 (bd_f16) or f32 */
+    float *kv_tmp;         /* [n_threads][BD_ATTN_KB][hd] scratch; needed when k_f16 or v_f16 */
     float *out;            /* [n][n_head*hd]; may be q itself: each (row, head)
                               slot's q is read whole before its output is written */
     float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */

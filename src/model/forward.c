@@ -42,9 +42,16 @@ typedef struct {
     const float *src;     /* NORM: in rows; SILU_MUL: up; ADD: h; SIGMOID_MUL: gate */
     const float *w;       /* NORM: weight */
     int64_t width, count; /* NORM/QK: row width and rows; SILU_MUL/ADD: elements */
-    float *kc, *vc;       /* QK: this layer's cache */
+    void *kc, *vc;        /* QK: this layer's cache (f32 or f16 elements) */
     int32_t p0;
 } rows_ctx;
+
+/* n elements of row into cache (f32, or f16 rounded to nearest even, as
+ * ggml stores an f16 cache) from element at on */
+static void kv_store(void *cache, bool f16, int64_t at, const float *row, int32_t n) {
+    if (f16) bd_kernels_get()->f32_to_f16(n, row, (bd_f16 *)cache + at);
+    else memcpy((float *)cache + at, row, (size_t)n * sizeof(float));
+}
 
 static void rows_worker(void *arg, int ith, int nth) {
     const rows_ctx *c = arg;
@@ -58,7 +65,7 @@ static void rows_worker(void *arg, int ith, int nth) {
         break;
     case ROWS_QK: {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
-        const int64_t hs = (int64_t)c->s->n_ctx * hp->hd; /* cache floats per head */
+        const int64_t hs = (int64_t)c->s->n_ctx * hp->hd; /* cache elements per head */
         for (int64_t t = lo; t < hi; t++) {
             float *q = c->s->q + t * Q, *k = c->s->kn + t * KV, *v = c->s->vn + t * KV;
             /* biases right after the projections, as ggml adds them */
@@ -76,8 +83,8 @@ static void rows_worker(void *arg, int ith, int nth) {
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             for (int32_t h = 0; h < hp->n_kv; h++) {
                 const int64_t at = h * hs + (c->p0 + t) * hp->hd;
-                memcpy(c->kc + at, k + h * hp->hd, (size_t)hp->hd * sizeof(float));
-                memcpy(c->vc + at, v + h * hp->hd, (size_t)hp->hd * sizeof(float));
+                kv_store(c->kc, c->s->k_f16, at, k + h * hp->hd, hp->hd);
+                kv_store(c->vc, c->s->v_f16, at, v + h * hp->hd, hp->hd);
             }
         }
         break;
@@ -144,8 +151,9 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     bd_fwd_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
     /* Q, K and V in one run over one converted input; q/k norm and RoPE
      * then work on the new rows, which go to the head-major cache */
-    float *kc = s->k_cache + (int64_t)L->kv_slot * s->n_ctx * KV;
-    float *vc = s->v_cache + (int64_t)L->kv_slot * s->n_ctx * KV;
+    const int64_t at = (int64_t)L->kv_slot * s->n_ctx * KV; /* this layer's first element */
+    void *kc = s->k_f16 ? (void *)((bd_f16 *)s->k_cache + at) : (void *)((float *)s->k_cache + at);
+    void *vc = s->v_f16 ? (void *)((bd_f16 *)s->v_cache + at) : (void *)((float *)s->v_cache + at);
     const bd_matmul_out qkv[3] = {
         {&L->wq, gated ? s->qg : s->q, gated ? 2 * Q : Q}, {&L->wk, s->kn, KV}, {&L->wv, s->vn, KV}};
     bd_matmul_multi(s->pool, qkv, 3, s->h, E, n, s->mm_scratch);
@@ -160,6 +168,7 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     rows_run(s, &qk, 2);
     bd_attn_args aa = {
         .q = s->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)s->n_ctx * hd,
+        .k_f16 = s->k_f16, .v_f16 = s->v_f16, .kv_tmp = s->kv_tmp,
         .out = s->q /* in place */, .scores = s->scores,
         .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
         .hd = hp->hd, .n_past = p0, .causal = true,

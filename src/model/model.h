@@ -246,8 +246,10 @@ struct bd_session {
     int32_t tap_layers[BD_MAX_TAPS];
     int32_t tap_slot[BD_MAX_LAYERS + 1]; /* layer -> index into taps or -1; [n_layer+1] used */
 
-    float *k_cache;               /* [n_attn_layers][n_kv][n_ctx][hd] head-major (attention.c) */
-    float *v_cache;               /* [n_attn_layers][n_kv][n_ctx][hd] */
+    void *k_cache;                /* [n_attn_layers][n_kv][n_ctx][hd] head-major (attention.c),
+                                     f32 or f16 (k_f16) */
+    void *v_cache;                /* [n_attn_layers][n_kv][n_ctx][hd], f32 or f16 (v_f16) */
+    bool k_f16, v_f16;
     bd_recurrent rs;              /* hybrid targets only (hp.n_rec_layers > 0) */
 
     /* per-forward scratch, sized for n_batch rows */
@@ -258,6 +260,7 @@ struct bd_session {
     float *gate;                  /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *up;                    /* [min(n_b, BD_FFN_ROWS)][n_ff] */
     float *scores;                /* [n_threads][BD_ATTN_QB][n_ctx + n_b] attention rows */
+    float *kv_tmp;                /* [n_threads][BD_ATTN_KB][hd] widened f16 cache rows; NULL for f32 */
     void *mm_scratch;             /* quantized activations for bd_matmul */
     size_t mm_scratch_size;
     /* hybrid scratch */

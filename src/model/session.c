@@ -14,6 +14,15 @@ bd_session_params bd_session_default_params(void) {
     return p;
 }
 
+bool bd_kv_type_parse(const char *name, int32_t *t) {
+    if (!strcmp(name, "f32")) *t = BD_KV_F32;
+    else if (!strcmp(name, "f16")) *t = BD_KV_F16;
+    else return false;
+    return true;
+}
+
+const char *bd_kv_type_name(int32_t t) { return t == BD_KV_F16 ? "f16" : t == BD_KV_F32 || t == BD_KV_DEFAULT ? "f32" : "?"; }
+
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
     const int32_t MR = n_batch < BD_MOE_ROWS ? n_batch : BD_MOE_ROWS; /* rows of one MoE pass */
@@ -72,15 +81,29 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
-/* One of the K and V caches: [n_attn_layers][n_kv][n_ctx][hd] floats. */
-static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx) {
+/* One of the K and V caches: [n_attn_layers][n_kv][n_ctx][hd] elements of
+ * f32, or of f16 when f16. */
+static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx, bool f16) {
     const bd_hparams *hp = &m->hp;
-    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) * sizeof(float);
+    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) *
+           (f16 ? sizeof(bd_f16) : sizeof(float));
 }
 
-uint64_t bd_session_kv_bytes(const bd_model *m, int32_t n_ctx) {
+/* A session parameter's KV type: f16 or not (BD_KV_DEFAULT is f32);
+ * false with *ok false for a value outside the enum. */
+static bool kv_type_f16(int32_t t, bool *ok) {
+    *ok = t >= BD_KV_DEFAULT && t <= BD_KV_F16;
+    return t == BD_KV_F16;
+}
+
+uint64_t bd_session_kv_bytes(const bd_model *m, const bd_session_params *p) {
     if (m->arch == BD_ARCH_DFLASH) return 0;
-    return 2 * (uint64_t)kv_cache_bytes(m, n_ctx > 0 ? n_ctx : 4096);
+    bd_session_params d = bd_session_default_params();
+    if (!p) p = &d;
+    bool ok;
+    const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
+    return (uint64_t)kv_cache_bytes(m, n_ctx, kv_type_f16(p->type_k, &ok)) +
+           (uint64_t)kv_cache_bytes(m, n_ctx, kv_type_f16(p->type_v, &ok));
 }
 
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
@@ -118,6 +141,13 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     if (p->yarn_orig_ctx > 0) sc.orig_ctx = p->yarn_orig_ctx;
     bd_rope_params_make(&s->rope, p->rope_freq_base > 0.0f ? p->rope_freq_base : hp->rope_base, hp->n_rot, &sc,
                         hp->rope.freq_factors);
+    bool ok_k, ok_v;
+    s->k_f16 = kv_type_f16(p->type_k, &ok_k);
+    s->v_f16 = kv_type_f16(p->type_v, &ok_v);
+    if (!ok_k || !ok_v) {
+        bd_err(err, errlen, "invalid KV cache type (K %d, V %d)", p->type_k, p->type_v);
+        goto fail;
+    }
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096; /* llama.cpp's default, whatever the trained length */
     if (s->n_ctx < 1) s->n_ctx = 1;
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
@@ -150,11 +180,12 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         goto fail;
     }
     const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd, FF = hp->n_ff;
-    size_t kv_bytes = kv_cache_bytes(m, s->n_ctx); /* each of K and V */
+    const size_t k_bytes = kv_cache_bytes(m, s->n_ctx, s->k_f16), v_bytes = kv_cache_bytes(m, s->n_ctx, s->v_f16);
+    const size_t kv_bytes = k_bytes + v_bytes;
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
     /* attention reads cache rows below n_past + n only, all written first */
-    s->k_cache = bd_alloc_raw(kv_bytes);
-    s->v_cache = bd_alloc_raw(kv_bytes);
+    s->k_cache = bd_alloc_raw(k_bytes);
+    s->v_cache = bd_alloc_raw(v_bytes);
     s->x = bd_alloc((size_t)(B * E) * sizeof(float));
     s->h = bd_alloc((size_t)(B * E) * sizeof(float));
     s->q = bd_alloc((size_t)(B * Q) * sizeof(float));
@@ -209,6 +240,10 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
             goto oom;
     }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
+    if (kv_bytes && (s->k_f16 || s->v_f16)) {
+        s->kv_tmp = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_KB * (size_t)hp->hd * sizeof(float));
+        if (!s->kv_tmp) goto oom;
+    }
     s->logits = bd_alloc_raw((size_t)s->n_out_max * (size_t)hp->n_vocab * sizeof(float)); /* rows < n_logits */
     s->mm_scratch_size = max_scratch(m, s->n_batch, s->n_out_max);
     s->mm_scratch = bd_alloc(s->mm_scratch_size);
@@ -219,11 +254,15 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     return s;
 oom:
     bd_err(err, errlen, "out of memory allocating a session (n_ctx %d, KV cache %.1f MiB, recurrent state %.1f MiB)",
-           s->n_ctx, 2.0 * (double)kv_bytes / (1 << 20),
+           s->n_ctx, (double)kv_bytes / (1 << 20),
            (double)bd_recurrent_bytes(m, p->n_rollback > 0 ? p->n_rollback : s->n_out_max) / (1 << 20));
 fail:
     bd_session_free(s);
     return NULL;
+}
+
+uint64_t bd_session_cache_bytes(const bd_session *s) {
+    return (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->k_f16) + (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->v_f16);
 }
 
 void bd_session_free(bd_session *s) {
@@ -232,6 +271,7 @@ void bd_session_free(bd_session *s) {
     bd_free(s->tokens);
     bd_free(s->k_cache);
     bd_free(s->v_cache);
+    bd_free(s->kv_tmp);
     bd_free(s->x);
     bd_free(s->h);
     bd_free(s->q);

@@ -129,6 +129,8 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (s->p.n_ctx > 0) sp.n_ctx = s->p.n_ctx;
     else if (s->p.n_ctx < 0 && train > 0) sp.n_ctx = train; /* -c 0: the trained context */
     if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
+    if (s->p.type_k) sp.type_k = s->p.type_k;
+    if (s->p.type_v) sp.type_v = s->p.type_v;
     if (m->from_cli) { /* --rope-scaling and the like (llama-server's, for its one model) */
         sp.rope_scaling = s->p.rope.rope_scaling;
         sp.rope_freq_base = s->p.rope.rope_freq_base;
@@ -157,13 +159,14 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     }
     /* every slot's KV cache is allocated (and zero-filled) now: refuse
      * what the machine cannot hold instead of being killed for it */
-    unsigned long long kv = bd_session_kv_bytes(m->m, sp.n_ctx) +
-                            (m->dm && m->spp.type == BD_SPEC_DRAFT_SIMPLE ? bd_session_kv_bytes(m->dm, sp.n_ctx) : 0);
+    unsigned long long kv = bd_session_kv_bytes(m->m, &sp) +
+                            (m->dm && m->spp.type == BD_SPEC_DRAFT_SIMPLE ? bd_session_kv_bytes(m->dm, &sp) : 0);
     unsigned long long need = kv * (unsigned long long)m->n_slots, avail = mem_available();
     if (avail && need > avail)
         return bd_err(err, errlen,
                       "%d slot%s of %d tokens need %.1f GiB of KV cache, more than the %.1f GiB of memory available; "
-                      "lower context_size or parallel (or -c / --parallel)",
+                      "lower context_size or parallel (or -c / --parallel), or halve the cache with f16 "
+                      "(-ctk f16 -ctv f16, cache_type_k / cache_type_v)",
                       m->n_slots, m->n_slots == 1 ? "" : "s", sp.n_ctx, need / 1073741824.0, avail / 1073741824.0);
 
     sp.threadpool = pool_get(s, sp.n_threads, err, errlen);
@@ -205,10 +208,11 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
             return bd_err(err, errlen, "cannot start a worker thread");
         m->slots[i].started = true;
     }
-    fprintf(stderr, "serve: loaded %s (%s%s%s%s), %d slot%s, context %d%s\n", m->name, bd_model_arch(m->m),
-            spec ? ", speculative " : "", spec ? bd_spec_type_name(m->spp.type) : "",
-            spec && m->spp.adaptive ? ", adaptive draft length" : "", m->n_slots,
-            m->n_slots == 1 ? "" : "s", m->n_ctx, m->tmpl_fallback ? ", ChatML template (model has none)" : "");
+    fprintf(stderr, "serve: loaded %s (%s%s%s%s), %d slot%s, context %d, KV cache K %s V %s (%.1f MiB a slot)%s\n",
+            m->name, bd_model_arch(m->m), spec ? ", speculative " : "", spec ? bd_spec_type_name(m->spp.type) : "",
+            spec && m->spp.adaptive ? ", adaptive draft length" : "", m->n_slots, m->n_slots == 1 ? "" : "s", m->n_ctx,
+            bd_kv_type_name(sp.type_k), bd_kv_type_name(sp.type_v), bd_session_kv_bytes(m->m, &sp) / 1048576.0,
+            m->tmpl_fallback ? ", ChatML template (model has none)" : "");
     return true;
 }
 

@@ -90,6 +90,8 @@ typedef struct server_params {
     int n_ctx;                 /* 0 = min(4096, trained context); < 0 = trained context */
     int n_threads;             /* of the thread pool all slots share; 0 = all cores */
     bd_session_params rope;    /* the -m model's RoPE overrides (rope_* and yarn_orig_ctx; the rest unused) */
+    int32_t type_k, type_v;    /* -ctk / -ctv: every model's KV cache types (enum bd_kv_type; 0 = the
+                                  model config's cache_type_k / _v, else f32) */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
     /* request defaults from the command line (llama-server's -n, --temp,
      * ...): a request field wins, these win over a model config */

@@ -19,7 +19,9 @@
  *           from the caller's out (so a long j range may be split into
  *           consecutive calls without changing a bit).
  * The Gated DeltaNet step of the hybrid models (linear attention) is here
- * too; its order is stated in kernels.h.
+ * too; its order is stated in kernels.h. So are the conversions of an f16
+ * KV cache's rows: f32 -> f16 rounding to nearest even, and the exact
+ * widening back.
  */
 #include <math.h>
 
@@ -82,6 +84,14 @@ static void accum_ref(int32_t hd, const float *p, const float *v, int64_t v_stri
     }
 }
 
+static void f16_to_f32_ref(int64_t n, const bd_f16 *x, float *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = bd_f16_to_f32(x[i]);
+}
+
+static void f32_to_f16_ref(int64_t n, const float *x, bd_f16 *y) {
+    for (int64_t i = 0; i < n; i++) y[i] = bd_f32_to_f16(x[i]);
+}
+
 float bd_expf_dd(float xf) {
     if (xf != xf) return xf; /* NaN */
     double x = xf;
@@ -137,4 +147,6 @@ void bd_attn_kernels_fill_ref(bd_kernels *k) {
     k->attn_scores = scores_ref;
     k->attn_softmax = softmax_ref;
     k->attn_accum = accum_ref;
+    k->f16_to_f32 = f16_to_f32_ref;
+    k->f32_to_f16 = f32_to_f16_ref;
 }

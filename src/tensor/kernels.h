@@ -39,6 +39,13 @@ typedef float (*bd_attn_scores_fn)(int32_t hd, const float *q, const float *k, i
 typedef float (*bd_attn_softmax_fn)(int32_t len, float *x, float mx);
 typedef void (*bd_attn_accum_fn)(int32_t hd, const float *p, const float *v, int64_t v_stride,
                                  int32_t len, float *out);
+/* y[i] = x[i] widened from f16, exactly (an f16 KV cache's rows before the
+ * f32 attention kernels); the same bits in every table. */
+typedef void (*bd_f16_to_f32_fn)(int64_t n, const bd_f16 *x, float *y);
+/* y[i] = x[i] rounded to f16, to nearest even (bd_f32_to_f16: as F16C's
+ * vcvtps2ph and ggml round, NaNs quiet with their payload's top bits):
+ * rows going into an f16 KV cache; the same bits in every table. */
+typedef void (*bd_f32_to_f16_fn)(int64_t n, const float *x, bd_f16 *y);
 
 /* SiLU-gated product of the feed-forward: g[i] = silu(g[i]) * u[i] for
  * i < n, silu(x) = x / (1 + bd_expf_dd(-x)) (attn_ref.c), the same bits
@@ -125,6 +132,8 @@ typedef struct bd_kernels {
     bd_attn_scores_fn attn_scores;
     bd_attn_softmax_fn attn_softmax;
     bd_attn_accum_fn attn_accum;
+    bd_f16_to_f32_fn f16_to_f32;
+    bd_f32_to_f16_fn f32_to_f16;
     bd_silu_mul_fn silu_mul;
     bd_gdn_step_fn gdn_step;
     bd_argmax_fn argmax;

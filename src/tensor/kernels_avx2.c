@@ -650,6 +650,31 @@ static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, i
     }
 }
 
+/* vcvtph2ps, 8 at a time; the tail through a zeroed copy (AVX2 has no
+ * 16-bit masked load) */
+static void f16_to_f32(int64_t n, const bd_f16 *x, float *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    if (i < n) {
+        bd_f16 t[8] = {0};
+        memcpy(t, x + i, (size_t)(n - i) * sizeof *t);
+        _mm256_maskstore_ps(y + i, mask8((int)(n - i)), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t)));
+    }
+}
+
+/* vcvtps2ph to nearest even, 8 at a time; the tail through a copy */
+static void f32_to_f16(int64_t n, const float *x, bd_f16 *y) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        bd_f16 t[8];
+        __m256 v = _mm256_maskload_ps(x + i, mask8((int)(n - i)));
+        _mm_storeu_si128((__m128i *)t, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        memcpy(y + i, t, (size_t)(n - i) * sizeof *t);
+    }
+}
+
 /* bd_expf_dd on 4 lanes (double inside); 2^n built in the exponent bits
  * (n + 1023 stays within 806..1153 after the clamps: a normal double, so
  * the product is exact, as the twin's ldexp) */

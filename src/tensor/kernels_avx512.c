@@ -924,6 +924,28 @@ static void attn_accum(int32_t hd, const float *p, const float *v, int64_t vs, i
     }
 }
 
+/* vcvtph2ps, 16 at a time, the tail masked */
+static void f16_to_f32(int64_t n, const bd_f16 *x, float *y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, x + i)));
+    }
+}
+
+/* vcvtps2ph to nearest even, 16 at a time, the tail masked */
+static void f32_to_f16(int64_t n, const float *x, bd_f16 *y) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    if (i < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
 /* bd_expf_dd on 8 lanes (double inside) */
 BD_INLINE __m512d expdd8(__m512d x) {
     static const double c[10] = BD_EXPD_COEFS;

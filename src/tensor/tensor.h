@@ -174,8 +174,8 @@ const char *bd_type_name(uint32_t type); /* "unknown" for bad ids */
 bool bd_row_size(uint32_t type, int64_t n, uint64_t *bytes);
 
 /* ---- scalar conversions ---- */
-float bd_f16_to_f32(bd_f16 h);
-bd_f16 bd_f32_to_f16(float f);      /* round to nearest even, as F16C does */
+float bd_f16_to_f32(bd_f16 h);      /* exact; a NaN comes out quiet, as F16C's */
+bd_f16 bd_f32_to_f16(float f);      /* round to nearest even, NaNs quiet: as F16C does */
 float bd_bf16_to_f32(bd_bf16 h);
 bd_bf16 bd_f32_to_bf16(float f);    /* round to nearest even, NaN kept quiet */
 

@@ -153,7 +153,9 @@ float bd_f16_to_f32(bd_f16 h) {
             bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
         }
     } else if (exp == 0x1f) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf / nan */
+        /* inf / nan; a NaN comes out quiet, its payload kept, as F16C's
+         * vcvtph2ps converts it (ggml widens f16 with that instruction) */
+        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
     } else {
         bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
     }
@@ -164,7 +166,8 @@ bd_f16 bd_f32_to_f16(float f) {
     uint32_t x = f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000;
     uint32_t absx = x & 0x7fffffff;
-    if (absx > 0x7f800000u) return (bd_f16)(sign | 0x7e00); /* nan */
+    if (absx > 0x7f800000u) /* nan: quiet, the payload's top bits kept, as F16C's vcvtps2ph */
+        return (bd_f16)(sign | 0x7e00 | ((absx >> 13) & 0x3ff));
     if (absx >= 0x477ff000u) return (bd_f16)(sign | 0x7c00); /* overflow -> inf */
     if (absx < 0x38800000u) {                                /* subnormal or zero */
         if (absx < 0x33000000u) return (bd_f16)sign;        /* < half of min subnormal */

@@ -67,6 +67,39 @@ for name in ["dflash1", "dflash3", "dflash7", "adaptive", "default", "n5", "n5a"
         assert sp["type"] == "draft-simple" and sp["n_accepted"] == sp["n_drafted"] > 0, sp
 PY
 
+# an f16 KV cache: the trained pair's drafts, mostly accepted (rollbacks
+# after partial acceptance at most steps), leave plain decoding's output
+for nmax in 3 7; do
+    run -p "Once upon a time" -n 196 -ctk f16 -ctv f16 -md "$S/stories260K-dflash.gguf" --spec-draft-n-max $nmax \
+        --no-spec-adaptive > "$T/kv16-dflash$nmax.json"
+done
+run -p "Once upon a time" -n 196 -ctk f16 -ctv f16 -md "$S/stories260K-dflash.gguf" > "$T/kv16-default.json"
+run -p "Lily and her mom went to the park" -n 150 -ctk f16 -ctv f16 > "$T/kv16-plain2.json"
+run -p "Lily and her mom went to the park" -n 150 -ctk f16 -ctv f16 -md "$S/stories260K-dflash.gguf" \
+    --spec-draft-n-max 7 --no-spec-adaptive > "$T/kv16-dflash7-2.json"
+python3 - "$T" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+ld = lambda f: json.load(open(os.path.join(d, f + ".json")))
+plain = ld("plain")["generated_ids"]  # f32 cache; the f16 cache reproduces it here (oracle_logits.sh)
+for name, ref in [("kv16-dflash3", plain), ("kv16-dflash7", plain), ("kv16-default", plain),
+                  ("kv16-dflash7-2", ld("kv16-plain2")["generated_ids"])]:
+    o = ld(name)
+    sp = o["stats"]["spec"]
+    assert o["generated_ids"] == ref, name + ": speculative output with an f16 cache differs from plain greedy"
+    # fixed draft lengths: drafts accepted, and rejected after accepted ones (rollbacks
+    # into the block); the adaptive run's drafting follows its timing (it may back off)
+    assert sp["n_drafted"] > 0, (name, sp)
+    if name != "kv16-default":
+        assert 0 < sp["n_accepted"] < sp["n_drafted"], (name, sp)
+    if name in ("kv16-dflash3", "kv16-dflash7"):
+        assert sp["tau"] > 1 + 0.6 * int(name[-1]), (name, sp["tau"])
+    elif name == "kv16-dflash7-2":
+        assert sp["n_accepted"] >= 50, (name, sp)
+    print("%-14s identical with an f16 KV cache; drafted %4d accepted %4d tau %.3f" % (
+        name, sp["n_drafted"], sp["n_accepted"], sp["tau"]))
+PY
+
 # sampling with a seed: the DFlash pair gives plain sampling's very ids
 # (one draw per emitted token, spec.c accept_row), adaptive or fixed
 for seed in 1 2 3; do

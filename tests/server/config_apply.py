@@ -9,9 +9,14 @@
 #    repeat_penalty of /v1/completions gives the same ids as the flag;
 #  * the adaptive draft length: on by default with a DFlash drafter, off
 #    with the config option spec_adaptive:false, a --spec-adaptive flag
-#    over the config (run NAME), the same in `serve`.
+#    over the config (run NAME), the same in `serve`;
+#  * cache_type_k: f16 (LocalAI's key) gives an f16 K cache: 3/4 of the
+#    f32 cache's bytes, 1/2 with -ctv f16 over it, the ids of
+#    `run -m ... -ctk f16`, the same cache in `serve` (its load line);
+#    llama.cpp's quantized cache types are refused with the two held here.
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +39,9 @@ with open(os.path.join(models, "cfg-fixed.yaml"), "w") as f:
 with open(os.path.join(models, "cfg-pen.yaml"), "w") as f:
     f.write("name: cfg-pen\nbackend: blockdraft\ncontext_size: 512\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n  repeat_penalty: 1.5\n")
+with open(os.path.join(models, "cfg-kv16.yaml"), "w") as f:
+    f.write("name: cfg-kv16\nbackend: blockdraft\ncontext_size: 512\ncache_type_k: f16\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
 env = dict(os.environ, BLOCKDRAFT_MODELS=models)
 PROMPT = "Once upon a time"
 
@@ -81,6 +89,19 @@ r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "--repeat-penalty", "0"
                    timeout=30)
 check(r.returncode == 2 and "greater than 0" in r.stderr, "--repeat-penalty 0 is refused")
 
+# cache_type_k / -ctk / -ctv
+k16 = run("cfg-kv16")
+kv16 = run("cfg-kv16", "-ctv", "f16")
+flag16 = run("-m", TARGET, "-c", "512", "--temp", "0", "-ctk", "f16")
+b32 = plain and plain["stats"]["kv_bytes"]
+check(k16 and b32 and k16["stats"]["kv_bytes"] * 4 == b32 * 3,
+      "run NAME: cache_type_k f16 holds K in f16 (%s of %s bytes)" % (k16 and k16["stats"]["kv_bytes"], b32))
+check(kv16 and b32 and kv16["stats"]["kv_bytes"] * 2 == b32, "run NAME: -ctv f16 over the config halves the cache")
+check(k16 and flag16 and k16["generated_ids"] == flag16["generated_ids"], "run NAME: cache_type_k f16 means -ctk f16")
+for bad in (["-ctk", "q8_0"], ["--cache-type-v", "bf16"]):
+    r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x"] + bad, capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "f32 and f16" in r.stderr, "%s %s is refused naming f32 and f16" % tuple(bad))
+
 # lossless with a penalty (greedy)
 for extra in (["-md", DRAFTER], ["-md", DRAFTER, "--spec-draft-n-max", "3"], ["--spec-type", "ngram-simple", "--spec-ngram-size-n", "1"]):
     sp = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5", *extra)
@@ -116,6 +137,12 @@ j = complete("cfg-pen", repeat_penalty=1.0)
 check(j and plain and j["choices"][0]["text"] == plain["text"], "serve: the request's repeat_penalty 1.0 wins")
 st, _, b = request(p, "POST", "/v1/completions", {"model": "cfg-pen", "prompt": "x", "repeat_penalty": 0})
 check(st == 400, "serve: repeat_penalty 0 -> 400")
+j = complete("cfg-kv16")
+check(j and k16 and j["choices"][0]["text"] == k16["text"], "serve: cache_type_k f16 gives run NAME's text")
+with open(s.log_path, "rb") as f:
+    log = f.read().decode("utf-8", "replace")
+check(re.search(r"loaded cfg-kv16 \(.*, KV cache K f16 V f32 ", log) is not None,
+      "serve: cfg-kv16 is loaded with an f16 K cache")
 check(s.stop() == 0, "server exits cleanly")
 shutil.rmtree(T, ignore_errors=True)
 finish()

@@ -189,7 +189,8 @@ static const char good_config[] =
     "  grammar:\n"
     "    disable: true\n"
     "known_usecases:\n"
-    "  - chat\n";
+    "  - chat\n"
+    "cache_type_k: f16\n";
 
 static void test_config_good(void **state) {
     (void)state;
@@ -201,6 +202,8 @@ static void test_config_good(void **state) {
     assert_string_equal(c.model, "llama-cpp/models/T/t.gguf");
     assert_string_equal(c.draft_model, "llama-cpp/models/D/d.gguf");
     assert_int_equal(c.flash_attention, 1);
+    assert_int_equal(c.cache_type_k, BD_KV_F16);
+    assert_int_equal(c.cache_type_v, 0); /* not given: the default */
     assert_true(c.use_jinja);
     assert_int_equal(c.spec_type, GALLERY_SPEC_DFLASH);
     assert_int_equal(c.spec_n_max, 15);
@@ -267,6 +270,9 @@ static void test_config_strict(void **state) {
     expect_bad("spec_n_max:15", "spec_adaptive:sometimes", "demo.yaml:10: option 'spec_adaptive:sometimes': expected true or false");
     expect_bad("spec_type:draft-dflash", "spec_type:draft-eagle3", "supports spec_type");
     expect_bad("flash_attention: \"on\"", "flash_attention: sometimes", "flash_attention must be");
+    /* llama.cpp's quantized cache types are not held here: said, not ignored */
+    expect_bad("cache_type_k: f16", "cache_type_k: q8_0", "demo.yaml:19: cache_type_k 'q8_0': the KV cache types here are f32 and f16");
+    expect_bad("cache_type_k: f16", "cache_type_k: f16\ncache_type_v: [f16]", "'cache_type_v' must be a string");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
                "Go prompt templates are not supported");
     expect_bad("    disable: true", "    disabel: true", "unknown key 'function.grammar.disabel'");

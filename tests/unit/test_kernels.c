@@ -453,6 +453,74 @@ static void check_gdn(const bd_kernels *k) {
     free(mb);
 }
 
+/* f16 -> f32 widening against the bit-level decoding (bd_f16_to_f32):
+ * every one of the 65536 halves (NaNs keep their payload in both), at
+ * lengths 1..40 and odd offsets for the tails. */
+static void check_f16_to_f32(const bd_kernels *k) {
+    bd_f16 *x = xalloc(65536 * sizeof(bd_f16));
+    float *a = xalloc(65536 * sizeof(float)), *b = xalloc(65536 * sizeof(float));
+    for (int i = 0; i < 65536; i++) x[i] = (bd_f16)i;
+    k->f16_to_f32(65536, x, b);
+    for (int i = 0; i < 65536; i++) a[i] = bd_f16_to_f32(x[i]);
+    if (memcmp(a, b, 65536 * sizeof(float)) != 0) {
+        print_error("%s f16_to_f32 differs from bd_f16_to_f32\n", k->name);
+        fail();
+    }
+    for (int n = 1; n <= 40; n++) {
+        for (int i = 0; i < 48; i++) b[i] = -7.0f;
+        k->f16_to_f32(n, x + 1000 * n + 3, b + 1);
+        assert_memory_equal(b + 1, a + 1000 * n + 3, (size_t)n * sizeof(float));
+        assert_true(b[0] == -7.0f && b[n + 1] == -7.0f); /* nothing written outside */
+    }
+    free(x);
+    free(a);
+    free(b);
+}
+
+/* f32 -> f16 rounding against bd_f32_to_f16: every f16 value and the
+ * midpoints beside it (ties to even), 2^20 random bit patterns (NaN
+ * payloads, subnormals, overflow), and tails at lengths 1..40. On the SIMD
+ * tables this pins the scalar rounding to the hardware's (F16C). */
+static void check_f32_to_f16(const bd_kernels *k) {
+    enum { N = 3 * 65536 + (1 << 20) };
+    float *x = xalloc(N * sizeof(float));
+    bd_f16 *a = xalloc(N * sizeof(bd_f16)), *b = xalloc(N * sizeof(bd_f16));
+    int64_t n = 0;
+    for (int i = 0; i < 65536; i++) {
+        float f = bd_f16_to_f32((bd_f16)i);
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        x[n++] = f;
+        uint32_t up = u + 0x1000, dn = u - 0x1000; /* half an f16 ulp of a normal either side */
+        memcpy(&x[n++], &up, 4);
+        memcpy(&x[n++], &dn, 4);
+    }
+    for (int i = 0; i < (1 << 20); i++) {
+        uint32_t u = (uint32_t)(rng_u64() >> 32);
+        memcpy(&x[n++], &u, 4);
+    }
+    k->f32_to_f16(n, x, b);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        a[i] = bd_f32_to_f16(x[i]);
+        if (a[i] != b[i] && bad++ < 5) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            print_error("%s f32_to_f16(0x%08x) = 0x%04x, bd_f32_to_f16 0x%04x\n", k->name, u, b[i], a[i]);
+        }
+    }
+    if (bad) fail();
+    for (int len = 1; len <= 40; len++) {
+        for (int i = 0; i < 48; i++) b[i] = 0x5555;
+        k->f32_to_f16(len, x + 1000 * len + 3, b + 1);
+        assert_memory_equal(b + 1, a + 1000 * len + 3, (size_t)len * sizeof(bd_f16));
+        assert_true(b[0] == 0x5555 && b[len + 1] == 0x5555); /* nothing written outside */
+    }
+    free(x);
+    free(a);
+    free(b);
+}
+
 static void check_attention(const bd_kernels *k) {
     const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
     static const int32_t hds[] = {8, 24, 64, 100, 128, 256};
@@ -779,6 +847,8 @@ static void run_isa(bd_isa isa) {
     check_dots(k);
     check_batch_invariance(k);
     check_attention(k);
+    check_f16_to_f32(k);
+    check_f32_to_f16(k);
     check_silu(k);
     check_argmax(k);
     check_gdn(k);
