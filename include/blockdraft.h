@@ -192,17 +192,21 @@ enum bd_rope_scaling_type {
 };
 
 /* KV cache element type of a session (llama.cpp's --cache-type-k /
- * --cache-type-v): f16 holds half the bytes of f32, and attention reads
- * the rounded values (as llama.cpp's f16 cache does). */
+ * --cache-type-v): f16 holds half the bytes of f32, q8_0 (blocks of 32
+ * int8 with an f16 scale, 34 bytes) 53 % of f16's; attention reads the
+ * rounded or quantized values, as llama.cpp's caches of those types do.
+ * q8_0 needs a head size that is a multiple of 32. */
 enum bd_kv_type {
     BD_KV_DEFAULT = 0, /* f32 */
     BD_KV_F32 = 1,
     BD_KV_F16 = 2,
+    BD_KV_Q8_0 = 3,
 };
 
-/* llama.cpp's name of a KV type ("f32", "f16") to the enum: true and *t
- * set, or false for any other name (llama.cpp's quantized cache types
- * among them). bd_kv_type_name: the name, "f32" for BD_KV_DEFAULT. */
+/* llama.cpp's name of a KV type ("f32", "f16", "q8_0") to the enum: true
+ * and *t set, or false for any other name (llama.cpp's other quantized
+ * cache types among them). bd_kv_type_name: the name, "f32" for
+ * BD_KV_DEFAULT. */
 bool bd_kv_type_parse(const char *name, int32_t *t);
 const char *bd_kv_type_name(int32_t t);
 

@@ -95,7 +95,7 @@ bool arg_cache_type(int argc, char **argv, int *i, bd_session_params *sp) {
     else if (arg_take(argc, argv, i, (const char *[]){"-ctv", "--cache-type-v", NULL}, &v)) dst = &sp->type_v;
     else return false;
     if (!bd_kv_type_parse(v, dst)) {
-        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32 and f16)\n", a, v);
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32, f16 and q8_0)\n", a, v);
         exit(2);
     }
     return true;

@@ -40,13 +40,14 @@ bool arg_rope(int argc, char **argv, int *i, struct bd_session_params *sp);
     "                         --yarn-orig-ctx 32768\n"
 
 /* llama.cpp's KV cache flags, into a session's parameters: -ctk /
- * --cache-type-k and -ctv / --cache-type-v, f32 or f16. True when argv[*i]
- * was one (consumed with its value); another type exits 2 naming the two
- * supported. */
+ * --cache-type-k and -ctv / --cache-type-v, f32, f16 or q8_0. True when
+ * argv[*i] was one (consumed with its value); another type exits 2 naming
+ * those supported. */
 bool arg_cache_type(int argc, char **argv, int *i, struct bd_session_params *sp);
 #define ARG_CACHE_TYPE_USAGE                                                                                  \
-    "  -ctk, --cache-type-k f32|f16  -ctv, --cache-type-v f32|f16\n"                                         \
-    "                         KV cache element types (default f32; f16 halves the cache)\n"
+    "  -ctk, --cache-type-k f32|f16|q8_0  -ctv, --cache-type-v f32|f16|q8_0\n"                               \
+    "                         KV cache element types (default f32; f16 halves the cache, q8_0\n"         \
+    "                         holds it in about a quarter)\n"
 
 /* A --chat-template value: Jinja text, or the one built-in name known here
  * (chatml). Otherwise prints why, naming cmd, and returns false. */

@@ -84,7 +84,7 @@ static void bench_usage(FILE *out) {
             "  --verify-depth D        context depth of the verify curve (default 512)\n"
             "  --verify-max N          verify curve for n = 1..N tokens (default 16; max %d)\n"
             "  --no-verify             skip the verify curve\n"
-            "  -ctk, --cache-type-k T, -ctv, --cache-type-v T  KV cache types, f32 (default) or f16\n"
+            "  -ctk, --cache-type-k T, -ctv, --cache-type-v T  KV cache types, f32 (default), f16 or q8_0\n"
             "  -md, --model-draft FILE speculative end-to-end test with this draft model\n"
             "  --spec-adaptive 0|1     adaptive draft length (default 1 unless --spec-draft-n-max is given)\n"
             "  --spec-draft-n-max N    drafted tokens per step; the upper bound when adaptive\n"

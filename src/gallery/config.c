@@ -285,7 +285,7 @@ static bool top_key(pctx *px, const ydoc_entry *e) {
         const char *s = want_str(px, v, k);
         if (!s) return false;
         if (!bd_kv_type_parse(s, k[11] == 'k' ? &c->cache_type_k : &c->cache_type_v))
-            return fail_at(px, v, "%s '%s': the KV cache types here are f32 and f16", k, s);
+            return fail_at(px, v, "%s '%s': the KV cache types here are f32, f16 and q8_0", k, s);
         return true;
     }
     if (!strcmp(k, "threads")) {

@@ -13,7 +13,7 @@
  * Accepted keys:
  *   name, description, backend (llama-cpp | blockdraft), draft_model,
  *   flash_attention (on|off|auto|enabled|disabled), context_size, threads,
- *   cache_type_k, cache_type_v (f32 | f16),
+ *   cache_type_k, cache_type_v (f32 | f16 | q8_0),
  *   mmap, n_draft, stopwords [..], known_usecases [..],
  *   parameters: {model, temperature, top_p, top_k, min_p, seed, max_tokens,
  *                repeat_penalty (> 0, 1 = off), repeat_last_n (-1 = all, 0 = off)}

@@ -11,12 +11,14 @@
  * the first visible key of a row at position p up to p - W + 1. The new
  * rows' K/V must already be in the cache.
  *
- * The cache holds f32 or f16 elements (llama.cpp's -ctk / -ctv f16: half
- * the memory). An f16 block of keys or values is widened into the
- * thread's f32 buffer once for all the item's queries (exact), and the f32
- * kernels read it there: the bits are those of an f32 cache holding the
- * rounded values. (Widening inside the kernels would repeat it for each
- * of an item's queries, up to BD_ATTN_QB of them.)
+ * The cache holds f32, f16 or q8_0 rows (llama.cpp's -ctk / -ctv; f16
+ * takes half the memory of f32, q8_0 27 %). A block of f16 or q8_0 keys
+ * or values is widened
+ * into the thread's f32 buffer once for all the item's queries (exactly:
+ * an f16 is an f32, and a q8_0 value is one product, as its dequantizer
+ * forms it), and the f32 kernels read it there: the bits are those of an
+ * f32 cache holding the rounded values. (Widening inside the kernels would
+ * repeat it for each of an item's queries, up to BD_ATTN_QB of them.)
  *
  * The cache is head-major ([n_kv][capacity][hd]): a work item walks one
  * head's keys as one contiguous stream. (Position-major rows put a head's
@@ -58,14 +60,27 @@ typedef struct {
  */
 #define KB BD_ATTN_KB
 
-/* Rows [lo, hi) of one KV head's cache (rows contiguous, hd elements
- * each) as f32: the cache itself when it is f32, else the rows widened
- * into tmp ([KB][hd], row lo at tmp[(lo - j0) * hd]). Returns where row j0
- * would start; rows outside [lo, hi) must not be read through it. */
-static const float *kv_rows(const bd_kernels *k, const void *cache, bool f16, int64_t head0, int32_t hd, int32_t j0,
-                            int32_t lo, int32_t hi, float *tmp) {
-    if (!f16) return (const float *)cache + head0 + (int64_t)j0 * hd;
-    k->f16_to_f32((int64_t)(hi - lo) * hd, (const bd_f16 *)cache + head0 + (int64_t)lo * hd, tmp + (int64_t)(lo - j0) * hd);
+/* Bytes of a cache row of hd elements of type (hd a whole number of q8_0
+ * blocks: the session checked). */
+static size_t row_bytes(uint32_t type, int32_t hd) {
+    if (type == BD_TYPE_F16) return (size_t)hd * sizeof(bd_f16);
+    if (type == BD_TYPE_Q8_0) return (size_t)(hd / QK8_0) * sizeof(block_q8_0);
+    return (size_t)hd * sizeof(float);
+}
+
+/* Rows [lo, hi) of one KV head's cache (its first row at head, rows
+ * contiguous) as f32: the cache itself when it is f32, else the rows
+ * widened into tmp ([KB][hd], row lo at tmp[(lo - j0) * hd]). Returns
+ * where row j0 would start; rows outside [lo, hi) must not be read
+ * through it. */
+static const float *kv_rows(const bd_kernels *k, const char *head, uint32_t type, int32_t hd, int32_t j0, int32_t lo,
+                            int32_t hi, float *tmp) {
+    const size_t rb = row_bytes(type, hd);
+    if (type == BD_TYPE_F32) return (const float *)(head + (size_t)j0 * rb);
+    const int64_t n = (int64_t)(hi - lo) * hd;
+    float *dst = tmp + (int64_t)(lo - j0) * hd;
+    if (type == BD_TYPE_F16) k->f16_to_f32(n, (const bd_f16 *)(head + (size_t)lo * rb), dst);
+    else k->q8_0_to_f32(n, head + (size_t)lo * rb, dst);
     return tmp;
 }
 
@@ -92,7 +107,9 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int32_t kvh = (int32_t)(w / n_qb);
         const int64_t q0 = (w % n_qb) * BD_ATTN_QB;
         const int nq = (int)(nq_all - q0 < BD_ATTN_QB ? nq_all - q0 : BD_ATTN_QB);
-        const int64_t head0 = kvh * a->kv_head_stride; /* this head's first cache element */
+        const int64_t head_row = kvh * a->kv_head_stride / hd; /* this head's first cache row */
+        const char *kh = (const char *)a->k_cache + (size_t)head_row * row_bytes(a->k_type, hd);
+        const char *vh = (const char *)a->v_cache + (size_t)head_row * row_bytes(a->v_type, hd);
         int32_t maxlen = 0, minbeg = INT32_MAX;
         for (int i = 0; i < nq; i++) {
             int32_t t = (int32_t)((q0 + i) / group), h = kvh * group + (int32_t)((q0 + i) % group);
@@ -110,7 +127,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int32_t jb = minbeg / KB * KB;
         for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
             const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
-            const float *kb = kv_rows(k, a->k_cache, a->k_f16, head0, hd, j0, lo, hi, tmp);
+            const float *kb = kv_rows(k, kh, a->k_type, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
                 if (e0 > s0) {
@@ -125,7 +142,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         }
         for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
             const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
-            const float *vb = kv_rows(k, a->v_cache, a->v_f16, head0, hd, j0, lo, hi, tmp);
+            const float *vb = kv_rows(k, vh, a->v_type, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
                 if (e0 > s0) k->attn_accum(hd, sc[i] + s0, vb + (int64_t)(s0 - j0) * hd, hd, e0 - s0, op[i]);

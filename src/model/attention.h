@@ -15,12 +15,12 @@
 
 typedef struct bd_attn_args {
     const float *q;        /* [n][n_head*hd] (already normed and rotated) */
-    const void *k_cache;   /* [n_kv][capacity][hd] of this layer, f32 or f16 (k_f16): a head's
-                              rows are contiguous */
-    const void *v_cache;   /* [n_kv][capacity][hd] likewise (v_f16) */
+    const void *k_cache;   /* [n_kv][capacity] rows of hd elements of k_type, this layer's: a
+                              head's rows are contiguous */
+    const void *v_cache;   /* [n_kv][capacity] rows of v_type likewise */
     int64_t kv_head_stride; /* elements from one KV head's rows to the next head's (capacity * hd) */
-    bool k_f16, v_f16;     /* the caches' element types: f16 (bd_f16) or f32 */
-    float *kv_tmp;         /* [n_threads][BD_ATTN_KB][hd] scratch; needed when k_f16 or v_f16 */
+    uint32_t k_type, v_type; /* BD_TYPE_F32 (0 as well), BD_TYPE_F16 or BD_TYPE_Q8_0 */
+    float *kv_tmp;         /* [n_threads][BD_ATTN_KB][hd] scratch; needed unless both are f32 */
     float *out;            /* [n][n_head*hd]; may be q itself: each (row, head)
                               slot's q is read whole before its output is written */
     float *scores;         /* [n_threads][BD_ATTN_QB][scores_stride] scratch */

@@ -42,15 +42,18 @@ typedef struct {
     const float *src;     /* NORM: in rows; SILU_MUL: up; ADD: h; SIGMOID_MUL: gate */
     const float *w;       /* NORM: weight */
     int64_t width, count; /* NORM/QK: row width and rows; SILU_MUL/ADD: elements */
-    void *kc, *vc;        /* QK: this layer's cache (f32 or f16 elements) */
+    char *kc, *vc;        /* QK: this layer's caches (rows of the session's k_type / v_type) */
     int32_t p0;
 } rows_ctx;
 
-/* n elements of row into cache (f32, or f16 rounded to nearest even, as
- * ggml stores an f16 cache) from element at on */
-static void kv_store(void *cache, bool f16, int64_t at, const float *row, int32_t n) {
-    if (f16) bd_kernels_get()->f32_to_f16(n, row, (bd_f16 *)cache + at);
-    else memcpy((float *)cache + at, row, (size_t)n * sizeof(float));
+/* One row of n elements into a cache of type at dst: f32 as it is, f16
+ * rounded to nearest even, q8_0 quantized as ggml quantizes it (and as
+ * our activations: absmax / 127 scale, ties to even) */
+static void kv_store(void *dst, uint32_t type, const float *row, int32_t n) {
+    const bd_kernels *k = bd_kernels_get();
+    if (type == BD_TYPE_F16) k->f32_to_f16(n, row, dst);
+    else if (type == BD_TYPE_Q8_0) k->from_float[BD_TYPE_Q8_0](row, dst, n);
+    else memcpy(dst, row, (size_t)n * sizeof(float));
 }
 
 static void rows_worker(void *arg, int ith, int nth) {
@@ -65,7 +68,7 @@ static void rows_worker(void *arg, int ith, int nth) {
         break;
     case ROWS_QK: {
         const int64_t Q = (int64_t)hp->n_head * hp->hd, KV = (int64_t)hp->n_kv * hp->hd;
-        const int64_t hs = (int64_t)c->s->n_ctx * hp->hd; /* cache elements per head */
+        const bd_session *s = c->s;
         for (int64_t t = lo; t < hi; t++) {
             float *q = c->s->q + t * Q, *k = c->s->kn + t * KV, *v = c->s->vn + t * KV;
             /* biases right after the projections, as ggml adds them */
@@ -82,9 +85,9 @@ static void rows_worker(void *arg, int ith, int nth) {
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             for (int32_t h = 0; h < hp->n_kv; h++) {
-                const int64_t at = h * hs + (c->p0 + t) * hp->hd;
-                kv_store(c->kc, c->s->k_f16, at, k + h * hp->hd, hp->hd);
-                kv_store(c->vc, c->s->v_f16, at, v + h * hp->hd, hp->hd);
+                const int64_t row = (int64_t)h * s->n_ctx + c->p0 + t; /* head-major */
+                kv_store(c->kc + row * s->k_row_bytes, s->k_type, k + h * hp->hd, hp->hd);
+                kv_store(c->vc + row * s->v_row_bytes, s->v_type, v + h * hp->hd, hp->hd);
             }
         }
         break;
@@ -151,9 +154,8 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     bd_fwd_rmsnorm(s, s->h, s->x, L->attn_norm, n, E);
     /* Q, K and V in one run over one converted input; q/k norm and RoPE
      * then work on the new rows, which go to the head-major cache */
-    const int64_t at = (int64_t)L->kv_slot * s->n_ctx * KV; /* this layer's first element */
-    void *kc = s->k_f16 ? (void *)((bd_f16 *)s->k_cache + at) : (void *)((float *)s->k_cache + at);
-    void *vc = s->v_f16 ? (void *)((bd_f16 *)s->v_cache + at) : (void *)((float *)s->v_cache + at);
+    const int64_t rows = (int64_t)L->kv_slot * s->n_ctx * hp->n_kv; /* this layer's first row */
+    char *kc = (char *)s->k_cache + rows * s->k_row_bytes, *vc = (char *)s->v_cache + rows * s->v_row_bytes;
     const bd_matmul_out qkv[3] = {
         {&L->wq, gated ? s->qg : s->q, gated ? 2 * Q : Q}, {&L->wk, s->kn, KV}, {&L->wv, s->vn, KV}};
     bd_matmul_multi(s->pool, qkv, 3, s->h, E, n, s->mm_scratch);
@@ -168,7 +170,7 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
     rows_run(s, &qk, 2);
     bd_attn_args aa = {
         .q = s->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)s->n_ctx * hd,
-        .k_f16 = s->k_f16, .v_f16 = s->v_f16, .kv_tmp = s->kv_tmp,
+        .k_type = s->k_type, .v_type = s->v_type, .kv_tmp = s->kv_tmp,
         .out = s->q /* in place */, .scores = s->scores,
         .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
         .hd = hp->hd, .n_past = p0, .causal = true,

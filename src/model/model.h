@@ -246,10 +246,11 @@ struct bd_session {
     int32_t tap_layers[BD_MAX_TAPS];
     int32_t tap_slot[BD_MAX_LAYERS + 1]; /* layer -> index into taps or -1; [n_layer+1] used */
 
-    void *k_cache;                /* [n_attn_layers][n_kv][n_ctx][hd] head-major (attention.c),
-                                     f32 or f16 (k_f16) */
-    void *v_cache;                /* [n_attn_layers][n_kv][n_ctx][hd], f32 or f16 (v_f16) */
-    bool k_f16, v_f16;
+    void *k_cache;                /* [n_attn_layers][n_kv][n_ctx] rows of hd elements of k_type,
+                                     head-major (attention.c) */
+    void *v_cache;                /* [n_attn_layers][n_kv][n_ctx] rows of hd elements of v_type */
+    uint32_t k_type, v_type;      /* BD_TYPE_F32, _F16 or _Q8_0 */
+    size_t k_row_bytes, v_row_bytes; /* one row of hd elements */
     bd_recurrent rs;              /* hybrid targets only (hp.n_rec_layers > 0) */
 
     /* per-forward scratch, sized for n_batch rows */

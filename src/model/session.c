@@ -14,14 +14,27 @@ bd_session_params bd_session_default_params(void) {
     return p;
 }
 
+static const char *const k_kv_names[] = {"f32", "f32", "f16", "q8_0"}; /* by enum bd_kv_type */
+
 bool bd_kv_type_parse(const char *name, int32_t *t) {
-    if (!strcmp(name, "f32")) *t = BD_KV_F32;
-    else if (!strcmp(name, "f16")) *t = BD_KV_F16;
-    else return false;
-    return true;
+    for (int32_t i = BD_KV_F32; i <= BD_KV_Q8_0; i++)
+        if (!strcmp(name, k_kv_names[i])) {
+            *t = i;
+            return true;
+        }
+    return false;
 }
 
-const char *bd_kv_type_name(int32_t t) { return t == BD_KV_F16 ? "f16" : t == BD_KV_F32 || t == BD_KV_DEFAULT ? "f32" : "?"; }
+const char *bd_kv_type_name(int32_t t) { return t >= BD_KV_DEFAULT && t <= BD_KV_Q8_0 ? k_kv_names[t] : "?"; }
+
+/* A session parameter's KV type as a tensor type (BD_TYPE_F32 for
+ * BD_KV_DEFAULT); false for a value outside the enum. */
+static bool kv_type_tensor(int32_t t, uint32_t *type) {
+    static const uint32_t types[] = {BD_TYPE_F32, BD_TYPE_F32, BD_TYPE_F16, BD_TYPE_Q8_0};
+    if (t < BD_KV_DEFAULT || t > BD_KV_Q8_0) return false;
+    *type = types[t];
+    return true;
+}
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
@@ -81,29 +94,29 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
-/* One of the K and V caches: [n_attn_layers][n_kv][n_ctx][hd] elements of
- * f32, or of f16 when f16. */
-static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx, bool f16) {
-    const bd_hparams *hp = &m->hp;
-    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)((int64_t)hp->n_kv * hp->hd) *
-           (f16 ? sizeof(bd_f16) : sizeof(float));
+/* Bytes of one cache row (hd elements of type); 0 when hd is not a
+ * whole number of the type's blocks. */
+static size_t kv_row_bytes(const bd_model *m, uint32_t type) {
+    uint64_t rb = 0;
+    return bd_row_size(type, m->hp.hd, &rb) ? (size_t)rb : 0;
 }
 
-/* A session parameter's KV type: f16 or not (BD_KV_DEFAULT is f32);
- * false with *ok false for a value outside the enum. */
-static bool kv_type_f16(int32_t t, bool *ok) {
-    *ok = t >= BD_KV_DEFAULT && t <= BD_KV_F16;
-    return t == BD_KV_F16;
+/* One of the K and V caches: [n_attn_layers][n_kv][n_ctx] rows of hd
+ * elements of type. */
+static size_t kv_cache_bytes(const bd_model *m, int64_t n_ctx, uint32_t type) {
+    const bd_hparams *hp = &m->hp;
+    return (size_t)hp->n_attn_layers * (size_t)n_ctx * (size_t)hp->n_kv * kv_row_bytes(m, type);
 }
 
 uint64_t bd_session_kv_bytes(const bd_model *m, const bd_session_params *p) {
     if (m->arch == BD_ARCH_DFLASH) return 0;
     bd_session_params d = bd_session_default_params();
     if (!p) p = &d;
-    bool ok;
+    uint32_t tk = BD_TYPE_F32, tv = BD_TYPE_F32;
+    kv_type_tensor(p->type_k, &tk);
+    kv_type_tensor(p->type_v, &tv);
     const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
-    return (uint64_t)kv_cache_bytes(m, n_ctx, kv_type_f16(p->type_k, &ok)) +
-           (uint64_t)kv_cache_bytes(m, n_ctx, kv_type_f16(p->type_v, &ok));
+    return (uint64_t)kv_cache_bytes(m, n_ctx, tk) + (uint64_t)kv_cache_bytes(m, n_ctx, tv);
 }
 
 bd_session *bd_session_create(bd_model *m, const bd_session_params *p, char *err, size_t errlen) {
@@ -141,13 +154,18 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     if (p->yarn_orig_ctx > 0) sc.orig_ctx = p->yarn_orig_ctx;
     bd_rope_params_make(&s->rope, p->rope_freq_base > 0.0f ? p->rope_freq_base : hp->rope_base, hp->n_rot, &sc,
                         hp->rope.freq_factors);
-    bool ok_k, ok_v;
-    s->k_f16 = kv_type_f16(p->type_k, &ok_k);
-    s->v_f16 = kv_type_f16(p->type_v, &ok_v);
-    if (!ok_k || !ok_v) {
+    if (!kv_type_tensor(p->type_k, &s->k_type) || !kv_type_tensor(p->type_v, &s->v_type)) {
         bd_err(err, errlen, "invalid KV cache type (K %d, V %d)", p->type_k, p->type_v);
         goto fail;
     }
+    if (hp->n_attn_layers > 0 && (!kv_row_bytes(m, s->k_type) || !kv_row_bytes(m, s->v_type))) {
+        bd_err(err, errlen, "KV cache type %s needs a head size that is a multiple of %lld (the model's is %d)",
+               bd_type_name(kv_row_bytes(m, s->k_type) ? s->v_type : s->k_type),
+               (long long)bd_type_get(kv_row_bytes(m, s->k_type) ? s->v_type : s->k_type)->blck, hp->hd);
+        goto fail;
+    }
+    s->k_row_bytes = kv_row_bytes(m, s->k_type);
+    s->v_row_bytes = kv_row_bytes(m, s->v_type);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096; /* llama.cpp's default, whatever the trained length */
     if (s->n_ctx < 1) s->n_ctx = 1;
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;
@@ -180,7 +198,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
         goto fail;
     }
     const int64_t E = hp->n_embd, B = s->n_batch, Q = (int64_t)hp->n_head * hp->hd, FF = hp->n_ff;
-    const size_t k_bytes = kv_cache_bytes(m, s->n_ctx, s->k_f16), v_bytes = kv_cache_bytes(m, s->n_ctx, s->v_f16);
+    const size_t k_bytes = kv_cache_bytes(m, s->n_ctx, s->k_type), v_bytes = kv_cache_bytes(m, s->n_ctx, s->v_type);
     const size_t kv_bytes = k_bytes + v_bytes;
     s->tokens = bd_alloc((size_t)s->n_ctx * sizeof *s->tokens);
     /* attention reads cache rows below n_past + n only, all written first */
@@ -240,7 +258,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
             goto oom;
     }
     s->scores = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_QB * (size_t)(s->n_ctx + B) * sizeof(float));
-    if (kv_bytes && (s->k_f16 || s->v_f16)) {
+    if (kv_bytes && (s->k_type != BD_TYPE_F32 || s->v_type != BD_TYPE_F32)) {
         s->kv_tmp = bd_alloc((size_t)bd_pool_size(s->pool) * BD_ATTN_KB * (size_t)hp->hd * sizeof(float));
         if (!s->kv_tmp) goto oom;
     }
@@ -262,7 +280,7 @@ fail:
 }
 
 uint64_t bd_session_cache_bytes(const bd_session *s) {
-    return (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->k_f16) + (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->v_f16);
+    return (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->k_type) + (uint64_t)kv_cache_bytes(s->m, s->n_ctx, s->v_type);
 }
 
 void bd_session_free(bd_session *s) {

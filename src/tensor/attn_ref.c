@@ -19,9 +19,9 @@
  *           from the caller's out (so a long j range may be split into
  *           consecutive calls without changing a bit).
  * The Gated DeltaNet step of the hybrid models (linear attention) is here
- * too; its order is stated in kernels.h. So are the conversions of an f16
- * KV cache's rows: f32 -> f16 rounding to nearest even, and the exact
- * widening back.
+ * too; its order is stated in kernels.h. So are the conversions of a KV
+ * cache's rows: f32 -> f16 rounding to nearest even and the exact widening
+ * back, and q8_0 rows to f32.
  */
 #include <math.h>
 
@@ -92,6 +92,8 @@ static void f32_to_f16_ref(int64_t n, const float *x, bd_f16 *y) {
     for (int64_t i = 0; i < n; i++) y[i] = bd_f32_to_f16(x[i]);
 }
 
+static void q8_0_to_f32_ref(int64_t n, const void *x, float *y) { bd_dequantize_row(BD_TYPE_Q8_0, x, y, n); }
+
 float bd_expf_dd(float xf) {
     if (xf != xf) return xf; /* NaN */
     double x = xf;
@@ -149,4 +151,5 @@ void bd_attn_kernels_fill_ref(bd_kernels *k) {
     k->attn_accum = accum_ref;
     k->f16_to_f32 = f16_to_f32_ref;
     k->f32_to_f16 = f32_to_f16_ref;
+    k->q8_0_to_f32 = q8_0_to_f32_ref;
 }

@@ -104,6 +104,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
     if (top->attn_accum) k->attn_accum = top->attn_accum;
     if (top->f16_to_f32) k->f16_to_f32 = top->f16_to_f32;
     if (top->f32_to_f16) k->f32_to_f16 = top->f32_to_f16;
+    if (top->q8_0_to_f32) k->q8_0_to_f32 = top->q8_0_to_f32;
     if (top->silu_mul) k->silu_mul = top->silu_mul;
     if (top->gdn_step) k->gdn_step = top->gdn_step;
     if (top->argmax) k->argmax = top->argmax;

@@ -46,6 +46,10 @@ typedef void (*bd_f16_to_f32_fn)(int64_t n, const bd_f16 *x, float *y);
  * vcvtps2ph and ggml round, NaNs quiet with their payload's top bits):
  * rows going into an f16 KV cache; the same bits in every table. */
 typedef void (*bd_f32_to_f16_fn)(int64_t n, const float *x, bd_f16 *y);
+/* y[i] = d * q[i] of n elements (a whole number of blocks) of q8_0 blocks,
+ * d widened from its f16: the values a q8_0 KV cache holds, with the bits
+ * of the reference dequantizer (bd_dequantize_row) in every table. */
+typedef void (*bd_q8_0_to_f32_fn)(int64_t n, const void *x, float *y);
 
 /* SiLU-gated product of the feed-forward: g[i] = silu(g[i]) * u[i] for
  * i < n, silu(x) = x / (1 + bd_expf_dd(-x)) (attn_ref.c), the same bits
@@ -134,6 +138,7 @@ typedef struct bd_kernels {
     bd_attn_accum_fn attn_accum;
     bd_f16_to_f32_fn f16_to_f32;
     bd_f32_to_f16_fn f32_to_f16;
+    bd_q8_0_to_f32_fn q8_0_to_f32;
     bd_silu_mul_fn silu_mul;
     bd_gdn_step_fn gdn_step;
     bd_argmax_fn argmax;

@@ -675,6 +675,19 @@ static void f32_to_f16(int64_t n, const float *x, bd_f16 *y) {
     }
 }
 
+/* q8_0 -> f32, a block at a time: 4 x (8 int8 widened to int32, to f32,
+ * times the block's scale), one rounding each as in the twin */
+static void q8_0_to_f32(int64_t n, const void *x, float *y) {
+    const block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / QK8_0; i++, y += QK8_0) {
+        const __m256 d = _mm256_set1_ps(bd_f16_to_f32(b[i].d));
+        UNROLL for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * c)));
+            _mm256_storeu_ps(y + 8 * c, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+        }
+    }
+}
+
 /* bd_expf_dd on 4 lanes (double inside); 2^n built in the exponent bits
  * (n + 1023 stays within 806..1153 after the clamps: a normal double, so
  * the product is exact, as the twin's ldexp) */

@@ -946,6 +946,19 @@ static void f32_to_f16(int64_t n, const float *x, bd_f16 *y) {
     }
 }
 
+/* q8_0 -> f32, a block at a time: 2 x (16 int8 widened to int32, to f32,
+ * times the block's scale), one rounding each as in the twin */
+static void q8_0_to_f32(int64_t n, const void *x, float *y) {
+    const block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / QK8_0; i++, y += QK8_0) {
+        const __m512 d = _mm512_set1_ps(bd_f16_to_f32(b[i].d));
+        UNROLL for (int c = 0; c < 2; c++) {
+            const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b[i].qs + 16 * c)));
+            _mm512_storeu_ps(y + 16 * c, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));
+        }
+    }
+}
+
 /* bd_expf_dd on 8 lanes (double inside) */
 BD_INLINE __m512d expdd8(__m512d x) {
     static const double c[10] = BD_EXPD_COEFS;

@@ -703,6 +703,7 @@ BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
         (k)->attn_accum = attn_accum;                           \
         (k)->f16_to_f32 = f16_to_f32;                           \
         (k)->f32_to_f16 = f32_to_f16;                           \
+        (k)->q8_0_to_f32 = q8_0_to_f32;                         \
         (k)->silu_mul = silu_mul;                               \
         (k)->gdn_step = gdn_step;                               \
         (k)->tile = &k_rg_ops;                                  \

@@ -25,7 +25,7 @@
 #    drafting step counted short). Adaptive mode stays lossless and backs off when
 #    the drafter is never right (its decision rule has a unit test,
 #    tests/unit/test_spec_adapt.c).
-#    The same with an f16 KV cache (-ctk f16 -ctv f16) on a dense, the
+#    The same with f16 and q8_0 KV caches (-ctk / -ctv) on a dense, the
 #    hybrid and a MoE target: greedy at n_max 3, 15 and adaptive, a
 #    draft-simple hybrid pair, and seeded sampling at n_max 7.
 # 3. Sampling with a seed (temperature 1, top-k 40) gives the very ids
@@ -137,45 +137,48 @@ assert same >= 40, ("too few steps at common positions to compare draft lengths"
 print("draft prefixes: %d steps at common positions, n_max a drafts the first a of n_max b" % same)
 PY
 
-# an f16 KV cache (-ctk f16 -ctv f16): speculative output is plain
-# decoding's with that cache too (greedy and seeded sampling), on a
+# f16 and q8_0 KV caches (-ctk / -ctv): speculative output is plain
+# decoding's with those caches too (greedy and seeded sampling), on a
 # dense, a hybrid and a MoE target
-KV16=(-ctk f16 -ctv f16)
-for t in q1 h1 m1; do
-    run -m "$T/$t.gguf" "${KV16[@]}" -p "$P" -n 40 > "$T/$t-kv16-plain.json"
-    "$BD_BIN" run -m "$T/$t.gguf" "${KV16[@]}" -t 2 -c 256 --json --ignore-eos --temp 1 --top-k 40 -s 3 -p "$P" -n 40 \
-        > "$T/$t-kv16-t1-plain.json"
-    for d in rand cons; do
-        for n in 3 15; do
-            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${KV16[@]}" --no-spec-adaptive --spec-draft-n-max $n -p "$P" -n 40 \
-                > "$T/$t-kv16-$d-$n.json"
+for kvt in f16 q8_0; do
+    KV=(-ctk $kvt -ctv $kvt)
+    for t in q1 h1 m1; do
+        run -m "$T/$t.gguf" "${KV[@]}" -p "$P" -n 40 > "$T/$t-kv$kvt-plain.json"
+        "$BD_BIN" run -m "$T/$t.gguf" "${KV[@]}" -t 2 -c 256 --json --ignore-eos --temp 1 --top-k 40 -s 3 -p "$P" \
+            -n 40 > "$T/$t-kv$kvt-t1-plain.json"
+        for d in rand cons; do
+            for n in 3 15; do
+                run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${KV[@]}" --no-spec-adaptive --spec-draft-n-max $n -p "$P" \
+                    -n 40 > "$T/$t-kv$kvt-$d-$n.json"
+            done
+            run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${KV[@]}" --spec-adaptive -p "$P" -n 40 > "$T/$t-kv$kvt-$d-ad.json"
         done
-        run -m "$T/$t.gguf" -md "$T/$t-$d.gguf" "${KV16[@]}" --spec-adaptive -p "$P" -n 40 > "$T/$t-kv16-$d-ad.json"
+        "$BD_BIN" run -m "$T/$t.gguf" -md "$T/$t-rand.gguf" "${KV[@]}" -t 2 -c 256 --json --ignore-eos --temp 1 \
+            --top-k 40 -s 3 --no-spec-adaptive --spec-draft-n-max 7 -p "$P" -n 40 > "$T/$t-kv$kvt-t1-n7.json"
     done
-    "$BD_BIN" run -m "$T/$t.gguf" -md "$T/$t-rand.gguf" "${KV16[@]}" -t 2 -c 256 --json --ignore-eos --temp 1 \
-        --top-k 40 -s 3 --no-spec-adaptive --spec-draft-n-max 7 -p "$P" -n 40 > "$T/$t-kv16-t1-n7.json"
+    run -m "$T/h1.gguf" -md "$T/h1-simple.gguf" "${KV[@]}" --spec-type draft-simple --no-spec-adaptive \
+        --spec-draft-n-max 7 -p "$P" -n 40 > "$T/h1-kv$kvt-simple-7.json"
 done
-run -m "$T/h1.gguf" -md "$T/h1-simple.gguf" "${KV16[@]}" --spec-type draft-simple --no-spec-adaptive \
-    --spec-draft-n-max 7 -p "$P" -n 40 > "$T/h1-kv16-simple-7.json"
 python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 ld = lambda f: json.load(open(os.path.join(d, f)))
-for t in ["q1", "h1", "m1"]:
-    plain = ld(t + "-kv16-plain.json")["generated_ids"]
-    assert len(plain) == 40 and len(set(plain)) > 5, (t, "degenerate target", plain)
-    runs = ["%s-kv16-%s-%s.json" % (t, dr, v) for dr in ["rand", "cons"] for v in ["3", "15", "ad"]]
-    runs += ["h1-kv16-simple-7.json"] if t == "h1" else []
-    for f in runs:
-        o = ld(f)
-        assert o["stats"]["spec"]["n_drafted"] > 0, (f, o["stats"]["spec"])
-        assert o["generated_ids"] == plain, "%s: differs from plain greedy with the f16 cache" % f
-        print("lossless, f16 KV cache: %-26s drafted %3d accepted %3d" % (
-            f[:-5], o["stats"]["spec"]["n_drafted"], o["stats"]["spec"]["n_accepted"]))
-    o = ld(t + "-kv16-t1-n7.json")
-    assert o["stats"]["spec"]["n_drafted"] > 0
-    assert o["generated_ids"] == ld(t + "-kv16-t1-plain.json")["generated_ids"], "%s: seeded sampling differs" % t
-    print("seeded, f16 KV cache: %s n_max 7 gives plain sampling's 40 ids" % t)
+for kv in ["f16", "q8_0"]:
+    for t in ["q1", "h1", "m1"]:
+        plain = ld("%s-kv%s-plain.json" % (t, kv))["generated_ids"]
+        assert len(plain) == 40 and len(set(plain)) > 5, (t, kv, "degenerate target", plain)
+        runs = ["%s-kv%s-%s-%s.json" % (t, kv, dr, v) for dr in ["rand", "cons"] for v in ["3", "15", "ad"]]
+        runs += ["h1-kv%s-simple-7.json" % kv] if t == "h1" else []
+        for f in runs:
+            o = ld(f)
+            assert o["stats"]["spec"]["n_drafted"] > 0, (f, o["stats"]["spec"])
+            assert o["generated_ids"] == plain, "%s: differs from plain greedy with that cache" % f
+            print("lossless, %-4s KV cache: %-26s drafted %3d accepted %3d" % (
+                kv, f[:-5], o["stats"]["spec"]["n_drafted"], o["stats"]["spec"]["n_accepted"]))
+        o = ld("%s-kv%s-t1-n7.json" % (t, kv))
+        assert o["stats"]["spec"]["n_drafted"] > 0
+        assert o["generated_ids"] == ld("%s-kv%s-t1-plain.json" % (t, kv))["generated_ids"], (t, kv, "seeded sampling differs")
+        print("seeded, %s KV cache: %s n_max 7 gives plain sampling's 40 ids" % (kv, t))
 PY
 
 # sampling with a seed: the ids of plain sampling

@@ -21,7 +21,7 @@
  *       e.g. 2 Q4_0, 3 Q4_1, 7 Q8_0, 15 Q4_K_M, 32 BF16): fixtures with
  *       trained weights quantized by the reference. Prints {"ok":true}.
  *
- * Common options: -t THREADS (default 1), --kv f32|f16 (KV cache type,
+ * Common options: -t THREADS (default 1), --kv f32|f16|q8_0 (KV cache type,
  * default f32 so that the reference is not rounded through F16), --fa
  * (flash attention on; default off), --ctx N, --ubatch N (physical batch;
  * default: the whole prompt in one), --repack (enable ggml's CPU weight
@@ -66,7 +66,7 @@ typedef struct opts {
     int threads;
     int n_ctx;
     int n_ubatch;
-    bool kv_f16;
+    enum ggml_type kv_type; /* GGML_TYPE_F32 (0) unless --kv */
     bool fa;
     bool repack;
     bool verbose;
@@ -92,7 +92,7 @@ static int usage(void) {
             "       bd-oracle greedy   -m FILE (--ids ... | -p TEXT) -n N [-t N]\n"
             "       bd-oracle tokenize -m FILE [--no-special] [--no-add] (TEXT | --hex HEX | --batch)\n"
             "       bd-oracle quantize -m IN -o OUT --ftype N [--pure]\n"
-            "options: --kv f32|f16  --fa  --ctx N  --ubatch N  --repack  -v\n"
+            "options: --kv f32|f16|q8_0  --fa  --ctx N  --ubatch N  --repack  -v\n"
             "         --rope-scaling none|linear|yarn  --rope-freq-scale F  --rope-freq-base F  --yarn-orig-ctx N\n");
     return 2;
 }
@@ -124,7 +124,8 @@ static bool parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ubatch")) { NEED_VAL(); o->n_ubatch = atoi(v); }
         else if (!strcmp(a, "--kv")) {
             NEED_VAL();
-            if (!strcmp(v, "f16")) o->kv_f16 = true;
+            if (!strcmp(v, "f16")) o->kv_type = GGML_TYPE_F16;
+            else if (!strcmp(v, "q8_0")) o->kv_type = GGML_TYPE_Q8_0; /* quantized V: with --fa */
             else if (strcmp(v, "f32")) return false;
         }
         else if (!strcmp(a, "--rope-scaling")) {
@@ -287,8 +288,8 @@ static struct llama_context *context_create(const opts *o, struct llama_model *m
     cp.n_threads = o->threads;
     cp.n_threads_batch = o->threads;
     cp.flash_attn_type = o->fa ? LLAMA_FLASH_ATTN_TYPE_ENABLED : LLAMA_FLASH_ATTN_TYPE_DISABLED;
-    cp.type_k = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
-    cp.type_v = o->kv_f16 ? GGML_TYPE_F16 : GGML_TYPE_F32;
+    cp.type_k = o->kv_type;
+    cp.type_v = o->kv_type;
     cp.no_perf = true;
     cp.rope_scaling_type = o->rope_scaling;
     cp.rope_freq_base = o->rope_freq_base;

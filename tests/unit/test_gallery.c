@@ -271,7 +271,7 @@ static void test_config_strict(void **state) {
     expect_bad("spec_type:draft-dflash", "spec_type:draft-eagle3", "supports spec_type");
     expect_bad("flash_attention: \"on\"", "flash_attention: sometimes", "flash_attention must be");
     /* llama.cpp's quantized cache types are not held here: said, not ignored */
-    expect_bad("cache_type_k: f16", "cache_type_k: q8_0", "demo.yaml:19: cache_type_k 'q8_0': the KV cache types here are f32 and f16");
+    expect_bad("cache_type_k: f16", "cache_type_k: q4_0", "demo.yaml:19: cache_type_k 'q4_0': the KV cache types here are f32, f16 and q8_0");
     expect_bad("cache_type_k: f16", "cache_type_k: f16\ncache_type_v: [f16]", "'cache_type_v' must be a string");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
                "Go prompt templates are not supported");

@@ -521,6 +521,34 @@ static void check_f32_to_f16(const bd_kernels *k) {
     free(b);
 }
 
+/* q8_0 -> f32 against the reference dequantizer, on blocks of every scale
+ * class (normal, subnormal, zero, negative) and random int8 values, 1 to
+ * 9 blocks at a time. */
+static void check_q8_0_to_f32(const bd_kernels *k) {
+    enum { NB = 64 };
+    block_q8_0 *b = xalloc(NB * sizeof(block_q8_0));
+    float *a = xalloc(NB * QK8_0 * sizeof(float)), *c = xalloc((NB * QK8_0 + 1) * sizeof(float));
+    static const float scales[] = {1.0f, 3.1e-3f, 7.5e-6f, 0.0f, -0.25f, 65504.0f, 6.0e-8f, 1.5e2f};
+    for (int i = 0; i < NB; i++) {
+        b[i].d = bd_f32_to_f16(scales[i % 8] * (1.0f + 0.01f * (float)i));
+        for (int j = 0; j < QK8_0; j++) b[i].qs[j] = (int8_t)(rng_u64() >> 56);
+    }
+    for (int nb = 1; nb <= 9; nb++)
+        for (int at = 0; at + nb <= NB; at += 7) {
+            assert_true(bd_dequantize_row(BD_TYPE_Q8_0, b + at, a, (int64_t)nb * QK8_0));
+            c[nb * QK8_0] = -7.0f;
+            k->q8_0_to_f32((int64_t)nb * QK8_0, b + at, c);
+            if (memcmp(a, c, (size_t)nb * QK8_0 * sizeof(float)) != 0) {
+                print_error("%s q8_0_to_f32 (%d blocks at %d) differs\n", k->name, nb, at);
+                fail();
+            }
+            assert_true(c[nb * QK8_0] == -7.0f); /* nothing written past n */
+        }
+    free(b);
+    free(a);
+    free(c);
+}
+
 static void check_attention(const bd_kernels *k) {
     const bd_kernels *ref = bd_kernels_for(BD_ISA_REF);
     static const int32_t hds[] = {8, 24, 64, 100, 128, 256};
@@ -849,6 +877,7 @@ static void run_isa(bd_isa isa) {
     check_attention(k);
     check_f16_to_f32(k);
     check_f32_to_f16(k);
+    check_q8_0_to_f32(k);
     check_silu(k);
     check_argmax(k);
     check_gdn(k);
