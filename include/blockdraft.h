@@ -427,6 +427,10 @@ typedef struct bd_spec_params {
                          Front ends default it per type (bd_spec_adaptive_default) */
     int32_t ngram_n;  /* ngram-simple: match length (default 3) */
     bd_dflash_block dflash_block; /* DFlash block length (below) */
+    /* enum bd_kv_type of the drafter's K and V caches (llama.cpp's -ctkd /
+     * -ctvd): a DFlash drafter's context cache, a draft-simple model's
+     * session; 0 = f32 */
+    int32_t draft_type_k, draft_type_v;
 } bd_spec_params;
 
 bd_spec_params bd_spec_default_params(void);

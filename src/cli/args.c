@@ -101,6 +101,22 @@ bool arg_cache_type(int argc, char **argv, int *i, bd_session_params *sp) {
     return true;
 }
 
+bool arg_cache_type_draft(int argc, char **argv, int *i, int32_t *type_k, int32_t *type_v) {
+    const char *v, *a = argv[*i];
+    int32_t *dst;
+    if (arg_take(argc, argv, i, (const char *[]){"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k", NULL}, &v))
+        dst = type_k;
+    else if (arg_take(argc, argv, i, (const char *[]){"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v", NULL},
+                      &v))
+        dst = type_v;
+    else return false;
+    if (!bd_kv_type_parse(v, dst)) {
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32, f16 and q8_0)\n", a, v);
+        exit(2);
+    }
+    return true;
+}
+
 uint64_t arg_u64(const char *opt, const char *v) {
     char *end;
     errno = 0;

@@ -49,6 +49,14 @@ bool arg_cache_type(int argc, char **argv, int *i, struct bd_session_params *sp)
     "                         KV cache element types (default f32; f16 halves the cache, q8_0\n"         \
     "                         holds it in about a quarter)\n"
 
+/* The drafter's: -ctkd / --cache-type-k-draft / --spec-draft-type-k and
+ * -ctvd / --cache-type-v-draft / --spec-draft-type-v into *type_k /
+ * *type_v (enum bd_kv_type); as arg_cache_type otherwise. */
+bool arg_cache_type_draft(int argc, char **argv, int *i, int32_t *type_k, int32_t *type_v);
+#define ARG_CACHE_TYPE_DRAFT_USAGE                                                                            \
+    "  -ctkd, --cache-type-k-draft T  -ctvd, --cache-type-v-draft T  the drafter's caches (a DFlash\n"       \
+    "                         drafter's context, a draft model's): f32 (default), f16 or q8_0\n"
+
 /* A --chat-template value: Jinja text, or the one built-in name known here
  * (chatml). Otherwise prints why, naming cmd, and returns false. */
 bool arg_chat_template_ok(const char *cmd, const char *v);

@@ -52,6 +52,7 @@
 #include "cli.h"
 #include "../server/stats_json.h"
 #include "../base/base.h"
+#include "../model/attention.h"
 #include "../model/model.h"
 
 #define BENCH_VERIFY_MAX 32
@@ -71,6 +72,7 @@ typedef struct bench_opts {
     double peak_gops, peak_gbps;
     uint64_t seed;
     bd_session_params kv;   /* type_k / type_v (-ctk / -ctv); the rest unused */
+    bd_session_params kv_draft; /* type_k / type_v of the drafter's caches (-ctkd / -ctvd) */
 } bench_opts;
 
 static void bench_usage(FILE *out) {
@@ -85,6 +87,7 @@ static void bench_usage(FILE *out) {
             "  --verify-max N          verify curve for n = 1..N tokens (default 16; max %d)\n"
             "  --no-verify             skip the verify curve\n"
             "  -ctk, --cache-type-k T, -ctv, --cache-type-v T  KV cache types, f32 (default), f16 or q8_0\n"
+            "  -ctkd, -ctvd T          the drafter's, likewise\n"
             "  -md, --model-draft FILE speculative end-to-end test with this draft model\n"
             "  --spec-adaptive 0|1     adaptive draft length (default 1 unless --spec-draft-n-max is given)\n"
             "  --spec-draft-n-max N    drafted tokens per step; the upper bound when adaptive\n"
@@ -475,15 +478,21 @@ static bool run_spec(bd_model *m, bd_model *dm, const bench_opts *o, bench_resul
     spp.adaptive = o->spec_adaptive != 0;
     spp.n_max = o->spec_n_max;
     spp.dflash_block = (bd_dflash_block)o->spec_block;
+    spp.draft_type_k = o->kv_draft.type_k;
+    spp.draft_type_v = o->kv_draft.type_v;
     bd_session_params sprm = bd_session_default_params();
     sprm.n_threads = o->threads;
     sprm.n_ctx = np + o->n_gen + 64;
     sprm.type_k = o->kv.type_k;
     sprm.type_v = o->kv.type_v;
     /* target cache + the drafter's (DFlash: n_ctx + one block of rows) */
+    uint32_t dtk = BD_TYPE_F32, dtv = BD_TYPE_F32;
+    bd_attn_cache_type(spp.draft_type_k, &dtk);
+    bd_attn_cache_type(spp.draft_type_v, &dtv);
     *kv_bytes = (uint64_t)sprm.n_ctx * in->kv_pos_bytes +
                 (uint64_t)(sprm.n_ctx + (spp.type == BD_SPEC_DRAFT_DFLASH ? dm->dflash.block_size : 0)) *
-                    (uint64_t)dm->hp.n_layer * (uint64_t)dm->hp.n_kv * (uint64_t)dm->hp.hd * 2u * sizeof(float);
+                    (uint64_t)dm->hp.n_layer * (uint64_t)dm->hp.n_kv *
+                    (uint64_t)(bd_attn_row_bytes(dtk, dm->hp.hd) + bd_attn_row_bytes(dtv, dm->hp.hd));
     /* the target session (plain runs use it too) and the bd_spec */
     sp = bd_spec_open(m, dm, &sprm, &spp, warn, sizeof warn, err, sizeof err);
     if (!sp) {
@@ -750,6 +759,7 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
             o->peak_gops = arg_f32(a, v, 0.001f, 1e9f);
         else if (arg_is(a, "--bw-probe", NULL)) o->bw_probe = true;
         else if (arg_cache_type(argc, argv, &i, &o->kv)) continue;
+        else if (arg_cache_type_draft(argc, argv, &i, &o->kv_draft.type_k, &o->kv_draft.type_v)) continue;
         else if (arg_is(a, "--json", NULL)) o->json = true;
         else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
         else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);

@@ -150,8 +150,8 @@ static void usage(void) {
             "  --chat-template-kwargs JSON   extra template variables, e.g. '{\"enable_thinking\":false}'\n"
             "  --jinja                accepted: chat templates are always rendered with Jinja\n"
             ARG_ROPE_USAGE "                         (the target's; a drafter keeps its own)\n"
-            "KV cache (llama.cpp's flag names; the target's, and a draft-simple drafter's):\n"
-            ARG_CACHE_TYPE_USAGE);
+            "KV cache (llama.cpp's flag names):\n"
+            ARG_CACHE_TYPE_USAGE ARG_CACHE_TYPE_DRAFT_USAGE);
 }
 
 /* Everything the command line (and a gallery model's config) asks for. */
@@ -276,6 +276,7 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_is(a, "--jinja", NULL)) continue;
         else if (arg_rope(argc, argv, &i, &o->sp)) continue;
         else if (arg_cache_type(argc, argv, &i, &o->sp)) continue;
+        else if (arg_cache_type_draft(argc, argv, &i, &o->spp.draft_type_k, &o->spp.draft_type_v)) continue;
         else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;

@@ -102,6 +102,8 @@ static void usage(void) {
             ARG_ROPE_USAGE "                         (the -m model's)\n"
             ARG_CACHE_TYPE_USAGE "                         (every model's; a model config's cache_type_k /\n"
             "                         cache_type_v otherwise)\n"
+            ARG_CACHE_TYPE_DRAFT_USAGE "                         (every drafter's; a config's options\n"
+            "                         draft_cache_type_k / _v otherwise)\n"
             "\n"
             "Accepted with a one-line note (nothing to act on here): -ngl/-ngld, -dev, -sm, -ts, -mg,\n"
             "-fit, -b, -ub, -tb, -td, -C/-Cr/--prio/--poll..., --numa, --mlock, -cb/-nocb,\n"
@@ -109,7 +111,7 @@ static void usage(void) {
             "--tags, --keep, --no-context-shift, --offline, --check-tensors.\n"
             "Refused, naming what to use: -hf/-mu (blockdraft pull), --lora, --mmproj,\n"
             "--samplers and the samplers blockdraft lacks (typical, penalties,\n"
-            "DRY, XTC, mirostat, dynatemp, logit bias), -ctkd/-ctvd, --yarn-ext-factor/-attn-factor/-beta-*,\n"
+            "DRY, XTC, mirostat, dynatemp, logit bias), --yarn-ext-factor/-attn-factor/-beta-*,\n"
             "--embedding,\n"
             "--reranking, --props, --slot-save-path, --ssl-*, --path, --api-prefix, --no-jinja,\n"
             "--draft/--draft-max/--draft-min (removed in llama-server too), --spec-default, --tools.\n");
@@ -224,9 +226,6 @@ static const compat_flag COMPAT_FLAGS[] = {
     {{"--dynatemp-range", "--dynatemp-exp", "--top-nsigma", "--top-n-sigma", "-l", "--logit-bias", NULL}, ARG_VALUE,
      ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
     {{"--ignore-eos", NULL}, ARG_NONE, ACT_REFUSE, "send \"ignore_eos\": true in a /completion request"},
-    {{"-ctkd", "--cache-type-k-draft", "-ctvd", "--cache-type-v-draft", "--spec-draft-type-k",
-      "--spec-draft-type-v", NULL},
-     ARG_VALUE, ACT_REFUSE, "a drafter's KV cache type is fixed (f32); -ctk / -ctv set the target's"},
     {{"--yarn-ext-factor", "--yarn-attn-factor", NULL}, ARG_VALUE, ACT_REFUSE,
      "of the RoPE settings --rope-scaling, --rope-scale, --rope-freq-scale, --rope-freq-base and --yarn-orig-ctx "
      "are supported"},
@@ -400,6 +399,8 @@ int cmd_serve(int argc, char **argv) {
             p.parallel = arg_i32(a, v, -1, 64);
             if (p.parallel < 0) p.parallel = 0; /* -1: auto */
         } else if (arg_rope(argc, argv, &i, &p.rope)) {
+            continue;
+        } else if (arg_cache_type_draft(argc, argv, &i, &p.draft_type_k, &p.draft_type_v)) {
             continue;
         } else if (arg_is(a, "-ctk", "--cache-type-k") || arg_is(a, "-ctv", "--cache-type-v")) {
             bd_session_params kv = {.type_k = p.type_k, .type_v = p.type_v};

@@ -197,7 +197,8 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
             bd_err(err, errlen, "draft-dflash needs a drafter model (-md)");
             goto fail;
         }
-        sp->df = bd_dflash_create(dm, t->m, t->pool, t->n_ctx, t->n_batch, err, errlen);
+        sp->df = bd_dflash_create(dm, t->m, t->pool, t->n_ctx, t->n_batch, p->draft_type_k, p->draft_type_v, err,
+                                  errlen);
         if (!sp->df) goto fail;
         int32_t K = bd_dflash_n_taps(sp->df);
         const int32_t *taps = bd_dflash_taps(sp->df);
@@ -247,6 +248,8 @@ bd_spec *bd_spec_create(bd_session *t, bd_model *dm, const bd_spec_params *p, ch
          * catch-up (<= n_max + 1 rows) and n_max - 1 single drafts */
         dp.n_rollback = 2 * BD_MATMUL_EXACT_ROWS;
         dp.threadpool = &target_pool;
+        dp.type_k = p->draft_type_k;
+        dp.type_v = p->draft_type_v;
         sp->ds = bd_session_create(dm, &dp, err, errlen);
         if (!sp->ds) goto fail;
         break;

@@ -218,6 +218,11 @@ static bool option_item(pctx *px, const yaml_node_t *item) {
         c->has_spec_adaptive = true;
         return true;
     }
+    if (!strcmp(key, "draft_cache_type_k") || !strcmp(key, "draft_cache_type_v")) {
+        if (bare || !bd_kv_type_parse(val, key[17] == 'k' ? &c->draft_cache_type_k : &c->draft_cache_type_v))
+            return fail_at(px, item, "option '%s': the KV cache types here are f32, f16 and q8_0", s);
+        return true;
+    }
     if (!strcmp(key, "parallel") || !strcmp(key, "n_parallel")) {
         if (bare || !ydoc_parse_int(val, 1, 1024, &iv))
             return fail_at(px, item, "option '%s': expected an integer in 1..1024", s);
@@ -380,6 +385,8 @@ void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sam
         else if (c->n_draft > 0) spp->n_max = c->n_draft;
         if (c->spec_n_min > 0) spp->n_min = c->spec_n_min;
         if (c->has_spec_p_min) spp->p_min = (float)c->spec_p_min;
+        if (c->draft_cache_type_k) spp->draft_type_k = c->draft_cache_type_k;
+        if (c->draft_cache_type_v) spp->draft_type_v = c->draft_cache_type_v;
     }
 }
 

@@ -22,7 +22,8 @@
  *   options: ["key:value", ...] with keys use_jinja|jinja, spec_type|
  *            speculative_type (draft-dflash | none), spec_n_max|draft_max,
  *            spec_n_min|draft_min, spec_p_min|draft_p_min, spec_adaptive
- *            (true | false: blockdraft's own), parallel|n_parallel
+ *            (true | false: blockdraft's own), parallel|n_parallel,
+ *            draft_cache_type_k|draft_cache_type_v (f32 | f16 | q8_0)
  */
 #ifndef BD_GALLERY_CONFIG_H
 #define BD_GALLERY_CONFIG_H
@@ -51,6 +52,7 @@ typedef struct gallery_config {
     int flash_attention;                /* -1 auto, 0 off, 1 on */
     int context_size;                   /* 0 = from the GGUF */
     int32_t cache_type_k, cache_type_v; /* enum bd_kv_type; 0 = unset */
+    int32_t draft_cache_type_k, draft_cache_type_v; /* options draft_cache_type_k / _v; 0 = unset */
     int threads;                        /* 0 = default */
     int n_draft;                        /* 0 = unset */
     bool has_mmap, mmap;
@@ -101,7 +103,7 @@ bool gallery_config_uses_dflash(const gallery_config *c);
  *        repeat_last_n
  *   n_predict: max_tokens
  *   spp: spec_n_max (else n_draft) -> n_max, spec_n_min -> n_min,
- *        spec_p_min -> p_min
+ *        spec_p_min -> p_min, draft_cache_type_k / _v -> draft_type_k / _v
  * Any pointer may be NULL (that group is skipped). The speculative type
  * follows from the draft model the config names (gallery_config_uses_dflash);
  * `parallel` and the stopwords are the server's own. */

@@ -29,6 +29,9 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "blockdraft.h"
 
 #include "attention.h"
 #include "../tensor/kernels.h"
@@ -60,8 +63,27 @@ typedef struct {
  */
 #define KB BD_ATTN_KB
 
+bool bd_attn_cache_type(int32_t kv_type, uint32_t *type) {
+    static const uint32_t types[] = {BD_TYPE_F32, BD_TYPE_F32, BD_TYPE_F16, BD_TYPE_Q8_0}; /* by bd_kv_type */
+    if (kv_type < BD_KV_DEFAULT || kv_type > BD_KV_Q8_0) return false;
+    *type = types[kv_type];
+    return true;
+}
+
+size_t bd_attn_row_bytes(uint32_t type, int32_t hd) {
+    uint64_t rb = 0;
+    return hd > 0 && bd_row_size(type, hd, &rb) ? (size_t)rb : 0;
+}
+
+void bd_attn_kv_store(void *dst, uint32_t type, const float *row, int32_t n) {
+    const bd_kernels *k = bd_kernels_get();
+    if (type == BD_TYPE_F16) k->f32_to_f16(n, row, dst);
+    else if (type == BD_TYPE_Q8_0) k->from_float[BD_TYPE_Q8_0](row, dst, n);
+    else memcpy(dst, row, (size_t)n * sizeof(float));
+}
+
 /* Bytes of a cache row of hd elements of type (hd a whole number of q8_0
- * blocks: the session checked). */
+ * blocks: the caller checked). */
 static size_t row_bytes(uint32_t type, int32_t hd) {
     if (type == BD_TYPE_F16) return (size_t)hd * sizeof(bd_f16);
     if (type == BD_TYPE_Q8_0) return (size_t)(hd / QK8_0) * sizeof(block_q8_0);

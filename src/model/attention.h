@@ -40,4 +40,16 @@ typedef struct bd_attn_args {
 /* Runs on every thread of pool; does not allocate. */
 void bd_attention(bd_pool *pool, const bd_attn_args *a);
 
+/* A session parameter's KV type (enum bd_kv_type) as the cache's tensor
+ * type (BD_TYPE_F32 for BD_KV_DEFAULT); false for a value outside the
+ * enum. */
+bool bd_attn_cache_type(int32_t kv_type, uint32_t *type);
+/* Bytes of a cache row of hd elements of type; 0 when hd is not a whole
+ * number of the type's blocks (q8_0: 32). */
+size_t bd_attn_row_bytes(uint32_t type, int32_t hd);
+/* One row of n elements into a cache of type at dst: f32 as it is, f16
+ * rounded to nearest even, q8_0 quantized as ggml quantizes it (absmax /
+ * 127 scale, ties to even; our activation quantizer). */
+void bd_attn_kv_store(void *dst, uint32_t type, const float *row, int32_t n);
+
 #endif

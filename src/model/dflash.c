@@ -34,8 +34,12 @@ struct bd_dflash {
     int32_t n_ctx, n_batch, max_rows, B, K;
     int32_t n_rows;        /* committed context rows */
     bd_mat embd, out;      /* borrowed from the target unless the drafter ships its own */
-    float *k_cache;        /* [n_layer][n_kv][n_ctx + B][hd] head-major (attention.c) */
-    float *v_cache;        /* [n_layer][n_kv][n_ctx + B][hd] */
+    char *k_cache;         /* [n_layer][n_kv][n_ctx + B] rows of hd elements of k_type, head-major
+                              (attention.c) */
+    char *v_cache;         /* [n_layer][n_kv][n_ctx + B] rows of v_type */
+    uint32_t k_type, v_type; /* BD_TYPE_F32, _F16 or _Q8_0 (-ctkd / -ctvd) */
+    size_t k_rb, v_rb;     /* bytes of one row */
+    float *kv_tmp;         /* [n_threads][BD_ATTN_KB][hd] widened rows; NULL when both are f32 */
     float *c;              /* [max_rows][n_embd] projected context rows */
     float *x;              /* [max_rows][n_embd] */
     float *h;              /* [max_rows][n_embd] */
@@ -73,13 +77,14 @@ void bd_dflash_free(bd_dflash *d) {
     bd_free(d->gate);
     bd_free(d->up);
     bd_free(d->scores);
+    bd_free(d->kv_tmp);
     bd_free(d->logits);
     bd_free(d->mm_scratch);
     free(d);
 }
 
 bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n_ctx, int32_t n_batch,
-                            char *err, size_t errlen) {
+                            int32_t type_k, int32_t type_v, char *err, size_t errlen) {
     if (dm->arch != BD_ARCH_DFLASH) {
         bd_err(err, errlen, "%s: not a dflash drafter (architecture '%s')", dm->path, dm->arch_name);
         return NULL;
@@ -95,6 +100,17 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     bd_pairing_report_init(&rep);
     if (!bd_pairing_run(tm->gguf, dm->gguf, &rep, NULL, err, errlen)) return NULL;
     const bd_hparams *dh = &dm->hp, *th = &tm->hp;
+    uint32_t tk, tv;
+    if (!bd_attn_cache_type(type_k, &tk) || !bd_attn_cache_type(type_v, &tv)) {
+        bd_err(err, errlen, "invalid drafter KV cache type (K %d, V %d)", type_k, type_v);
+        return NULL;
+    }
+    if (!bd_attn_row_bytes(tk, dh->hd) || !bd_attn_row_bytes(tv, dh->hd)) {
+        const uint32_t bad = bd_attn_row_bytes(tk, dh->hd) ? tv : tk;
+        bd_err(err, errlen, "drafter KV cache type %s needs a head size that is a multiple of %lld (the drafter's is %d)",
+               bd_type_name(bad), (long long)bd_type_get(bad)->blck, dh->hd);
+        return NULL;
+    }
     bd_dflash *d = calloc(1, sizeof *d);
     if (!d) {
         bd_err(err, errlen, "out of memory");
@@ -108,14 +124,27 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     d->B = dm->dflash.block_size;
     d->K = dm->dflash.n_target_layers;
     d->max_rows = n_batch > d->B ? n_batch : d->B;
+    d->k_type = tk;
+    d->v_type = tv;
+    d->k_rb = bd_attn_row_bytes(tk, dh->hd);
+    d->v_rb = bd_attn_row_bytes(tv, dh->hd);
     d->embd = dm->tok_embd.data ? dm->tok_embd : tm->tok_embd;
     d->out = dm->tok_embd.data ? dm->output : tm->output;
     const int64_t E = dh->n_embd, Q = (int64_t)dh->n_head * dh->hd, KV = (int64_t)dh->n_kv * dh->hd,
                   R = d->max_rows, B = d->B, FF = dh->n_ff, V = th->n_vocab;
-    size_t kv = (size_t)dh->n_layer * (size_t)(n_ctx + B) * (size_t)KV * sizeof(float);
+    const size_t rows = (size_t)dh->n_layer * (size_t)(n_ctx + B) * (size_t)dh->n_kv;
+    const size_t kv = rows * (d->k_rb + d->v_rb);
     /* the drafter's attention reads context and block rows, all written first */
-    d->k_cache = bd_alloc_raw(kv);
-    d->v_cache = bd_alloc_raw(kv);
+    d->k_cache = bd_alloc_raw(rows * d->k_rb);
+    d->v_cache = bd_alloc_raw(rows * d->v_rb);
+    if (tk != BD_TYPE_F32 || tv != BD_TYPE_F32) {
+        d->kv_tmp = bd_alloc((size_t)bd_pool_size(pool) * BD_ATTN_KB * (size_t)dh->hd * sizeof(float));
+        if (!d->kv_tmp) {
+            bd_err(err, errlen, "out of memory allocating the drafter state");
+            bd_dflash_free(d);
+            return NULL;
+        }
+    }
     d->c = bd_alloc((size_t)(R * E) * sizeof(float));
     d->x = bd_alloc((size_t)(R * E) * sizeof(float));
     d->h = bd_alloc((size_t)(R * E) * sizeof(float));
@@ -142,7 +171,7 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     if (!d->k_cache || !d->v_cache || !d->c || !d->x || !d->h || !d->q || !d->k || !d->v || !d->att ||
         !d->gate || !d->up || !d->scores || !d->logits || !d->mm_scratch) {
         bd_err(err, errlen, "out of memory allocating the drafter state (%.1f MiB of context cache)",
-               2.0 * (double)kv / (1 << 20));
+               (double)kv / (1 << 20));
         bd_dflash_free(d);
         return NULL;
     }
@@ -153,14 +182,23 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
  * Context rows
  * ---------------------------------------------------------------------- */
 
-/* Row pos of one layer's head-major cache (kc, vc) := k, v ([n_kv*hd] each). */
-static void kv_store(const bd_dflash *d, float *kc, float *vc, int32_t pos, const float *k, const float *v) {
+/* Row pos of one layer's head-major caches (kc, vc) := k, v ([n_kv*hd]
+ * each), in the caches' types. */
+static void kv_store(const bd_dflash *d, char *kc, char *vc, int32_t pos, const float *k, const float *v) {
     const bd_hparams *hp = &d->dm->hp;
-    const int64_t hs = (int64_t)(d->n_ctx + d->B) * hp->hd;
     for (int32_t h = 0; h < hp->n_kv; h++) {
-        memcpy(kc + h * hs + (int64_t)pos * hp->hd, k + (int64_t)h * hp->hd, (size_t)hp->hd * sizeof(float));
-        memcpy(vc + h * hs + (int64_t)pos * hp->hd, v + (int64_t)h * hp->hd, (size_t)hp->hd * sizeof(float));
+        const size_t row = (size_t)h * (size_t)(d->n_ctx + d->B) + (size_t)pos; /* head-major */
+        bd_attn_kv_store(kc + row * d->k_rb, d->k_type, k + (int64_t)h * hp->hd, hp->hd);
+        bd_attn_kv_store(vc + row * d->v_rb, d->v_type, v + (int64_t)h * hp->hd, hp->hd);
     }
+}
+
+/* Layer il's first row in the K and V caches. */
+static char *layer_k(const bd_dflash *d, int32_t il) {
+    return d->k_cache + (size_t)il * (size_t)(d->n_ctx + d->B) * (size_t)d->dm->hp.n_kv * d->k_rb;
+}
+static char *layer_v(const bd_dflash *d, int32_t il) {
+    return d->v_cache + (size_t)il * (size_t)(d->n_ctx + d->B) * (size_t)d->dm->hp.n_kv * d->v_rb;
 }
 
 bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, size_t errlen) {
@@ -176,8 +214,7 @@ bool bd_dflash_append(bd_dflash *d, const float *feats, int32_t n, char *err, si
         const bd_layer *L = &dm->layers[il];
         bd_matmul_fast(d->pool, &L->wk, d->c, E, n, d->k, KV, d->mm_scratch);
         bd_matmul_fast(d->pool, &L->wv, d->c, E, n, d->v, KV, d->mm_scratch);
-        float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
-        float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
+        char *kc = layer_k(d, il), *vc = layer_v(d, il);
         for (int32_t t = 0; t < n; t++) {
             float *k = d->k + t * KV;
             for (int32_t h = 0; h < hp->n_kv; h++)
@@ -210,8 +247,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
     for (int32_t i = 0; i < b; i++) bd_mat_get_row(&d->embd, d->block_tokens[i], d->x + i * E);
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const bd_layer *L = &dm->layers[il];
-        float *kc = d->k_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
-        float *vc = d->v_cache + (int64_t)il * (d->n_ctx + d->B) * KV;
+        char *kc = layer_k(d, il), *vc = layer_v(d, il);
         /* Rows r0 .. r0 + nr - 1 get the query, attention, output
          * projection and feed-forward: all b rows, except in the last
          * layer, whose output only the head reads (rows 1..n_draft). K and
@@ -243,6 +279,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
         }
         bd_attn_args aa = {
             .q = d->q, .k_cache = kc, .v_cache = vc, .kv_head_stride = (int64_t)(d->n_ctx + d->B) * hp->hd,
+            .k_type = d->k_type, .v_type = d->v_type, .kv_tmp = d->kv_tmp,
             .out = d->att, .scores = d->scores,
             .scores_stride = d->n_ctx + d->B, .n = nr, .n_head = hp->n_head, .n_kv = hp->n_kv,
             .hd = hp->hd, .n_past = P, .q_off = r0, .n_blk = b, .causal = dm->dflash.causal,

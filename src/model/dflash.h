@@ -18,9 +18,10 @@ typedef struct bd_dflash bd_dflash;
 
 /* Check the pair (pairing.h + the engine's own limits) and allocate the
  * drafter state for contexts of up to n_ctx committed tokens and feature
- * batches of up to n_batch rows. pool is borrowed (the target session's). */
+ * batches of up to n_batch rows, its K and V caches of type_k / type_v
+ * (enum bd_kv_type). pool is borrowed (the target session's). */
 bd_dflash *bd_dflash_create(bd_model *draft, bd_model *target, bd_pool *pool, int32_t n_ctx,
-                            int32_t n_batch, char *err, size_t errlen);
+                            int32_t n_batch, int32_t type_k, int32_t type_v, char *err, size_t errlen);
 void bd_dflash_free(bd_dflash *d);
 
 int32_t bd_dflash_block_size(const bd_dflash *d);

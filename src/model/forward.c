@@ -46,16 +46,6 @@ typedef struct {
     int32_t p0;
 } rows_ctx;
 
-/* One row of n elements into a cache of type at dst: f32 as it is, f16
- * rounded to nearest even, q8_0 quantized as ggml quantizes it (and as
- * our activations: absmax / 127 scale, ties to even) */
-static void kv_store(void *dst, uint32_t type, const float *row, int32_t n) {
-    const bd_kernels *k = bd_kernels_get();
-    if (type == BD_TYPE_F16) k->f32_to_f16(n, row, dst);
-    else if (type == BD_TYPE_Q8_0) k->from_float[BD_TYPE_Q8_0](row, dst, n);
-    else memcpy(dst, row, (size_t)n * sizeof(float));
-}
-
 static void rows_worker(void *arg, int ith, int nth) {
     const rows_ctx *c = arg;
     const bd_hparams *hp = &c->s->m->hp;
@@ -86,8 +76,8 @@ static void rows_worker(void *arg, int ith, int nth) {
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             for (int32_t h = 0; h < hp->n_kv; h++) {
                 const int64_t row = (int64_t)h * s->n_ctx + c->p0 + t; /* head-major */
-                kv_store(c->kc + row * s->k_row_bytes, s->k_type, k + h * hp->hd, hp->hd);
-                kv_store(c->vc + row * s->v_row_bytes, s->v_type, v + h * hp->hd, hp->hd);
+                bd_attn_kv_store(c->kc + row * s->k_row_bytes, s->k_type, k + h * hp->hd, hp->hd);
+                bd_attn_kv_store(c->vc + row * s->v_row_bytes, s->v_type, v + h * hp->hd, hp->hd);
             }
         }
         break;

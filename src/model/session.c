@@ -27,14 +27,6 @@ bool bd_kv_type_parse(const char *name, int32_t *t) {
 
 const char *bd_kv_type_name(int32_t t) { return t >= BD_KV_DEFAULT && t <= BD_KV_Q8_0 ? k_kv_names[t] : "?"; }
 
-/* A session parameter's KV type as a tensor type (BD_TYPE_F32 for
- * BD_KV_DEFAULT); false for a value outside the enum. */
-static bool kv_type_tensor(int32_t t, uint32_t *type) {
-    static const uint32_t types[] = {BD_TYPE_F32, BD_TYPE_F32, BD_TYPE_F16, BD_TYPE_Q8_0};
-    if (t < BD_KV_DEFAULT || t > BD_KV_Q8_0) return false;
-    *type = types[t];
-    return true;
-}
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     size_t mx = 0;
@@ -94,12 +86,7 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
 bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, bd_pool *pool, char *err,
                                       size_t errlen);
 
-/* Bytes of one cache row (hd elements of type); 0 when hd is not a
- * whole number of the type's blocks. */
-static size_t kv_row_bytes(const bd_model *m, uint32_t type) {
-    uint64_t rb = 0;
-    return bd_row_size(type, m->hp.hd, &rb) ? (size_t)rb : 0;
-}
+static size_t kv_row_bytes(const bd_model *m, uint32_t type) { return bd_attn_row_bytes(type, m->hp.hd); }
 
 /* One of the K and V caches: [n_attn_layers][n_kv][n_ctx] rows of hd
  * elements of type. */
@@ -113,8 +100,8 @@ uint64_t bd_session_kv_bytes(const bd_model *m, const bd_session_params *p) {
     bd_session_params d = bd_session_default_params();
     if (!p) p = &d;
     uint32_t tk = BD_TYPE_F32, tv = BD_TYPE_F32;
-    kv_type_tensor(p->type_k, &tk);
-    kv_type_tensor(p->type_v, &tv);
+    bd_attn_cache_type(p->type_k, &tk);
+    bd_attn_cache_type(p->type_v, &tv);
     const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096;
     return (uint64_t)kv_cache_bytes(m, n_ctx, tk) + (uint64_t)kv_cache_bytes(m, n_ctx, tv);
 }
@@ -154,7 +141,7 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     if (p->yarn_orig_ctx > 0) sc.orig_ctx = p->yarn_orig_ctx;
     bd_rope_params_make(&s->rope, p->rope_freq_base > 0.0f ? p->rope_freq_base : hp->rope_base, hp->n_rot, &sc,
                         hp->rope.freq_factors);
-    if (!kv_type_tensor(p->type_k, &s->k_type) || !kv_type_tensor(p->type_v, &s->v_type)) {
+    if (!bd_attn_cache_type(p->type_k, &s->k_type) || !bd_attn_cache_type(p->type_v, &s->v_type)) {
         bd_err(err, errlen, "invalid KV cache type (K %d, V %d)", p->type_k, p->type_v);
         goto fail;
     }

@@ -131,6 +131,8 @@ static bool model_load(server *s, srv_model *m, char *err, size_t errlen) {
     if (s->p.n_threads > 0) sp.n_threads = s->p.n_threads;
     if (s->p.type_k) sp.type_k = s->p.type_k;
     if (s->p.type_v) sp.type_v = s->p.type_v;
+    if (s->p.draft_type_k) m->spp.draft_type_k = s->p.draft_type_k;
+    if (s->p.draft_type_v) m->spp.draft_type_v = s->p.draft_type_v;
     if (m->from_cli) { /* --rope-scaling and the like (llama-server's, for its one model) */
         sp.rope_scaling = s->p.rope.rope_scaling;
         sp.rope_freq_base = s->p.rope.rope_freq_base;

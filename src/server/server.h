@@ -92,6 +92,8 @@ typedef struct server_params {
     bd_session_params rope;    /* the -m model's RoPE overrides (rope_* and yarn_orig_ctx; the rest unused) */
     int32_t type_k, type_v;    /* -ctk / -ctv: every model's KV cache types (enum bd_kv_type; 0 = the
                                   model config's cache_type_k / _v, else f32) */
+    int32_t draft_type_k, draft_type_v; /* -ctkd / -ctvd: every drafter's (0 = the config's
+                                  options draft_cache_type_k / _v, else f32) */
     int parallel;              /* slots per model; 0 = 1 with a drafter, else 2 */
     /* request defaults from the command line (llama-server's -n, --temp,
      * ...): a request field wins, these win over a model config */

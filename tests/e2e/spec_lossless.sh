@@ -25,9 +25,10 @@
 #    drafting step counted short). Adaptive mode stays lossless and backs off when
 #    the drafter is never right (its decision rule has a unit test,
 #    tests/unit/test_spec_adapt.c).
-#    The same with f16 and q8_0 KV caches (-ctk / -ctv) on a dense, the
-#    hybrid and a MoE target: greedy at n_max 3, 15 and adaptive, a
-#    draft-simple hybrid pair, and seeded sampling at n_max 7.
+#    The same with f16 and q8_0 KV caches (-ctk / -ctv, the drafters'
+#    -ctkd / -ctvd too) on a dense, the hybrid and a MoE target: greedy at
+#    n_max 3, 15 and adaptive, a draft-simple hybrid pair, and seeded
+#    sampling at n_max 7.
 # 3. Sampling with a seed (temperature 1, top-k 40) gives the very ids
 #    plain sampling gives with that seed (spec.c accept_row): every target
 #    of 1 with its random DFlash drafter (never accepted at T 1: rejected
@@ -137,11 +138,11 @@ assert same >= 40, ("too few steps at common positions to compare draft lengths"
 print("draft prefixes: %d steps at common positions, n_max a drafts the first a of n_max b" % same)
 PY
 
-# f16 and q8_0 KV caches (-ctk / -ctv): speculative output is plain
-# decoding's with those caches too (greedy and seeded sampling), on a
-# dense, a hybrid and a MoE target
+# f16 and q8_0 KV caches (-ctk / -ctv, and the drafters' -ctkd / -ctvd):
+# speculative output is plain decoding's with those caches too (greedy and
+# seeded sampling), on a dense, a hybrid and a MoE target
 for kvt in f16 q8_0; do
-    KV=(-ctk $kvt -ctv $kvt)
+    KV=(-ctk $kvt -ctv $kvt -ctkd $kvt -ctvd $kvt)
     for t in q1 h1 m1; do
         run -m "$T/$t.gguf" "${KV[@]}" -p "$P" -n 40 > "$T/$t-kv$kvt-plain.json"
         "$BD_BIN" run -m "$T/$t.gguf" "${KV[@]}" -t 2 -c 256 --json --ignore-eos --temp 1 --top-k 40 -s 3 -p "$P" \

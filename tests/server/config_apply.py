@@ -14,7 +14,9 @@
 #    f32 cache's bytes, 1/2 with -ctv f16 over it, the ids of
 #    `run -m ... -ctk f16`, the same cache in `serve` (its load line);
 #    llama.cpp's other cache types are refused naming the three held here,
-#    and q8_0 on heads that are not whole blocks of 32, naming the size.
+#    and q8_0 on heads that are not whole blocks of 32, naming the size;
+#  * the drafter's caches: -ctkd / -ctvd and the option
+#    draft_cache_type_k / _v reach the DFlash drafter.
 import json
 import os
 import re
@@ -40,6 +42,9 @@ with open(os.path.join(models, "cfg-fixed.yaml"), "w") as f:
 with open(os.path.join(models, "cfg-pen.yaml"), "w") as f:
     f.write("name: cfg-pen\nbackend: blockdraft\ncontext_size: 512\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n  repeat_penalty: 1.5\n")
+with open(os.path.join(models, "cfg-dq8.yaml"), "w") as f:
+    f.write("name: cfg-dq8\nbackend: blockdraft\ndraft_model: st/d.gguf\ncontext_size: 512\n"
+            "options:\n  - draft_cache_type_v:q8_0\nparameters:\n  model: st/t.gguf\n  temperature: 0\n")
 with open(os.path.join(models, "cfg-kv16.yaml"), "w") as f:
     f.write("name: cfg-kv16\nbackend: blockdraft\ncontext_size: 512\ncache_type_k: f16\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
@@ -102,6 +107,17 @@ check(k16 and flag16 and k16["generated_ids"] == flag16["generated_ids"], "run N
 for bad in (["-ctk", "q4_0"], ["--cache-type-v", "bf16"]):
     r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x"] + bad, capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and "f32, f16 and q8_0" in r.stderr, "%s %s is refused naming the types held" % tuple(bad))
+# the drafter's caches: -ctkd / -ctvd and the option draft_cache_type_k / _v reach the
+# DFlash drafter (whose heads of 8 cannot hold q8_0 either); f16 keeps the output
+r = subprocess.run([BIN, "run", "cfg-dq8", "-p", "x", "-n", "1"], capture_output=True, text=True, env=env, timeout=60)
+check(r.returncode != 0 and "drafter KV cache type q8_0 needs a head size that is a multiple of 32 (the drafter's is 8)"
+      in r.stderr, "run NAME: the option draft_cache_type_v:q8_0 reaches the drafter (%s)" % r.stderr.strip()[-120:])
+r = subprocess.run([BIN, "run", "-m", TARGET, "-md", DRAFTER, "-p", "x", "-n", "1", "-ctkd", "q8_0"],
+                   capture_output=True, text=True, timeout=60)
+check(r.returncode != 0 and "drafter KV cache type q8_0" in r.stderr, "-ctkd q8_0 reaches the DFlash drafter")
+d16 = run("-m", TARGET, "-c", "512", "--temp", "0", "-md", DRAFTER, "-ctkd", "f16", "-ctvd", "f16")
+check(d16 and plain and d16["generated_ids"] == plain["generated_ids"] and d16["stats"]["spec"]["n_accepted"] > 0,
+      "-ctkd / -ctvd f16: DFlash output identical to plain greedy")
 # q8_0 rows are blocks of 32: stories260K's heads of 8 cannot hold them (llama.cpp aborts)
 r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "-n", "1", "-ctv", "q8_0"], capture_output=True, text=True,
                    timeout=30)

@@ -239,6 +239,27 @@ static void test_config_spec_adaptive(void **state) {
     }
 }
 
+/* options draft_cache_type_k / _v: the drafter's cache types, through
+ * gallery_config_apply into the spec parameters */
+static void test_config_draft_cache(void **state) {
+    (void)state;
+    char text[2048];
+    const char *at = strstr(good_config, "spec_n_max:15");
+    assert_non_null(at);
+    snprintf(text, sizeof text, "%.*sdraft_cache_type_k:q8_0\n  - draft_cache_type_v:f16\n  - spec_n_max:15%s",
+             (int)(at - good_config), good_config, at + strlen("spec_n_max:15"));
+    gallery_config c;
+    char err[512] = "";
+    assert_true(gallery_config_parse(text, strlen(text), "demo.yaml", &c, err, sizeof err));
+    bd_spec_params spp = bd_spec_default_params();
+    bd_session_params sp = bd_session_default_params();
+    gallery_config_apply(&c, &sp, NULL, NULL, &spp);
+    assert_int_equal(spp.draft_type_k, BD_KV_Q8_0);
+    assert_int_equal(spp.draft_type_v, BD_KV_F16);
+    assert_int_equal(sp.type_k, BD_KV_F16); /* good_config's cache_type_k */
+    assert_int_equal(sp.type_v, BD_KV_DEFAULT);
+}
+
 /* Replace the first occurrence of `from` in good_config by `to` and expect
  * a parse error containing `want` (which includes the line number). */
 static void expect_bad(const char *from, const char *to, const char *want) {
@@ -273,6 +294,7 @@ static void test_config_strict(void **state) {
     /* llama.cpp's quantized cache types are not held here: said, not ignored */
     expect_bad("cache_type_k: f16", "cache_type_k: q4_0", "demo.yaml:19: cache_type_k 'q4_0': the KV cache types here are f32, f16 and q8_0");
     expect_bad("cache_type_k: f16", "cache_type_k: f16\ncache_type_v: [f16]", "'cache_type_v' must be a string");
+    expect_bad("spec_n_max:15", "draft_cache_type_k:q4_1", "demo.yaml:10: option 'draft_cache_type_k:q4_1': the KV cache types here are f32, f16 and q8_0");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
                "Go prompt templates are not supported");
     expect_bad("    disable: true", "    disabel: true", "unknown key 'function.grammar.disabel'");
@@ -826,6 +848,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_good),   cmocka_unit_test(test_config_strict),
         cmocka_unit_test(test_config_spec_adaptive),
+        cmocka_unit_test(test_config_draft_cache),
         cmocka_unit_test(test_config_paths),  cmocka_unit_test(test_symlink_escape),
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
