@@ -58,6 +58,9 @@
 #                  tg of each engine alone, then with BENCH_BUSY_PROCS
 #                  busy-loop processes running, back to back
 #   BENCH_BUSY_PROCS [1]
+#   BENCH_KV       blockdraft's KV cache type (-ctk / -ctv, and the drafters'
+#                  -ctkd / -ctvd): f32, f16 or q8_0 [f32]; llama.cpp runs with
+#                  llama-bench's f16 cache whatever this says
 #   BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench]: files are written
 #                  there once and reused (names: <arch>-<shape>[-L<layers>]-q4_k_m.gguf,
 #                  qwen3-<shape>-const.gguf, dflash-<shape>-k{all,5,0}.gguf);
@@ -106,6 +109,9 @@ SHAPES=${BENCH_SHAPES-"0.6b 4b"}
 SPEC_SHAPES=${BENCH_SPEC_SHAPES-"4b"}
 BUSY=${BENCH_BUSY:-0}
 BUSY_PROCS=${BENCH_BUSY_PROCS:-1}
+KVT=${BENCH_KV:-f32}
+case $KVT in f32 | f16 | q8_0) ;; *) echo "bench-compare: BENCH_KV must be f32, f16 or q8_0" >&2; exit 2 ;; esac
+BD_KV=(-ctk "$KVT" -ctv "$KVT" -ctkd "$KVT" -ctvd "$KVT")
 MDIR=${BENCH_MODEL_DIR:-${TMPDIR:-/tmp}/blockdraft-bench}
 OUT=${BENCH_OUT:-$BD_BUILD/bench}
 VOCAB=${BENCH_VOCAB:-$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf}
@@ -310,10 +316,11 @@ KEY_FLAGS=$(tr ' ' '\n' <<<"$CPU_FLAGS" | grep -E '^(avx2|fma|f16c|bmi2|avx_vnni
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') | $(nproc) CPUs | flags: $KEY_FLAGS"
     echo "memory: $(free -g | awk '/^Mem:/{print $2}') GiB | load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "threads: $THREADS (speculative: $SPEC_THREADS) | reps: $R | pp$P tg$N | verify depth $D, n = 1..$V"
+    echo "KV cache: blockdraft $KVT, llama.cpp f16"
     [ "$BUSY" = 0 ] || echo "oversubscription test: busy-loop processes: $BUSY_PROCS (sh -c 'while :; do :; done')"
     if [ $# -gt 0 ]; then what="tools/bench-compare.sh $*"; else
         what="BENCH_SHAPES=\"$SHAPES\" BENCH_SPEC_SHAPES=\"$SPEC_SHAPES\" make bench-compare"; fi
-    echo "command: BENCH_ISAS=\"${BENCH_ISAS:-}\" BENCH_THREADS=\"$THREADS\" BENCH_REPS=$R BENCH_P=$P BENCH_N=$N BENCH_DEPTH=$D BENCH_VMAX=$V BENCH_BUSY=$BUSY $what"
+    echo "command: BENCH_ISAS=\"${BENCH_ISAS:-}\" BENCH_THREADS=\"$THREADS\" BENCH_REPS=$R BENCH_P=$P BENCH_N=$N BENCH_DEPTH=$D BENCH_VMAX=$V BENCH_BUSY=$BUSY BENCH_KV=$KVT $what"
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
 
@@ -439,7 +446,7 @@ for l in "${RUN_LEVELS[@]}"; do
             b=$(basename "$m" .gguf)
             log "[$l t$T] $b: blockdraft bench"
             BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$m" -t "$T" -r "$R" -p "$P" -n "$N" --verify-depth "$D" \
-                --verify-max "$V" --json >"$G/bd-$b.json" 2>"$G/bd-$b.log" ||
+                --verify-max "$V" "${BD_KV[@]}" --json >"$G/bd-$b.json" 2>"$G/bd-$b.log" ||
                 log "blockdraft bench failed on $m (see $G/bd-$b.log)"
             log "[$l t$T] $b: llama.cpp bench ($v)"
             "$O/bd-bench-llama" --backend-dir "$dir" -m "$m" -t "$T" -r "$R" -p "$P" -n "$N" --verify-depth "$D" \
@@ -452,7 +459,7 @@ for l in "${RUN_LEVELS[@]}"; do
                 for phase in quiet busy; do
                     [ $phase = busy ] && busy_start
                     log "[$l t$T] $b: tg $phase${BUSY_PIDS[*]:+ (busy-loop processes ${BUSY_PIDS[*]})}"
-                    BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$m" -t "$T" -r "$R" -p 0 -n "$N" --no-verify --json \
+                    BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$m" -t "$T" -r "$R" -p 0 -n "$N" --no-verify "${BD_KV[@]}" --json \
                         >"$G/busy-bd-$phase-$b.json" 2>"$G/busy-bd-$phase-$b.log" || log "blockdraft tg failed ($phase)"
                     "$O/bd-bench-llama" --backend-dir "$dir" -m "$m" -t "$T" -r "$R" -p 0 -n "$N" --no-verify \
                         >"$G/busy-ll-$phase-$b.json" 2>"$G/busy-ll-$phase-$b.log" || log "bd-bench-llama tg failed ($phase)"
@@ -464,7 +471,7 @@ for l in "${RUN_LEVELS[@]}"; do
         while IFS=$'\t' read -r b tgt dft; do
             log "[$l t$T] $b: blockdraft speculative"
             if ! BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$tgt" -md "$dft" -t "$T" -r "$R" -p 0 -n "$N" --no-verify \
-                --spec-prompt "$PROMPT" --json >"$G/bdspec-$b.json" 2>"$G/bdspec-$b.log"; then
+                "${BD_KV[@]}" --spec-prompt "$PROMPT" --json >"$G/bdspec-$b.json" 2>"$G/bdspec-$b.log"; then
                 log "blockdraft bench -md failed on $b (see $G/bdspec-$b.log)"
                 continue
             fi

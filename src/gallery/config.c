@@ -119,6 +119,19 @@ static bool parameters_key(pctx *px, const ydoc_entry *e) {
         return c->has_seed = true, want_int(px, e->value, k, -1, 0xffffffffLL, &c->seed);
     if (!strcmp(k, "max_tokens"))
         return c->has_max_tokens = true, want_int(px, e->value, k, 1, 1 << 30, &c->max_tokens);
+    /* llama.cpp's --rope-freq-base / --rope-freq-scale; 0 keeps the file's */
+    if (!strcmp(k, "rope_freq_base")) {
+        if (!want_num(px, e->value, k, 0, 1e12, &c->rope_freq_base)) return false;
+        if (c->rope_freq_base != 0 && c->rope_freq_base < 1)
+            return fail_at(px, e->value, "'rope_freq_base' must be 0 (the model's) or at least 1");
+        return true;
+    }
+    if (!strcmp(k, "rope_freq_scale")) {
+        if (!want_num(px, e->value, k, 0, 1e3, &c->rope_freq_scale)) return false;
+        if (c->rope_freq_scale != 0 && c->rope_freq_scale < 1e-6)
+            return fail_at(px, e->value, "'rope_freq_scale' must be 0 (the model's) or at least 1e-6");
+        return true;
+    }
     /* LocalAI base configs put these under parameters:, where LocalAI
      * ignores them; say where they belong instead of ignoring them too. */
     if (!strcmp(k, "context_size") || !strcmp(k, "f16") || !strcmp(k, "mmap") ||
@@ -286,6 +299,20 @@ static bool top_key(pctx *px, const ydoc_entry *e) {
         c->context_size = (int)iv;
         return true;
     }
+    if (!strcmp(k, "rope_scaling")) {
+        const char *s = want_str(px, v, k);
+        if (!s) return false;
+        static const char *const names[] = {"none", "linear", "yarn"}; /* BD_ROPE_SCALING_NONE.. */
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(s, names[i])) return c->rope_scaling = BD_ROPE_SCALING_NONE + i, true;
+        return fail_at(px, v, "rope_scaling must be none, linear or yarn (got '%s')", s);
+    }
+    if (!strcmp(k, "yarn_ext_factor") || !strcmp(k, "yarn_attn_factor") || !strcmp(k, "yarn_beta_fast") ||
+        !strcmp(k, "yarn_beta_slow"))
+        return fail_at(px, e->knode,
+                       "'%s': of the RoPE settings rope_scaling and parameters.rope_freq_base / "
+                       "rope_freq_scale are supported (the rest come from the model file)",
+                       k);
     if (!strcmp(k, "cache_type_k") || !strcmp(k, "cache_type_v")) {
         const char *s = want_str(px, v, k);
         if (!s) return false;
@@ -368,6 +395,9 @@ void gallery_config_apply(const gallery_config *c, bd_session_params *sp, bd_sam
         if (c->threads > 0) sp->n_threads = c->threads;
         if (c->cache_type_k) sp->type_k = c->cache_type_k;
         if (c->cache_type_v) sp->type_v = c->cache_type_v;
+        if (c->rope_scaling) sp->rope_scaling = c->rope_scaling;
+        if (c->rope_freq_base > 0) sp->rope_freq_base = (float)c->rope_freq_base;
+        if (c->rope_freq_scale > 0) sp->rope_freq_scale = (float)c->rope_freq_scale;
     }
     if (smp) {
         if (c->has_temperature) smp->temperature = (float)c->temperature;

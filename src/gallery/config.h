@@ -13,9 +13,11 @@
  * Accepted keys:
  *   name, description, backend (llama-cpp | blockdraft), draft_model,
  *   flash_attention (on|off|auto|enabled|disabled), context_size, threads,
- *   cache_type_k, cache_type_v (f32 | f16 | q8_0),
+ *   cache_type_k, cache_type_v (f32 | f16 | q8_0), rope_scaling (none |
+ *   linear | yarn; LocalAI's yarn_* keys are refused, as the CLI's flags),
  *   mmap, n_draft, stopwords [..], known_usecases [..],
  *   parameters: {model, temperature, top_p, top_k, min_p, seed, max_tokens,
+ *                rope_freq_base, rope_freq_scale (0 = the model file's),
  *                repeat_penalty (> 0, 1 = off), repeat_last_n (-1 = all, 0 = off)}
  *   template: {use_tokenizer_template}
  *   function: {automatic_tool_parsing_fallback, grammar: {disable}}
@@ -53,6 +55,8 @@ typedef struct gallery_config {
     int context_size;                   /* 0 = from the GGUF */
     int32_t cache_type_k, cache_type_v; /* enum bd_kv_type; 0 = unset */
     int32_t draft_cache_type_k, draft_cache_type_v; /* options draft_cache_type_k / _v; 0 = unset */
+    int32_t rope_scaling;               /* enum bd_rope_scaling_type; 0 = the file's */
+    double rope_freq_base, rope_freq_scale; /* parameters.rope_freq_base / _scale; 0 = the file's */
     int threads;                        /* 0 = default */
     int n_draft;                        /* 0 = unset */
     bool has_mmap, mmap;
@@ -98,7 +102,8 @@ bool gallery_config_uses_dflash(const gallery_config *c);
  * config means the same in both. Each present key overwrites its field;
  * absent keys leave the field as the caller set it. Callers apply their
  * own overrides afterwards (command-line flags, request fields).
- *   sp:  context_size -> n_ctx, threads -> n_threads, cache_type_k / _v -> type_k / _v
+ *   sp:  context_size -> n_ctx, threads -> n_threads, cache_type_k / _v -> type_k / _v,
+ *        rope_scaling, rope_freq_base, rope_freq_scale -> the same fields
  *   smp: temperature, top_p, top_k, min_p, seed (>= 0), repeat_penalty,
  *        repeat_last_n
  *   n_predict: max_tokens

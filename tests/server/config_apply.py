@@ -16,7 +16,9 @@
 #    llama.cpp's other cache types are refused naming the three held here,
 #    and q8_0 on heads that are not whole blocks of 32, naming the size;
 #  * the drafter's caches: -ctkd / -ctvd and the option
-#    draft_cache_type_k / _v reach the DFlash drafter.
+#    draft_cache_type_k / _v reach the DFlash drafter;
+#  * rope_scaling and parameters.rope_freq_scale mean the CLI's RoPE flags,
+#    in `run NAME` and `serve`.
 import json
 import os
 import re
@@ -45,6 +47,9 @@ with open(os.path.join(models, "cfg-pen.yaml"), "w") as f:
 with open(os.path.join(models, "cfg-dq8.yaml"), "w") as f:
     f.write("name: cfg-dq8\nbackend: blockdraft\ndraft_model: st/d.gguf\ncontext_size: 512\n"
             "options:\n  - draft_cache_type_v:q8_0\nparameters:\n  model: st/t.gguf\n  temperature: 0\n")
+with open(os.path.join(models, "cfg-rope.yaml"), "w") as f:
+    f.write("name: cfg-rope\nbackend: blockdraft\ncontext_size: 512\nrope_scaling: linear\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n  rope_freq_scale: 0.5\n")
 with open(os.path.join(models, "cfg-kv16.yaml"), "w") as f:
     f.write("name: cfg-kv16\nbackend: blockdraft\ncontext_size: 512\ncache_type_k: f16\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
@@ -124,6 +129,12 @@ r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "-n", "1", "-ctv", "q8_
 check(r.returncode != 0 and "q8_0 needs a head size that is a multiple of 32 (the model's is 8)" in r.stderr,
       "-ctv q8_0 on heads of 8 is refused naming the head size (%s)" % r.stderr.strip()[-120:])
 
+# rope_scaling / parameters.rope_freq_scale (LocalAI's keys) mean --rope-scaling / --rope-freq-scale
+rope = run("cfg-rope")
+rflag = run("-m", TARGET, "-c", "512", "--temp", "0", "--rope-scaling", "linear", "--rope-freq-scale", "0.5")
+check(rope and rflag and plain and rope["generated_ids"] == rflag["generated_ids"] != plain["generated_ids"],
+      "run NAME: rope_scaling linear + rope_freq_scale 0.5 give the flags' ids (not the file's RoPE)")
+
 # lossless with a penalty (greedy)
 for extra in (["-md", DRAFTER], ["-md", DRAFTER, "--spec-draft-n-max", "3"], ["--spec-type", "ngram-simple", "--spec-ngram-size-n", "1"]):
     sp = run("-m", TARGET, "-c", "512", "--temp", "0", "--repeat-penalty", "1.5", *extra)
@@ -159,6 +170,8 @@ j = complete("cfg-pen", repeat_penalty=1.0)
 check(j and plain and j["choices"][0]["text"] == plain["text"], "serve: the request's repeat_penalty 1.0 wins")
 st, _, b = request(p, "POST", "/v1/completions", {"model": "cfg-pen", "prompt": "x", "repeat_penalty": 0})
 check(st == 400, "serve: repeat_penalty 0 -> 400")
+j = complete("cfg-rope")
+check(j and rope and j["choices"][0]["text"] == rope["text"], "serve: the config's RoPE settings are used")
 j = complete("cfg-kv16")
 check(j and k16 and j["choices"][0]["text"] == k16["text"], "serve: cache_type_k f16 gives run NAME's text")
 with open(s.log_path, "rb") as f:

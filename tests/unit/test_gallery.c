@@ -260,6 +260,30 @@ static void test_config_draft_cache(void **state) {
     assert_int_equal(sp.type_v, BD_KV_DEFAULT);
 }
 
+/* LocalAI's RoPE keys: rope_scaling (top level), parameters.rope_freq_base
+ * / rope_freq_scale, into the session parameters */
+static void test_config_rope(void **state) {
+    (void)state;
+    char text[2048];
+    const char *at = strstr(good_config, "  model: ");
+    assert_non_null(at);
+    snprintf(text, sizeof text, "%.*s  rope_freq_scale: 0.25\n  rope_freq_base: 500000\n%srope_scaling: yarn\n",
+             (int)(at - good_config), good_config, at);
+    gallery_config c;
+    char err[512] = "";
+    assert_true(gallery_config_parse(text, strlen(text), "demo.yaml", &c, err, sizeof err));
+    bd_session_params sp = bd_session_default_params();
+    gallery_config_apply(&c, &sp, NULL, NULL, NULL);
+    assert_int_equal(sp.rope_scaling, BD_ROPE_SCALING_YARN);
+    assert_true(sp.rope_freq_scale == 0.25f && sp.rope_freq_base == 500000.0f);
+    /* not given: the file's */
+    assert_true(gallery_config_parse(good_config, strlen(good_config), "demo.yaml", &c, err, sizeof err));
+    sp = bd_session_default_params();
+    gallery_config_apply(&c, &sp, NULL, NULL, NULL);
+    assert_int_equal(sp.rope_scaling, BD_ROPE_SCALING_FILE);
+    assert_true(sp.rope_freq_scale == 0.0f && sp.rope_freq_base == 0.0f);
+}
+
 /* Replace the first occurrence of `from` in good_config by `to` and expect
  * a parse error containing `want` (which includes the line number). */
 static void expect_bad(const char *from, const char *to, const char *want) {
@@ -294,6 +318,9 @@ static void test_config_strict(void **state) {
     /* llama.cpp's quantized cache types are not held here: said, not ignored */
     expect_bad("cache_type_k: f16", "cache_type_k: q4_0", "demo.yaml:19: cache_type_k 'q4_0': the KV cache types here are f32, f16 and q8_0");
     expect_bad("cache_type_k: f16", "cache_type_k: f16\ncache_type_v: [f16]", "'cache_type_v' must be a string");
+    expect_bad("cache_type_k: f16", "rope_scaling: longrope", "demo.yaml:19: rope_scaling must be none, linear or yarn");
+    expect_bad("cache_type_k: f16", "yarn_ext_factor: 1.0", "demo.yaml:19: 'yarn_ext_factor': of the RoPE settings");
+    expect_bad("  model: ", "  rope_freq_base: 0.5\n  model: ", "demo.yaml:4: 'rope_freq_base' must be 0");
     expect_bad("spec_n_max:15", "draft_cache_type_k:q4_1", "demo.yaml:10: option 'draft_cache_type_k:q4_1': the KV cache types here are f32, f16 and q8_0");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
                "Go prompt templates are not supported");
@@ -849,6 +876,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_config_good),   cmocka_unit_test(test_config_strict),
         cmocka_unit_test(test_config_spec_adaptive),
         cmocka_unit_test(test_config_draft_cache),
+        cmocka_unit_test(test_config_rope),
         cmocka_unit_test(test_config_paths),  cmocka_unit_test(test_symlink_escape),
         cmocka_unit_test(test_index_localai), cmocka_unit_test(test_uri),
         cmocka_unit_test(test_sha256_file),   cmocka_unit_test(test_pairing),
