@@ -240,7 +240,7 @@ $(FUZZ_DIR)/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libbdcore.a $(HDRS)
 # has (llama.cpp held to the matching CPU variant): pp, tg, verify curve,
 # DFlash end to end; prints side-by-side tables (tools/bench-compare.sh,
 # BENCHMARKS.md). Not part of `make test`. Knobs: BENCH_ISAS, BENCH_THREADS,
-# BENCH_REPS, BENCH_SHAPES, BENCH_BUSY, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
+# BENCH_REPS, BENCH_SHAPES, BENCH_BUSY, BENCH_KV, BENCH_MODEL_DIR, BENCH_PAIRS (see the script).
 bench-compare: all
 	BD_BUILD=$(BUILD) BD_SHARED=$(BD_SHARED) tools/bench-compare.sh
 
