@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "blockdraft.h"
@@ -172,6 +173,7 @@ typedef struct run_opts {
     bool single_turn;
     const char *system, *tmpl, *tmpl_file, *tmpl_kwargs;
     bool ctx_trained;               /* -c 0 */
+    bool ctx_flag, threads_flag;    /* -c / -t given: the operator's own, never capped */
 } run_opts;
 
 static void run_opts_init(run_opts *o) {
@@ -219,9 +221,12 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_take(argc, argv, &i, (const char *[]){"-s", "--seed", NULL}, &v))
             gp->sampling.seed = arg_u64(a, v);
         else if (arg_take(argc, argv, &i, (const char *[]){"-t", "--threads", NULL}, &v))
+        {
             o->sp.n_threads = arg_i32(a, v, 1, 256);
-        else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
+            o->threads_flag = true;
+        } else if (arg_take(argc, argv, &i, (const char *[]){"-c", "--ctx-size", NULL}, &v)) {
             o->sp.n_ctx = arg_i32(a, v, 0, 1 << 22);
+            o->ctx_flag = true;
             o->ctx_trained = o->sp.n_ctx == 0; /* llama.cpp: 0 = the model's trained context */
         }
         else if (arg_take(argc, argv, &i, (const char *[]){"-b", "--batch-size", NULL}, &v))
@@ -326,7 +331,20 @@ static bool run_open_models(run_opts *o, bd_model **m, bd_model **dm) {
         fprintf(stderr, "blockdraft run: %s\n", err);
         return false;
     }
-    if (o->ctx_trained && bd_model_n_ctx_train(*m) > 0) o->sp.n_ctx = bd_model_n_ctx_train(*m);
+    int32_t train = bd_model_n_ctx_train(*m);
+    if (o->ctx_trained && train > 0) o->sp.n_ctx = train;
+    /* a config (from an index: untrusted) is bounded as `serve` bounds it:
+     * its context_size at the trained context, its threads at the CPUs */
+    if (o->cfg && o->cfg->context_size > 0 && !o->ctx_flag && train > 0 && o->sp.n_ctx > train) {
+        fprintf(stderr, "blockdraft run: %s: context_size %d capped at the model's trained context %d\n", o->name,
+                o->sp.n_ctx, train);
+        o->sp.n_ctx = train;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (o->cfg && o->cfg->threads > 0 && !o->threads_flag && cpus > 0 && o->sp.n_threads > cpus) {
+        fprintf(stderr, "blockdraft run: %s: threads %d capped at the %ld CPUs\n", o->name, o->sp.n_threads, cpus);
+        o->sp.n_threads = (int32_t)cpus;
+    }
     if (!strcmp(bd_model_arch(*m), "dflash")) {
         fprintf(stderr, "blockdraft run: %s is a DFlash drafter; pass it with -md next to its target (-m)\n",
                 o->model_path);

@@ -18,7 +18,10 @@
 #  * the drafter's caches: -ctkd / -ctvd and the option
 #    draft_cache_type_k / _v reach the DFlash drafter;
 #  * rope_scaling and parameters.rope_freq_scale mean the CLI's RoPE flags,
-#    in `run NAME` and `serve`.
+#    in `run NAME` and `serve`;
+#  * a config's context_size above the trained context and threads above
+#    the CPUs are capped by `run NAME` as by `serve`, with a message; the
+#    same values as flags are the operator's own and are kept.
 import json
 import os
 import re
@@ -52,6 +55,9 @@ with open(os.path.join(models, "cfg-rope.yaml"), "w") as f:
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n  rope_freq_scale: 0.5\n")
 with open(os.path.join(models, "cfg-kv16.yaml"), "w") as f:
     f.write("name: cfg-kv16\nbackend: blockdraft\ncontext_size: 512\ncache_type_k: f16\n"
+            "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
+with open(os.path.join(models, "cfg-huge.yaml"), "w") as f:
+    f.write("name: cfg-huge\nbackend: blockdraft\ncontext_size: 1000000\nthreads: 4096\n"
             "parameters:\n  model: st/t.gguf\n  temperature: 0\n")
 env = dict(os.environ, BLOCKDRAFT_MODELS=models)
 PROMPT = "Once upon a time"
@@ -100,11 +106,28 @@ r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "--repeat-penalty", "0"
                    timeout=30)
 check(r.returncode == 2 and "greater than 0" in r.stderr, "--repeat-penalty 0 is refused")
 
+# a config's context_size and threads are bounded (an index is untrusted)
+r = subprocess.run([BIN, "run", "cfg-huge", "-p", PROMPT, "-n", "8", "--json"], capture_output=True, text=True,
+                   env=env, timeout=120)
+hj = json.loads(r.stdout) if r.returncode == 0 else None
+trained = run("-m", TARGET, "-c", "0", "--temp", "0")
+check(hj and trained and hj["stats"]["kv_bytes"] == trained["stats"]["kv_bytes"] and
+      re.search(r"context_size 1000000 capped at the model's trained context \d+", r.stderr) and
+      re.search(r"threads 4096 capped at the \d+ CPUs", r.stderr),
+      "run NAME: context_size and threads of a config capped (%s %s)" % (r.returncode, r.stderr.strip()[-200:]))
+r = subprocess.run([BIN, "run", "cfg-huge", "-c", "2048", "-p", PROMPT, "-n", "1", "-t", "1", "--json"],
+                   capture_output=True, text=True, env=env, timeout=120)
+hj = json.loads(r.stdout) if r.returncode == 0 else None
+check(hj and trained and hj["stats"]["kv_bytes"] > trained["stats"]["kv_bytes"] and "capped" not in r.stderr,
+      "run NAME: -c over the config is the operator's own, not capped (%s)" % r.stderr.strip()[-200:])
+
 # cache_type_k / -ctk / -ctv
 k16 = run("cfg-kv16")
 kv16 = run("cfg-kv16", "-ctv", "f16")
 flag16 = run("-m", TARGET, "-c", "512", "--temp", "0", "-ctk", "f16")
-b32 = plain and plain["stats"]["kv_bytes"]
+# (the configs' context_size 512 is capped at stories260K's trained 128, so
+# the f32 cache to compare with is that of -c 0)
+b32 = trained and trained["stats"]["kv_bytes"]
 check(k16 and b32 and k16["stats"]["kv_bytes"] * 4 == b32 * 3,
       "run NAME: cache_type_k f16 holds K in f16 (%s of %s bytes)" % (k16 and k16["stats"]["kv_bytes"], b32))
 check(kv16 and b32 and kv16["stats"]["kv_bytes"] * 2 == b32, "run NAME: -ctv f16 over the config halves the cache")
