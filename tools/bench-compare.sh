@@ -377,6 +377,8 @@ for l in $WANT; do
     L_BDISA[$l]=${bdisa:-"$l (not reported by this build; the CPU has the level's flags)"}
     pf=$(jq -r '.prefetch // empty' <<<"$js")
     [ -n "$pf" ] && L_BDISA[$l]+="; weight prefetch into $pf"
+    one=$(jq -r '.one_row_bits // empty' <<<"$js")
+    [ -n "$one" ] && L_BDISA[$l]+="; one-row decode loops $one-bit"
     # llama.cpp: the first variant of the row that loads, alone, in its folder
     for v in ${L_VARIANTS[$l]}; do
         [ -f "$LIBDIR/libggml-cpu-$v.so" ] || continue

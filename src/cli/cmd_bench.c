@@ -589,9 +589,11 @@ static void print_text(const bench_opts *o, const bd_model *m, const bench_info 
            "params)\n",
            o->model, bd_model_arch(m), in->n_layer, in->file_bytes / 1e9, in->weight_bytes / 1e9,
            bd_model_interleaved_bytes(m) / 1e9, in->matmul_params / 1e9);
-    printf("threads: %d | kernels %s, weight prefetch into %s | KV cache K %s V %s, %.1f KB per position | read "
-           "bandwidth %.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
-           o->threads, bd_kernels_get()->name, bd_kernels_prefetch_name(), bd_kv_type_name(o->kv.type_k),
+    const bool is512 = bd_kernels_get()->isa == BD_ISA_AVX512;
+    printf("threads: %d | kernels %s%s%s%s, weight prefetch into %s | KV cache K %s V %s, %.1f KB per position | "
+           "read bandwidth %.1f GB/s (%s) | int8 peak %.0f GOPS\n\n",
+           o->threads, bd_kernels_get()->name, is512 ? ", one-row decode loops " : "",
+           is512 ? bd_kernels_one_row_name() : "", is512 ? "-bit" : "", bd_kernels_prefetch_name(), bd_kv_type_name(o->kv.type_k),
            bd_kv_type_name(o->kv.type_v), in->kv_pos_bytes / 1e3, r->peak_gbps,
            !r->peak_probed ? "--peak-gbps" : r->peak_huge ? "probed here, huge pages" : "probed here, small pages",
            o->peak_gops);
@@ -652,6 +654,8 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
     json_object_set_new(j, "arch", json_string(bd_model_arch(m)));
     json_object_set_new(j, "isa", json_string(bd_kernels_get()->name));
     json_object_set_new(j, "prefetch", json_string(bd_kernels_prefetch_name()));
+    if (bd_kernels_get()->isa == BD_ISA_AVX512)
+        json_object_set_new(j, "one_row_bits", json_string(bd_kernels_one_row_name()));
     json_object_set_new(j, "file_bytes", json_integer((json_int_t)in->file_bytes));
     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)in->weight_bytes));
     json_object_set_new(j, "interleaved_bytes", json_integer((json_int_t)bd_model_interleaved_bytes(m)));

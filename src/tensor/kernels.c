@@ -114,6 +114,16 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
 bool bd_il_prefetch_l1;
 uint32_t bd_il_prefetch_bytes = 8192;
 int bd_il_fused_rows_avx2 = 6;
+bd_il_rows_fn bd_il_one_row;
+
+/* BLOCKDRAFT_ONE_ROW: "256" / "512" into *w256; false for another value */
+static bool one_row_parse(const char *s, bool *w256) {
+    if (!strcmp(s, "256") || !strcmp(s, "512")) {
+        *w256 = s[0] == '2';
+        return true;
+    }
+    return false;
+}
 
 /* BLOCKDRAFT_PREFETCH: "l1" / "l2" into *l1; false for another value */
 static bool prefetch_parse(const char *s, bool *l1) {
@@ -173,6 +183,21 @@ static void tables_build(void) {
         g_have[i] = true;
         best = i;
     }
+    /* Zen 4, 2 threads, kbench 9728 x 2560 from memory (521 MiB a rep),
+     * one activation row, both in one process, best of 20, two rounds, ms,
+     * avx512 level's il_rows / avx2 level's: Q4_K 12.0-12.2 / 9.7-9.8, Q6_K
+     * 14.4 / 13.0-13.5; one thread Q4_K 23.8-24.6 / 20.0-20.6. In cache
+     * (one thread) the 512-bit loop is the faster (0.29 / 0.37 ms): what
+     * holds it back is how its loads meet the memory stream, not its work.
+     * A 256-bit copy of the avx512 loop with vpdpbusd (no vpmaddubsw)
+     * streamed in between (10.6 ms, Q4_K), splitting its chains changed
+     * nothing. Zen 5 (full-width 512-bit units) read the avx512 decode
+     * faster than the avx2 one and keeps its own, as do Intel CPUs (not
+     * measured). */
+    bool w256 = zen4;
+    const char *one = getenv("BLOCKDRAFT_ONE_ROW");
+    if (one) one_row_parse(one, &w256);
+    bd_il_one_row = w256 && g_have[BD_ISA_AVX2] && g_tab[BD_ISA_AVX2].tile ? g_tab[BD_ISA_AVX2].tile->il_rows : NULL;
     bd_isa forced;
     const char *env = getenv("BLOCKDRAFT_ISA");
     /* a forced level this machine cannot run is refused by
@@ -197,6 +222,11 @@ const bd_kernels *bd_kernels_get(void) {
     return g_chosen;
 }
 
+const char *bd_kernels_one_row_name(void) {
+    pthread_once(&g_once, tables_build);
+    return bd_il_one_row ? "256" : "512";
+}
+
 const char *bd_kernels_prefetch_name(void) {
     pthread_once(&g_once, tables_build);
     return bd_il_prefetch_l1 ? "l1" : "l2";
@@ -207,6 +237,10 @@ bool bd_kernels_check(char *err, size_t errlen) {
     bool l1;
     if (pf && !prefetch_parse(pf, &l1))
         return bd_err(err, errlen, "BLOCKDRAFT_PREFETCH=%s: unknown prefetch target (known: l1 l2)", pf);
+    const char *one = getenv("BLOCKDRAFT_ONE_ROW");
+    bool w256;
+    if (one && !one_row_parse(one, &w256))
+        return bd_err(err, errlen, "BLOCKDRAFT_ONE_ROW=%s: unknown vector width (known: 256 512)", one);
     const char *env = getenv("BLOCKDRAFT_ISA");
     if (!env) return true;
     bd_isa isa;

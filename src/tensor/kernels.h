@@ -103,6 +103,8 @@ typedef enum bd_isa {
  *     y[t*ldy + r]; each element in the f32 order of its type's
  *     vec_dot_tile (tensor.h), whatever n_tok and nw are.
  */
+typedef void (*bd_il_rows_fn)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq,
+                              size_t xs, const void *pack, int64_t n_tok, float *y, int64_t ldy);
 typedef struct bd_tile_ops {
     bool (*supports)(uint32_t type, int64_t ncols);
     size_t (*pack_bytes)(uint32_t type, int64_t ncols, int64_t n_tok);
@@ -121,8 +123,7 @@ typedef struct bd_tile_ops {
      * (bd_vec_dot_tile_ref), not vec_dot_n's. The matrices bd_model_open
      * interleaves are those of the types il_rows takes (bd_il16_supports),
      * Q8_0 only in DFlash drafters, whose products are all bd_matmul_fast. */
-    void (*il_rows)(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
-                    const void *pack, int64_t n_tok, float *y, int64_t ldy);
+    bd_il_rows_fn il_rows;
     /* Whether bd_model_open interleaves by default on this level (where it
      * measured faster; BLOCKDRAFT_INTERLEAVE=1 / 0 overrides). */
     bool il_default;
@@ -175,6 +176,20 @@ extern uint32_t bd_il_prefetch_bytes;
  * built; `avxvnni` always reads them in the kernel. The results' bits
  * never depend on it. */
 extern int bd_il_fused_rows_avx2;
+/* Where the avx512 level sends one activation row (decode) against
+ * interleaved Q4_K or Q6_K weights: the avx2 level's il_rows (256-bit
+ * kernels), or NULL for its own 512-bit ones. Set when the tables are
+ * built: the avx2 level's on Zen 4 (AMD family 0x19 with AVX-512), which
+ * runs each 512-bit operation as two 256-bit halves and streamed these
+ * weights from memory 10-20 % slower through the 512-bit one-row loops
+ * than through the 256-bit ones (kernels.c's measurements); NULL
+ * elsewhere. BLOCKDRAFT_ONE_ROW=256|512 overrides (bd_kernels_check
+ * refuses another value). The results' bits never depend on it: every
+ * il_rows gives the tile order. */
+extern bd_il_rows_fn bd_il_one_row;
+/* "256" or "512": the vector width of the avx512 level's one-row
+ * interleaved products in use (builds the tables first). */
+const char *bd_kernels_one_row_name(void);
 /* "l1" or "l2": the choice in use (builds the tables first). */
 const char *bd_kernels_prefetch_name(void);
 /* The table of one level, or NULL if this machine cannot run it. */

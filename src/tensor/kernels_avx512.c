@@ -1619,6 +1619,16 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * costs more) pay from 12 rows (one Zen 5 core, 2560-column rows in
  * cache), its 9-11 rows go to the multi-row dot. Q8_0: the tile order
  * (see rg8_pack). */
+/* bd_tile_ops.il_rows: kernels_il.h's, but one activation row against
+ * Q4_K / Q6_K goes where kernels.h's bd_il_one_row says (on Zen 4 the avx2
+ * level's 256-bit loops, which stream faster there; same bits) */
+static void il_rows_one(uint32_t type, int64_t ncols, const void *w, size_t ws, int nw, const void *xq, size_t xs,
+                        const void *pack, int64_t n_tok, float *y, int64_t ldy) {
+    const bd_il_rows_fn one = bd_il_one_row;
+    if (n_tok == 1 && type != BD_TYPE_Q8_0 && one) one(type, ncols, w, ws, nw, xq, xs, pack, n_tok, y, ldy);
+    else il_rows(type, ncols, w, ws, nw, xq, xs, pack, n_tok, y, ldy);
+}
+
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
@@ -1627,7 +1637,7 @@ static const bd_tile_ops k_rg_ops = {
     .exact_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */
     .fast_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 12, [BD_TYPE_Q8_0] = 2},
-    .il_rows = il_rows,
+    .il_rows = il_rows_one,
     .il_default = true,
 };
 
