@@ -1609,16 +1609,6 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
 #define IL_FEW_ROWS 64
 #include "kernels_il.h"
 
-/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
- * from these sizes on the row groups measured faster than vec_dot_n.
- * Below 9 rows vec_dot_n's few-row dots (kernels_simd.h) read each weight
- * row once for all rows (tools/kbench, Zen 5, 2 threads, weights streamed
- * from memory, ms per 512 MiB, few-row dot against row groups: Q4_K
- * 9728x2560 at 2 / 4 / 5 / 6 / 8 rows 18 / 25 / 28 / 33 / 41 against 31 /
- * 36 / 40 / 42 / 49; one row 16-18); Q6_K's row groups (its unpacking
- * costs more) pay from 12 rows (one Zen 5 core, 2560-column rows in
- * cache), its 9-11 rows go to the multi-row dot. Q8_0: the tile order
- * (see rg8_pack). */
 /* bd_tile_ops.il_rows: kernels_il.h's, but one activation row against
  * Q4_K / Q6_K goes where kernels.h's bd_il_one_row says (on Zen 4 the avx2
  * level's 256-bit loops, which stream faster there; same bits) */
@@ -1629,6 +1619,16 @@ static void il_rows_one(uint32_t type, int64_t ncols, const void *w, size_t ws, 
     else il_rows(type, ncols, w, ws, nw, xq, xs, pack, n_tok, y, ldy);
 }
 
+/* Q4_K / Q6_K: the bits of vec_dot_n, so exact callers may send any batch;
+ * from these sizes on the row groups measured faster than vec_dot_n.
+ * Below 9 rows vec_dot_n's few-row dots (kernels_simd.h) read each weight
+ * row once for all rows (tools/kbench, Zen 5, 2 threads, weights streamed
+ * from memory, ms per 512 MiB, few-row dot against row groups: Q4_K
+ * 9728x2560 at 2 / 4 / 5 / 6 / 8 rows 18 / 25 / 28 / 33 / 41 against 31 /
+ * 36 / 40 / 42 / 49; one row 16-18); Q6_K's row groups (its unpacking
+ * costs more) pay from 12 rows (one Zen 5 core, 2560-column rows in
+ * cache), its 9-11 rows go to the multi-row dot. Q8_0: the tile order
+ * (see rg8_pack). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
     .pack_bytes = rg_pack_bytes,
