@@ -114,6 +114,7 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
 bool bd_il_prefetch_l1;
 uint32_t bd_il_prefetch_bytes = 8192;
 int bd_il_fused_rows_avx2 = 6;
+int bd_il_pair_rows_avx2 = 3;
 bd_il_rows_fn bd_il_one_row;
 
 /* BLOCKDRAFT_ONE_ROW: "256" / "512" into *w256; false for another value */
@@ -158,6 +159,13 @@ static void tables_build(void) {
      * 42.4-46.1 ms, so 16 on every non-AMD CPU (only that Xeon measured). */
     const bool zen4 = cpu->amd && cpu->family == 0x19 && bd_cpu_has(cpu, BD_CPU_AVX512F);
     bd_il_fused_rows_avx2 = zen4 || !cpu->amd ? 16 : 6;
+    /* Zen 4, avx2, kbench 9728 x 2560 Q4_K from memory (256 MiB a rep), 2
+     * threads, best of 10, alternating builds, ms, 3 / 4 rows a pair-kernel
+     * call: 16 rows 34.7-35.3 / 32.1-33.3 (five rounds), 12 rows 25.2-25.9 /
+     * 24.6-25.0, 8 rows 18.2-18.5 / 17.3-17.5, 6 rows even (3 + 3 either
+     * way). Zen 5 had read 4 slower (kernels_avx2.c), an Intel Xeon at the
+     * avx2 level 16 rows 42.4-46.1 / 41.8-42.7 (one session; not taken). */
+    bd_il_pair_rows_avx2 = zen4 ? 4 : 3;
     int best = BD_ISA_REF;
     /* levels come after the one they are laid over */
     for (int i = 0; i < BD_ISA_COUNT; i++) {

@@ -176,6 +176,12 @@ extern uint32_t bd_il_prefetch_bytes;
  * built; `avxvnni` always reads them in the kernel. The results' bits
  * never depend on it. */
 extern int bd_il_fused_rows_avx2;
+/* The most activation rows one call of the `avx2` level's Q4_K pair
+ * kernel takes (kernels_avx2.c's il_pair_q4k; 1..4): 4 on Zen 4 (AMD
+ * family 0x19 with AVX-512), 3 elsewhere (Zen 5 measured 3 faster).
+ * `avxvnni` always takes 4. Set when the tables are built; the results'
+ * bits never depend on it. */
+extern int bd_il_pair_rows_avx2;
 /* Where the avx512 level sends one activation row (decode) against
  * interleaved Q4_K or Q6_K weights: the avx2 level's il_rows (256-bit
  * kernels), or NULL for its own 512-bit ones. Set when the tables are

@@ -1138,7 +1138,7 @@ BD_INLINE void il_pair_q4k(const uint8_t *p, const rg_q4k *u0, const rg_q4k *u1,
 #if defined(__AVXVNNI__)
 #define IL_PAIR_NT 4
 #else
-#define IL_PAIR_NT 3
+#define IL_PAIR_NT bd_il_pair_rows_avx2 /* 4 on Zen 4, 3 elsewhere (kernels.c) */
 #endif
 #endif
 /* il_pair_q4k_N: unpacked blocks; il_pairf_q4k_N: the codes read from the

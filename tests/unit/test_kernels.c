@@ -887,6 +887,14 @@ static void run_isa(bd_isa isa) {
         /* the avx512 level's one-row products go to the avx2 level's
          * il_rows on Zen 4 and to its own elsewhere (kernels.h's
          * bd_il_one_row): both ways on every host that runs both */
+        /* the avx2 level's pair-kernel calls take 4 rows on Zen 4 and 3
+         * elsewhere (kernels.h's bd_il_pair_rows_avx2): both everywhere */
+        if (isa == BD_ISA_AVX2) {
+            const int saved = bd_il_pair_rows_avx2;
+            bd_il_pair_rows_avx2 = saved == 4 ? 3 : 4;
+            check_interleaved(k);
+            bd_il_pair_rows_avx2 = saved;
+        }
         const bd_kernels *k2 = bd_kernels_for(BD_ISA_AVX2);
         if (isa == BD_ISA_AVX512 && k2 && k2->tile && k2->tile->il_rows) {
             const bd_il_rows_fn saved = bd_il_one_row;
