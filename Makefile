@@ -102,11 +102,15 @@ $(BUILD)/examples/%: examples/%.c $(BUILD)/libbdcore.a include/blockdraft.h
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 
 # Helper programs of the end-to-end tests (not tests themselves).
-TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit $(BUILD)/tests/bd-grammar-check $(BUILD)/tests/bd-open-gate.so
+TOOL_BIN  = $(BUILD)/tests/bd-gguf-edit $(BUILD)/tests/bd-grammar-check $(BUILD)/tests/bd-open-gate.so \
+            $(BUILD)/tests/bd-kv-row
 $(BUILD)/tests/bd-open-gate.so: tests/tools/open_gate.c
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O1 -Wall -Wextra -fPIC -shared -o $@ $< -ldl
 $(BUILD)/tests/bd-gguf-edit: tests/tools/gguf_edit.c $(BUILD)/libbdcore.a $(HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
+$(BUILD)/tests/bd-kv-row: tests/tools/kv_row.c $(BUILD)/libbdcore.a $(HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libbdcore.a $(LDLIBS)
 $(BUILD)/tests/bd-grammar-check: tests/tools/grammar_check.c $(BUILD)/libbdapp.a $(BUILD)/libbdcore.a $(HDRS)

@@ -192,21 +192,31 @@ enum bd_rope_scaling_type {
 };
 
 /* KV cache element type of a session (llama.cpp's --cache-type-k /
- * --cache-type-v): f16 holds half the bytes of f32, q8_0 (blocks of 32
- * int8 with an f16 scale, 34 bytes) 53 % of f16's; attention reads the
- * rounded or quantized values, as llama.cpp's caches of those types do.
- * q8_0 needs a head size that is a multiple of 32. */
+ * --cache-type-v, the same nine names): f16 and bf16 hold half the bytes of
+ * f32; q8_0 (blocks of 32 int8 with an f16 scale, 34 bytes) 53 % of f16's;
+ * q5_0 / q5_1 (22 / 24 bytes a block of 32), q4_0 / iq4_nl (18) and q4_1
+ * (20) less still. Attention reads the rounded or quantized values, as
+ * llama.cpp's caches of those types do. The block types need a head size
+ * that is a multiple of 32. */
 enum bd_kv_type {
     BD_KV_DEFAULT = 0, /* f32 */
     BD_KV_F32 = 1,
     BD_KV_F16 = 2,
     BD_KV_Q8_0 = 3,
+    BD_KV_BF16 = 4,
+    BD_KV_Q4_0 = 5,
+    BD_KV_Q4_1 = 6,
+    BD_KV_IQ4_NL = 7,
+    BD_KV_Q5_0 = 8,
+    BD_KV_Q5_1 = 9,
+    BD_KV_COUNT
 };
+/* The names bd_kv_type_parse takes, for messages. */
+#define BD_KV_TYPE_NAMES "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"
 
-/* llama.cpp's name of a KV type ("f32", "f16", "q8_0") to the enum: true
- * and *t set, or false for any other name (llama.cpp's other quantized
- * cache types among them). bd_kv_type_name: the name, "f32" for
- * BD_KV_DEFAULT. */
+/* llama.cpp's name of a KV type ("f32", "q4_0", ...: BD_KV_TYPE_NAMES) to
+ * the enum: true and *t set, or false for any other name. bd_kv_type_name:
+ * the name, "f32" for BD_KV_DEFAULT, "?" outside the enum. */
 bool bd_kv_type_parse(const char *name, int32_t *t);
 const char *bd_kv_type_name(int32_t t);
 

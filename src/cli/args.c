@@ -95,7 +95,7 @@ bool arg_cache_type(int argc, char **argv, int *i, bd_session_params *sp) {
     else if (arg_take(argc, argv, i, (const char *[]){"-ctv", "--cache-type-v", NULL}, &v)) dst = &sp->type_v;
     else return false;
     if (!bd_kv_type_parse(v, dst)) {
-        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32, f16 and q8_0)\n", a, v);
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types are " BD_KV_TYPE_NAMES ")\n", a, v);
         exit(2);
     }
     return true;
@@ -111,7 +111,7 @@ bool arg_cache_type_draft(int argc, char **argv, int *i, int32_t *type_k, int32_
         dst = type_v;
     else return false;
     if (!bd_kv_type_parse(v, dst)) {
-        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types here are f32, f16 and q8_0)\n", a, v);
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (the KV cache types are " BD_KV_TYPE_NAMES ")\n", a, v);
         exit(2);
     }
     return true;

@@ -40,14 +40,14 @@ bool arg_rope(int argc, char **argv, int *i, struct bd_session_params *sp);
     "                         --yarn-orig-ctx 32768\n"
 
 /* llama.cpp's KV cache flags, into a session's parameters: -ctk /
- * --cache-type-k and -ctv / --cache-type-v, f32, f16 or q8_0. True when
+ * --cache-type-k and -ctv / --cache-type-v, BD_KV_TYPE_NAMES. True when
  * argv[*i] was one (consumed with its value); another type exits 2 naming
  * those supported. */
 bool arg_cache_type(int argc, char **argv, int *i, struct bd_session_params *sp);
 #define ARG_CACHE_TYPE_USAGE                                                                                  \
-    "  -ctk, --cache-type-k f32|f16|q8_0  -ctv, --cache-type-v f32|f16|q8_0\n"                               \
-    "                         KV cache element types (default f32; f16 halves the cache, q8_0\n"         \
-    "                         holds it in about a quarter)\n"
+    "  -ctk, --cache-type-k T  -ctv, --cache-type-v T  KV cache element types, llama.cpp's: f32\n"         \
+    "                         (default), f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 (f16 halves\n"  \
+    "                         the cache, q8_0 holds it in about a quarter, q4_0 in a seventh)\n"
 
 /* The drafter's: -ctkd / --cache-type-k-draft / --spec-draft-type-k and
  * -ctvd / --cache-type-v-draft / --spec-draft-type-v into *type_k /
@@ -55,7 +55,7 @@ bool arg_cache_type(int argc, char **argv, int *i, struct bd_session_params *sp)
 bool arg_cache_type_draft(int argc, char **argv, int *i, int32_t *type_k, int32_t *type_v);
 #define ARG_CACHE_TYPE_DRAFT_USAGE                                                                            \
     "  -ctkd, --cache-type-k-draft T  -ctvd, --cache-type-v-draft T  the drafter's caches (a DFlash\n"       \
-    "                         drafter's context, a draft model's): f32 (default), f16 or q8_0\n"
+    "                         drafter's context, a draft model's), the same types\n"
 
 /* A --chat-template value: Jinja text, or the one built-in name known here
  * (chatml). Otherwise prints why, naming cmd, and returns false. */

@@ -233,7 +233,7 @@ static bool option_item(pctx *px, const yaml_node_t *item) {
     }
     if (!strcmp(key, "draft_cache_type_k") || !strcmp(key, "draft_cache_type_v")) {
         if (bare || !bd_kv_type_parse(val, key[17] == 'k' ? &c->draft_cache_type_k : &c->draft_cache_type_v))
-            return fail_at(px, item, "option '%s': the KV cache types here are f32, f16 and q8_0", s);
+            return fail_at(px, item, "option '%s': the KV cache types are " BD_KV_TYPE_NAMES, s);
         return true;
     }
     if (!strcmp(key, "parallel") || !strcmp(key, "n_parallel")) {
@@ -317,7 +317,7 @@ static bool top_key(pctx *px, const ydoc_entry *e) {
         const char *s = want_str(px, v, k);
         if (!s) return false;
         if (!bd_kv_type_parse(s, k[11] == 'k' ? &c->cache_type_k : &c->cache_type_v))
-            return fail_at(px, v, "%s '%s': the KV cache types here are f32, f16 and q8_0", k, s);
+            return fail_at(px, v, "%s '%s': the KV cache types are " BD_KV_TYPE_NAMES, k, s);
         return true;
     }
     if (!strcmp(k, "threads")) {

@@ -11,14 +11,19 @@
  * the first visible key of a row at position p up to p - W + 1. The new
  * rows' K/V must already be in the cache.
  *
- * The cache holds f32, f16 or q8_0 rows (llama.cpp's -ctk / -ctv; f16
- * takes half the memory of f32, q8_0 27 %). A block of f16 or q8_0 keys
- * or values is widened
- * into the thread's f32 buffer once for all the item's queries (exactly:
- * an f16 is an f32, and a q8_0 value is one product, as its dequantizer
- * forms it), and the f32 kernels read it there: the bits are those of an
- * f32 cache holding the rounded values. (Widening inside the kernels would
- * repeat it for each of an item's queries, up to BD_ATTN_QB of them.)
+ * The cache holds rows of f32 or of one of llama.cpp's other cache types
+ * (-ctk / -ctv: f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; f16
+ * takes half the memory of f32, q8_0 27 %, q4_0 14 %). A block of keys or
+ * values of another type than f32 is widened into the thread's f32 buffer
+ * once for all the item's queries (exactly: an f16 or bf16 is an f32, and
+ * a quantized value is one product or one multiply-add, as its
+ * dequantizer forms it), and the f32 kernels read it there: the bits are
+ * those of an f32 cache holding the rounded values. (Widening inside the
+ * kernels would repeat it for each of an item's queries, up to BD_ATTN_QB
+ * of them.) The kernel table widens (f16_to_f32, kv_to_f32 with the
+ * reference dequantizers' bits); rows are stored as llama.cpp stores them
+ * (bd_quantize_row_kv; q8_0: the kernel table's activation quantizer,
+ * f16: its SIMD conversion).
  *
  * The cache is head-major ([n_kv][capacity][hd]): a work item walks one
  * head's keys as one contiguous stream. (Position-major rows put a head's
@@ -64,8 +69,9 @@ typedef struct {
 #define KB BD_ATTN_KB
 
 bool bd_attn_cache_type(int32_t kv_type, uint32_t *type) {
-    static const uint32_t types[] = {BD_TYPE_F32, BD_TYPE_F32, BD_TYPE_F16, BD_TYPE_Q8_0}; /* by bd_kv_type */
-    if (kv_type < BD_KV_DEFAULT || kv_type > BD_KV_Q8_0) return false;
+    static const uint32_t types[BD_KV_COUNT] = {BD_TYPE_F32,  BD_TYPE_F32,  BD_TYPE_F16,    BD_TYPE_Q8_0, BD_TYPE_BF16,
+                                                BD_TYPE_Q4_0, BD_TYPE_Q4_1, BD_TYPE_IQ4_NL, BD_TYPE_Q5_0, BD_TYPE_Q5_1};
+    if (kv_type < BD_KV_DEFAULT || kv_type >= BD_KV_COUNT) return false;
     *type = types[kv_type];
     return true;
 }
@@ -77,32 +83,49 @@ size_t bd_attn_row_bytes(uint32_t type, int32_t hd) {
 
 void bd_attn_kv_store(void *dst, uint32_t type, const float *row, int32_t n) {
     const bd_kernels *k = bd_kernels_get();
-    if (type == BD_TYPE_F16) k->f32_to_f16(n, row, dst);
+    if (type == BD_TYPE_F32) memcpy(dst, row, (size_t)n * sizeof(float));
+    else if (type == BD_TYPE_F16) k->f32_to_f16(n, row, dst);
     else if (type == BD_TYPE_Q8_0) k->from_float[BD_TYPE_Q8_0](row, dst, n);
-    else memcpy(dst, row, (size_t)n * sizeof(float));
+    else bd_quantize_row_kv(type, row, dst, n); /* n: whole blocks (bd_attn_row_bytes checked hd) */
 }
 
-/* Bytes of a cache row of hd elements of type (hd a whole number of q8_0
- * blocks: the caller checked). */
-static size_t row_bytes(uint32_t type, int32_t hd) {
-    if (type == BD_TYPE_F16) return (size_t)hd * sizeof(bd_f16);
-    if (type == BD_TYPE_Q8_0) return (size_t)(hd / QK8_0) * sizeof(block_q8_0);
-    return (size_t)hd * sizeof(float);
+int32_t bd_attn_rot(uint32_t type, int32_t hd, bool is_v) {
+    const bd_type_traits *t = bd_type_get(type);
+    if (!t || !t->is_quant || hd <= 0 || hd % 64) return 0;
+    if (is_v) return 64;
+    int32_t r = 64;
+    while (hd % (2 * r) == 0) r *= 2;
+    return r;
 }
 
-/* Rows [lo, hi) of one KV head's cache (its first row at head, rows
- * contiguous) as f32: the cache itself when it is f32, else the rows
- * widened into tmp ([KB][hd], row lo at tmp[(lo - j0) * hd]). Returns
- * where row j0 would start; rows outside [lo, hi) must not be read
- * through it. */
-static const float *kv_rows(const bd_kernels *k, const char *head, uint32_t type, int32_t hd, int32_t j0, int32_t lo,
-                            int32_t hi, float *tmp) {
-    const size_t rb = row_bytes(type, hd);
+void bd_attn_rotate(float *x, int64_t n, int32_t rot) {
+    const float scale = 1.0f / sqrtf((float)rot);
+    for (int64_t c = 0; c + rot <= n; c += rot) {
+        float *y = x + c;
+        for (int32_t i = 0; i < rot; i++) y[i] *= scale;
+        for (int32_t len = 1; len < rot; len *= 2)
+            for (int32_t i = 0; i < rot; i += 2 * len)
+                for (int32_t j = i; j < i + len; j++) {
+                    const float u = y[j], v = y[j + len];
+                    y[j] = u + v;
+                    y[j + len] = u - v;
+                }
+    }
+}
+
+/* Rows [lo, hi) of one KV head's cache (its first row at head, rows of rb
+ * bytes, contiguous) as f32: the cache itself when it is f32, else the
+ * rows widened into tmp ([KB][hd], row lo at tmp[(lo - j0) * hd]).
+ * Returns where row j0 would start; rows outside [lo, hi) must not be
+ * read through it. */
+static const float *kv_rows(const bd_kernels *k, const char *head, uint32_t type, size_t rb, int32_t hd, int32_t j0,
+                            int32_t lo, int32_t hi, float *tmp) {
     if (type == BD_TYPE_F32) return (const float *)(head + (size_t)j0 * rb);
     const int64_t n = (int64_t)(hi - lo) * hd;
     float *dst = tmp + (int64_t)(lo - j0) * hd;
-    if (type == BD_TYPE_F16) k->f16_to_f32(n, (const bd_f16 *)(head + (size_t)lo * rb), dst);
-    else k->q8_0_to_f32(n, head + (size_t)lo * rb, dst);
+    const void *src = head + (size_t)lo * rb;
+    if (type == BD_TYPE_F16) k->f16_to_f32(n, src, dst);
+    else k->kv_to_f32[type](n, src, dst);
     return tmp;
 }
 
@@ -122,6 +145,7 @@ static void attn_worker(void *arg, int ith, int nth) {
     float *op[BD_ATTN_QB], *sc[BD_ATTN_QB], sum[BD_ATTN_QB], mx[BD_ATTN_QB];
     int32_t len[BD_ATTN_QB], beg[BD_ATTN_QB];
     const int64_t n_items = (int64_t)a->n_kv * n_qb;
+    const size_t krb = bd_attn_row_bytes(a->k_type, hd), vrb = bd_attn_row_bytes(a->v_type, hd);
     const int32_t n_blk = a->n_blk > 0 ? a->n_blk : a->q_off + a->n;
     for (;;) {
         const int64_t w = (int64_t)atomic_fetch_add_explicit(&ctx->next, 1, memory_order_relaxed);
@@ -130,8 +154,8 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int64_t q0 = (w % n_qb) * BD_ATTN_QB;
         const int nq = (int)(nq_all - q0 < BD_ATTN_QB ? nq_all - q0 : BD_ATTN_QB);
         const int64_t head_row = kvh * a->kv_head_stride / hd; /* this head's first cache row */
-        const char *kh = (const char *)a->k_cache + (size_t)head_row * row_bytes(a->k_type, hd);
-        const char *vh = (const char *)a->v_cache + (size_t)head_row * row_bytes(a->v_type, hd);
+        const char *kh = (const char *)a->k_cache + (size_t)head_row * krb;
+        const char *vh = (const char *)a->v_cache + (size_t)head_row * vrb;
         int32_t maxlen = 0, minbeg = INT32_MAX;
         for (int i = 0; i < nq; i++) {
             int32_t t = (int32_t)((q0 + i) / group), h = kvh * group + (int32_t)((q0 + i) % group);
@@ -149,7 +173,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         const int32_t jb = minbeg / KB * KB;
         for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
             const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
-            const float *kb = kv_rows(k, kh, a->k_type, hd, j0, lo, hi, tmp);
+            const float *kb = kv_rows(k, kh, a->k_type, krb, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
                 if (e0 > s0) {
@@ -164,7 +188,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         }
         for (int32_t j0 = jb; j0 < maxlen; j0 += KB) {
             const int32_t lo = minbeg > j0 ? minbeg : j0, hi = maxlen < j0 + KB ? maxlen : j0 + KB;
-            const float *vb = kv_rows(k, vh, a->v_type, hd, j0, lo, hi, tmp);
+            const float *vb = kv_rows(k, vh, a->v_type, vrb, hd, j0, lo, hi, tmp);
             for (int i = 0; i < nq; i++) {
                 const int32_t s0 = beg[i] > j0 ? beg[i] : j0, e0 = len[i] < j0 + KB ? len[i] : j0 + KB;
                 if (e0 > s0) k->attn_accum(hd, sc[i] + s0, vb + (int64_t)(s0 - j0) * hd, hd, e0 - s0, op[i]);
@@ -173,6 +197,7 @@ static void attn_worker(void *arg, int ith, int nth) {
         for (int i = 0; i < nq; i++) {
             float inv = 1.0f / sum[i];
             for (int32_t e = 0; e < hd; e++) op[i][e] *= inv;
+            if (a->v_rot) bd_attn_rotate(op[i], hd, a->v_rot); /* back from the V cache's basis */
         }
     }
 }

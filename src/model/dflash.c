@@ -37,8 +37,9 @@ struct bd_dflash {
     char *k_cache;         /* [n_layer][n_kv][n_ctx + B] rows of hd elements of k_type, head-major
                               (attention.c) */
     char *v_cache;         /* [n_layer][n_kv][n_ctx + B] rows of v_type */
-    uint32_t k_type, v_type; /* BD_TYPE_F32, _F16 or _Q8_0 (-ctkd / -ctvd) */
+    uint32_t k_type, v_type; /* BD_TYPE_F32 or another cache type (-ctkd / -ctvd; bd_attn_cache_type) */
     size_t k_rb, v_rb;     /* bytes of one row */
+    int32_t k_rot, v_rot;  /* bd_attn_rot of the caches (q, k, v rotated before the store) */
     float *kv_tmp;         /* [n_threads][BD_ATTN_KB][hd] widened rows; NULL when both are f32 */
     float *c;              /* [max_rows][n_embd] projected context rows */
     float *x;              /* [max_rows][n_embd] */
@@ -128,6 +129,8 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
     d->v_type = tv;
     d->k_rb = bd_attn_row_bytes(tk, dh->hd);
     d->v_rb = bd_attn_row_bytes(tv, dh->hd);
+    d->k_rot = bd_attn_rot(tk, dh->hd, false);
+    d->v_rot = bd_attn_rot(tv, dh->hd, true);
     d->embd = dm->tok_embd.data ? dm->tok_embd : tm->tok_embd;
     d->out = dm->tok_embd.data ? dm->output : tm->output;
     const int64_t E = dh->n_embd, Q = (int64_t)dh->n_head * dh->hd, KV = (int64_t)dh->n_kv * dh->hd,
@@ -183,9 +186,12 @@ bd_dflash *bd_dflash_create(bd_model *dm, bd_model *tm, bd_pool *pool, int32_t n
  * ---------------------------------------------------------------------- */
 
 /* Row pos of one layer's head-major caches (kc, vc) := k, v ([n_kv*hd]
- * each), in the caches' types. */
-static void kv_store(const bd_dflash *d, char *kc, char *vc, int32_t pos, const float *k, const float *v) {
+ * each, rotated here in place where the caches' types ask it:
+ * attention.h), in the caches' types. */
+static void kv_store(const bd_dflash *d, char *kc, char *vc, int32_t pos, float *k, float *v) {
     const bd_hparams *hp = &d->dm->hp;
+    if (d->k_rot) bd_attn_rotate(k, (int64_t)hp->n_kv * hp->hd, d->k_rot);
+    if (d->v_rot) bd_attn_rotate(v, (int64_t)hp->n_kv * hp->hd, d->v_rot);
     for (int32_t h = 0; h < hp->n_kv; h++) {
         const size_t row = (size_t)h * (size_t)(d->n_ctx + d->B) + (size_t)pos; /* head-major */
         bd_attn_kv_store(kc + row * d->k_rb, d->k_type, k + (int64_t)h * hp->hd, hp->hd);
@@ -270,6 +276,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
                 for (int32_t h = 0; h < hp->n_head; h++)
                     bd_rmsnorm(q + h * hp->hd, q + h * hp->hd, L->q_norm, hp->hd, hp->rms_eps);
                 bd_rope(q, hp->n_head, hp->hd, hp->n_rot, P + i, &hp->rope, BD_ROPE_NEOX);
+                if (d->k_rot) bd_attn_rotate(q, Q, d->k_rot);
             }
             for (int32_t h = 0; h < hp->n_kv; h++)
                 bd_rmsnorm(k + h * hp->hd, k + h * hp->hd, L->k_norm, hp->hd, hp->rms_eps);
@@ -283,7 +290,7 @@ bool bd_dflash_draft(bd_dflash *d, int32_t anchor, int32_t n_draft, int32_t bloc
             .out = d->att, .scores = d->scores,
             .scores_stride = d->n_ctx + d->B, .n = nr, .n_head = hp->n_head, .n_kv = hp->n_kv,
             .hd = hp->hd, .n_past = P, .q_off = r0, .n_blk = b, .causal = dm->dflash.causal,
-            .window = dm->dflash.swa_layer[il] ? dm->dflash.swa_window : 0,
+            .window = dm->dflash.swa_layer[il] ? dm->dflash.swa_window : 0, .v_rot = d->v_rot,
         };
         bd_attention(d->pool, &aa);
         bd_matmul_fast(d->pool, &L->wo, d->att, Q, nr, d->h, E, d->mm_scratch);

@@ -74,6 +74,11 @@ static void rows_worker(void *arg, int ith, int nth) {
             }
             bd_rope(q, hp->n_head, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
             bd_rope(k, hp->n_kv, hp->hd, hp->n_rot, c->p0 + (int32_t)t, &c->s->rope, hp->rope_type);
+            if (s->k_rot) { /* a quantized cache's basis (attention.h) */
+                bd_attn_rotate(q, Q, s->k_rot);
+                bd_attn_rotate(k, KV, s->k_rot);
+            }
+            if (s->v_rot) bd_attn_rotate(v, KV, s->v_rot);
             for (int32_t h = 0; h < hp->n_kv; h++) {
                 const int64_t row = (int64_t)h * s->n_ctx + c->p0 + t; /* head-major */
                 bd_attn_kv_store(c->kc + row * s->k_row_bytes, s->k_type, k + h * hp->hd, hp->hd);
@@ -163,7 +168,7 @@ void bd_fwd_attention(bd_session *s, const bd_layer *L, int32_t n) {
         .k_type = s->k_type, .v_type = s->v_type, .kv_tmp = s->kv_tmp,
         .out = s->q /* in place */, .scores = s->scores,
         .scores_stride = s->n_ctx + s->n_batch, .n = n, .n_head = hp->n_head, .n_kv = hp->n_kv,
-        .hd = hp->hd, .n_past = p0, .causal = true,
+        .hd = hp->hd, .n_past = p0, .causal = true, .v_rot = s->v_rot,
     };
     bd_attention(s->pool, &aa);
     if (gated) {

@@ -249,8 +249,9 @@ struct bd_session {
     void *k_cache;                /* [n_attn_layers][n_kv][n_ctx] rows of hd elements of k_type,
                                      head-major (attention.c) */
     void *v_cache;                /* [n_attn_layers][n_kv][n_ctx] rows of hd elements of v_type */
-    uint32_t k_type, v_type;      /* BD_TYPE_F32, _F16 or _Q8_0 */
+    uint32_t k_type, v_type;      /* BD_TYPE_F32 or another cache type (bd_attn_cache_type) */
     size_t k_row_bytes, v_row_bytes; /* one row of hd elements */
+    int32_t k_rot, v_rot;         /* bd_attn_rot of the caches: q, k (and v) rotated before the store */
     bd_recurrent rs;              /* hybrid targets only (hp.n_rec_layers > 0) */
 
     /* per-forward scratch, sized for n_batch rows */

@@ -14,10 +14,11 @@ bd_session_params bd_session_default_params(void) {
     return p;
 }
 
-static const char *const k_kv_names[] = {"f32", "f32", "f16", "q8_0"}; /* by enum bd_kv_type */
+static const char *const k_kv_names[BD_KV_COUNT] = {"f32",  "f32",  "f16",    "q8_0", "bf16",
+                                                     "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"}; /* by enum bd_kv_type */
 
 bool bd_kv_type_parse(const char *name, int32_t *t) {
-    for (int32_t i = BD_KV_F32; i <= BD_KV_Q8_0; i++)
+    for (int32_t i = BD_KV_F32; i < BD_KV_COUNT; i++)
         if (!strcmp(name, k_kv_names[i])) {
             *t = i;
             return true;
@@ -25,7 +26,7 @@ bool bd_kv_type_parse(const char *name, int32_t *t) {
     return false;
 }
 
-const char *bd_kv_type_name(int32_t t) { return t >= BD_KV_DEFAULT && t <= BD_KV_Q8_0 ? k_kv_names[t] : "?"; }
+const char *bd_kv_type_name(int32_t t) { return t >= BD_KV_DEFAULT && t < BD_KV_COUNT ? k_kv_names[t] : "?"; }
 
 
 static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
@@ -153,6 +154,8 @@ bd_session *bd_session_create_on_pool(bd_model *m, const bd_session_params *p, b
     }
     s->k_row_bytes = kv_row_bytes(m, s->k_type);
     s->v_row_bytes = kv_row_bytes(m, s->v_type);
+    s->k_rot = bd_attn_rot(s->k_type, hp->hd, false);
+    s->v_rot = bd_attn_rot(s->v_type, hp->hd, true);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : 4096; /* llama.cpp's default, whatever the trained length */
     if (s->n_ctx < 1) s->n_ctx = 1;
     s->n_batch = p->n_batch > 0 ? p->n_batch : 512;

@@ -92,7 +92,16 @@ static void f32_to_f16_ref(int64_t n, const float *x, bd_f16 *y) {
     for (int64_t i = 0; i < n; i++) y[i] = bd_f32_to_f16(x[i]);
 }
 
-static void q8_0_to_f32_ref(int64_t n, const void *x, float *y) { bd_dequantize_row(BD_TYPE_Q8_0, x, y, n); }
+/* the cache types' widening: the reference dequantizers */
+#define KV_TO_F32_REF(NAME, TYPE) \
+    static void NAME(int64_t n, const void *x, float *y) { bd_dequantize_row(TYPE, x, y, n); }
+KV_TO_F32_REF(bf16_to_f32_ref, BD_TYPE_BF16)
+KV_TO_F32_REF(q8_0_to_f32_ref, BD_TYPE_Q8_0)
+KV_TO_F32_REF(q4_0_to_f32_ref, BD_TYPE_Q4_0)
+KV_TO_F32_REF(q4_1_to_f32_ref, BD_TYPE_Q4_1)
+KV_TO_F32_REF(iq4_nl_to_f32_ref, BD_TYPE_IQ4_NL)
+KV_TO_F32_REF(q5_0_to_f32_ref, BD_TYPE_Q5_0)
+KV_TO_F32_REF(q5_1_to_f32_ref, BD_TYPE_Q5_1)
 
 float bd_expf_dd(float xf) {
     if (xf != xf) return xf; /* NaN */
@@ -151,5 +160,11 @@ void bd_attn_kernels_fill_ref(bd_kernels *k) {
     k->attn_accum = accum_ref;
     k->f16_to_f32 = f16_to_f32_ref;
     k->f32_to_f16 = f32_to_f16_ref;
-    k->q8_0_to_f32 = q8_0_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_BF16] = bf16_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_Q8_0] = q8_0_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_Q4_0] = q4_0_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_Q4_1] = q4_1_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_IQ4_NL] = iq4_nl_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_Q5_0] = q5_0_to_f32_ref;
+    k->kv_to_f32[BD_TYPE_Q5_1] = q5_1_to_f32_ref;
 }

@@ -98,13 +98,13 @@ static void overlay(bd_kernels *k, const bd_kernels *top) {
     for (int t = 0; t < BD_TYPE_COUNT; t++) {
         if (top->vec_dot_n[t]) k->vec_dot_n[t] = top->vec_dot_n[t];
         if (top->from_float[t]) k->from_float[t] = top->from_float[t];
+        if (top->kv_to_f32[t]) k->kv_to_f32[t] = top->kv_to_f32[t];
     }
     if (top->attn_scores) k->attn_scores = top->attn_scores;
     if (top->attn_softmax) k->attn_softmax = top->attn_softmax;
     if (top->attn_accum) k->attn_accum = top->attn_accum;
     if (top->f16_to_f32) k->f16_to_f32 = top->f16_to_f32;
     if (top->f32_to_f16) k->f32_to_f16 = top->f32_to_f16;
-    if (top->q8_0_to_f32) k->q8_0_to_f32 = top->q8_0_to_f32;
     if (top->silu_mul) k->silu_mul = top->silu_mul;
     if (top->gdn_step) k->gdn_step = top->gdn_step;
     if (top->argmax) k->argmax = top->argmax;

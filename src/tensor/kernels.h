@@ -46,10 +46,11 @@ typedef void (*bd_f16_to_f32_fn)(int64_t n, const bd_f16 *x, float *y);
  * vcvtps2ph and ggml round, NaNs quiet with their payload's top bits):
  * rows going into an f16 KV cache; the same bits in every table. */
 typedef void (*bd_f32_to_f16_fn)(int64_t n, const float *x, bd_f16 *y);
-/* y[i] = d * q[i] of n elements (a whole number of blocks) of q8_0 blocks,
- * d widened from its f16: the values a q8_0 KV cache holds, with the bits
- * of the reference dequantizer (bd_dequantize_row) in every table. */
-typedef void (*bd_q8_0_to_f32_fn)(int64_t n, const void *x, float *y);
+/* n elements (a whole number of blocks) of a KV cache type's rows to f32:
+ * the values the cache holds (q8_0: d * q; q4_1: d * q + m, a multiply and
+ * then an add; bf16: the bits shifted up), with the bits of the reference
+ * dequantizer (bd_dequantize_row) in every table. */
+typedef void (*bd_kv_to_f32_fn)(int64_t n, const void *x, float *y);
 
 /* SiLU-gated product of the feed-forward: g[i] = silu(g[i]) * u[i] for
  * i < n, silu(x) = x / (1 + bd_expf_dd(-x)) (attn_ref.c), the same bits
@@ -139,7 +140,8 @@ typedef struct bd_kernels {
     bd_attn_accum_fn attn_accum;
     bd_f16_to_f32_fn f16_to_f32;
     bd_f32_to_f16_fn f32_to_f16;
-    bd_q8_0_to_f32_fn q8_0_to_f32;
+    bd_kv_to_f32_fn kv_to_f32[BD_TYPE_COUNT];   /* by cache type: BF16, Q8_0, Q4_0, Q4_1, IQ4_NL,
+                                                    Q5_0, Q5_1 (f16: f16_to_f32) */
     bd_silu_mul_fn silu_mul;
     bd_gdn_step_fn gdn_step;
     bd_argmax_fn argmax;

@@ -225,6 +225,54 @@ BD_INLINE __m256i dot4_u8s8(__m256i u, __m256i v) {
 #endif
 }
 
+/* KV cache rows of the 32-element block types to f32 (bd_kv_to_f32_fn):
+ * the unpacked codes widened to int32, to f32 (exact), times d, plus m
+ * for the types with a min, one rounding each as in quant_ref.c's
+ * dequantizers (a multiply and an add, never an fma). */
+BD_INLINE void kv_widen32(__m256i q, float d, const float *m, float *y) {
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m128i h[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+    UNROLL for (int c = 0; c < 4; c++) {
+        const __m256i w = _mm256_cvtepi8_epi32(c & 1 ? _mm_srli_si128(h[c / 2], 8) : h[c / 2]);
+        __m256 f = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(w));
+        if (m) f = _mm256_add_ps(f, _mm256_set1_ps(*m));
+        _mm256_storeu_ps(y + 8 * c, f);
+    }
+}
+#define KV_TO_F32_D(NAME, UNPACK)                                   \
+    static inline void NAME(int64_t n, const void *x, float *y) {   \
+        for (int64_t i = 0; i < n / 32; i++) {                      \
+            float d;                                                \
+            const __m256i q = UNPACK(x, i, &d);                     \
+            kv_widen32(q, d, NULL, y + 32 * i);                     \
+        }                                                           \
+    }
+#define KV_TO_F32_DM(NAME, UNPACK)                                  \
+    static inline void NAME(int64_t n, const void *x, float *y) {   \
+        for (int64_t i = 0; i < n / 32; i++) {                      \
+            float d, m;                                             \
+            const __m256i q = UNPACK(x, i, &d, &m);                 \
+            kv_widen32(q, d, &m, y + 32 * i);                       \
+        }                                                           \
+    }
+KV_TO_F32_D(kv_q4_0_to_f32, unpack_q4_0)
+KV_TO_F32_D(kv_q5_0_to_f32, unpack_q5_0)
+KV_TO_F32_D(kv_iq4_nl_to_f32, unpack_iq4_nl)
+KV_TO_F32_DM(kv_q4_1_to_f32, unpack_q4_1)
+KV_TO_F32_DM(kv_q5_1_to_f32, unpack_q5_1)
+
+/* bf16 -> f32: each 16-bit pattern shifted into the top of its lane
+ * (exact, NaNs included), 8 at a time; the tail as the twin does it. */
+static inline void kv_bf16_to_f32(int64_t n, const void *x, float *y) {
+    const bd_bf16 *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
+        _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++) y[i] = bd_bf16_to_f32(h[i]);
+}
+
 /* Bytes per block of the type an unpacker reads (for prefetching). */
 #define BD_BLOCK_BYTES(UNPACK) BD_BB_##UNPACK
 #define BD_BB_unpack_q8_0 sizeof(block_q8_0)
@@ -703,7 +751,13 @@ BD_INLINE float q8k_extreme(const float *x, float hi, float lo) {
         (k)->attn_accum = attn_accum;                           \
         (k)->f16_to_f32 = f16_to_f32;                           \
         (k)->f32_to_f16 = f32_to_f16;                           \
-        (k)->q8_0_to_f32 = q8_0_to_f32;                         \
+        (k)->kv_to_f32[BD_TYPE_Q8_0] = q8_0_to_f32;             \
+        (k)->kv_to_f32[BD_TYPE_BF16] = kv_bf16_to_f32;          \
+        (k)->kv_to_f32[BD_TYPE_Q4_0] = kv_q4_0_to_f32;          \
+        (k)->kv_to_f32[BD_TYPE_Q4_1] = kv_q4_1_to_f32;          \
+        (k)->kv_to_f32[BD_TYPE_IQ4_NL] = kv_iq4_nl_to_f32;      \
+        (k)->kv_to_f32[BD_TYPE_Q5_0] = kv_q5_0_to_f32;          \
+        (k)->kv_to_f32[BD_TYPE_Q5_1] = kv_q5_1_to_f32;          \
         (k)->silu_mul = silu_mul;                               \
         (k)->gdn_step = gdn_step;                               \
         (k)->tile = &k_rg_ops;                                  \

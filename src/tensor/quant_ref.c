@@ -12,6 +12,7 @@
  * scalar and SIMD activation quantizers produce identical blocks.
  */
 #include <math.h>
+#include <float.h>
 #include <string.h>
 
 #include "tensor.h"
@@ -853,3 +854,135 @@ REF_QUANTIZE(q5_K, QK_K)
 REF_QUANTIZE(q6_K, QK_K)
 REF_QUANTIZE(iq4_nl, QK4_NL)
 REF_QUANTIZE(iq4_xs, QK_K)
+
+/* ------------------------------------------------------------------------
+ * KV cache rows, as llama.cpp's CPU backend stores them: its type traits'
+ * from_float, ggml's row quantizers (quantize_row_*_ref). The scale rules
+ * are those of the weight quantizers above; the codes differ where those
+ * round halves to even: ggml truncates v + 0.5 (v + 8.5 for q4_0, v + 16.5
+ * for q5_0) after the float add, and fits an iq4_nl block's scale once,
+ * weighted by x^2, with no search (its file quantizer searches, as q_iq4_nl
+ * does). An attention that reads such a cache sees the values llama.cpp's
+ * does.
+ * ---------------------------------------------------------------------- */
+
+/* (int)v clamped to [0, hi]: ggml's MIN(hi, (int8_t)v) for the v its
+ * quantizers form (>= -0.5 or so), defined for any float (NaN -> 0). */
+static inline int kv_code(float v, int hi) {
+    if (!(v > 0.0f)) return 0;
+    return v >= (float)hi ? hi : (int)v;
+}
+
+/* The smallest and largest values of a block of n. */
+static void kv_minmax(const float *x, int n, float *lo, float *hi) {
+    *lo = FLT_MAX;
+    *hi = -FLT_MAX;
+    for (int j = 0; j < n; j++) {
+        if (x[j] < *lo) *lo = x[j];
+        if (x[j] > *hi) *hi = x[j];
+    }
+}
+
+/* The value of largest magnitude, the first of ties, as ggml picks it. */
+static float kv_absmax(const float *x, int n) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
+static void kv_q4_0(const float *x, block_q4_0 *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK4_0) {
+        const float d = kv_absmax(x, QK4_0) / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = bd_f32_to_f16(d);
+        for (int j = 0; j < QK4_0 / 2; j++)
+            b[i].qs[j] = (uint8_t)(kv_code(x[j] * id + 8.5f, 15) | kv_code(x[j + 16] * id + 8.5f, 15) << 4);
+    }
+}
+
+static void kv_q4_1(const float *x, block_q4_1 *b, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++, x += QK4_1) {
+        float lo, hi;
+        kv_minmax(x, QK4_1, &lo, &hi);
+        const float d = (hi - lo) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = bd_f32_to_f16(d);
+        b[i].m = bd_f32_to_f16(lo);
+        for (int j = 0; j < QK4_1 / 2; j++)
+            b[i].qs[j] =
+                (uint8_t)(kv_code((x[j] - lo) * id + 0.5f, 15) | kv_code((x[j + 16] - lo) * id + 0.5f, 15) << 4);
+    }
+}
+
+/* Codes c[0..32) of a 5-bit block into its qs / qh. */
+static void kv_pack5(const int *c, uint8_t *qs, uint8_t *qh_out) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((c[j] & 0xF) | (c[j + 16] & 0xF) << 4);
+        qh |= (uint32_t)(c[j] >> 4) << j | (uint32_t)(c[j + 16] >> 4) << (j + 16);
+    }
+    memcpy(qh_out, &qh, 4);
+}
+
+static void kv_q5_0(const float *x, block_q5_0 *b, int64_t nb) {
+    int c[QK5_0];
+    for (int64_t i = 0; i < nb; i++, x += QK5_0) {
+        const float d = kv_absmax(x, QK5_0) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = bd_f32_to_f16(d);
+        for (int j = 0; j < QK5_0; j++) c[j] = kv_code(x[j] * id + 16.5f, 31);
+        kv_pack5(c, b[i].qs, b[i].qh);
+    }
+}
+
+static void kv_q5_1(const float *x, block_q5_1 *b, int64_t nb) {
+    int c[QK5_1];
+    for (int64_t i = 0; i < nb; i++, x += QK5_1) {
+        float lo, hi;
+        kv_minmax(x, QK5_1, &lo, &hi);
+        const float d = (hi - lo) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = bd_f32_to_f16(d);
+        b[i].m = bd_f32_to_f16(lo);
+        for (int j = 0; j < QK5_1; j++) c[j] = kv_code((x[j] - lo) * id + 0.5f, 31);
+        kv_pack5(c, b[i].qs, b[i].qh);
+    }
+}
+
+/* iq4_nl: d from the value of largest magnitude (to the table's -127 end),
+ * codes nearest to x / d, then d refit by least squares weighted by x^2
+ * (the codes kept). */
+static void kv_iq4_nl(const float *x, block_iq4_nl *b, int64_t nb) {
+    uint8_t L[QK4_NL];
+    for (int64_t i = 0; i < nb; i++, x += QK4_NL) {
+        const float max = kv_absmax(x, QK4_NL);
+        float d = 0.0f;
+        memset(L, 0, sizeof L);
+        if (fabsf(max) >= 1e-15f) {
+            const float id = 1.0f / (max / bd_kvalues_iq4nl[0]);
+            float sumqx = 0.0f, sumq2 = 0.0f;
+            for (int j = 0; j < QK4_NL; j++) {
+                L[j] = (uint8_t)iq4_nearest(id * x[j]);
+                const float q = bd_kvalues_iq4nl[L[j]], w = x[j] * x[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+        }
+        b[i].d = bd_f32_to_f16(d);
+        for (int j = 0; j < QK4_NL / 2; j++) b[i].qs[j] = (uint8_t)(L[j] | L[j + 16] << 4);
+    }
+}
+
+bool bd_quantize_row_kv(uint32_t type, const float *src, void *dst, int64_t n) {
+    uint64_t bytes;
+    if (!bd_row_size(type, n, &bytes)) return false;
+    switch (type) {
+    case BD_TYPE_Q4_0: kv_q4_0(src, dst, n / QK4_0); return true;
+    case BD_TYPE_Q4_1: kv_q4_1(src, dst, n / QK4_1); return true;
+    case BD_TYPE_Q5_0: kv_q5_0(src, dst, n / QK5_0); return true;
+    case BD_TYPE_Q5_1: kv_q5_1(src, dst, n / QK5_1); return true;
+    case BD_TYPE_IQ4_NL: kv_iq4_nl(src, dst, n / QK4_NL); return true;
+    default: return bd_quantize_row(type, src, dst, n);
+    }
+}

@@ -188,6 +188,11 @@ bd_bf16 bd_f32_to_bf16(float f);    /* round to nearest even, NaN kept quiet */
  * reference quantizers, not bit-identical to them. */
 bool bd_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 bool bd_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+/* A KV cache row (n a multiple of the block size), as llama.cpp's CPU
+ * backend stores one: Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL by ggml's row
+ * quantizers' rules (quant_ref.c's last section), any other type as
+ * bd_quantize_row. False as bd_quantize_row. */
+bool bd_quantize_row_kv(uint32_t type, const float *src, void *dst, int64_t n);
 
 /* ---- reference dot products ----
  * w: one weight row of `type` (n elements); x: n elements already in

@@ -25,8 +25,9 @@
 #    drafting step counted short). Adaptive mode stays lossless and backs off when
 #    the drafter is never right (its decision rule has a unit test,
 #    tests/unit/test_spec_adapt.c).
-#    The same with f16 and q8_0 KV caches (-ctk / -ctv, the drafters'
-#    -ctkd / -ctvd too) on a dense, the hybrid and a MoE target: greedy at
+#    The same with f16, bf16, q8_0, q4_0 and iq4_nl KV caches (-ctk / -ctv,
+#    the drafters' -ctkd / -ctvd too; the block types in llama.cpp's
+#    rotated basis, attention.h) on a dense, the hybrid and a MoE target: greedy at
 #    n_max 3, 15 and adaptive, a draft-simple hybrid pair, and seeded
 #    sampling at n_max 7.
 # 3. Sampling with a seed (temperature 1, top-k 40) gives the very ids
@@ -138,10 +139,12 @@ assert same >= 40, ("too few steps at common positions to compare draft lengths"
 print("draft prefixes: %d steps at common positions, n_max a drafts the first a of n_max b" % same)
 PY
 
-# f16 and q8_0 KV caches (-ctk / -ctv, and the drafters' -ctkd / -ctvd):
-# speculative output is plain decoding's with those caches too (greedy and
-# seeded sampling), on a dense, a hybrid and a MoE target
-for kvt in f16 q8_0; do
+# f16, bf16, q8_0, q4_0 and iq4_nl KV caches (-ctk / -ctv, and the
+# drafters' -ctkd / -ctvd; heads of 64 here, so the block types' rows are
+# rotated): speculative output is plain decoding's with those caches too
+# (greedy and seeded sampling), on a dense, a hybrid and a MoE target
+KV_TYPES="f16 bf16 q8_0 q4_0 iq4_nl"
+for kvt in $KV_TYPES; do
     KV=(-ctk $kvt -ctv $kvt -ctkd $kvt -ctvd $kvt)
     for t in q1 h1 m1; do
         run -m "$T/$t.gguf" "${KV[@]}" -p "$P" -n 40 > "$T/$t-kv$kvt-plain.json"
@@ -160,11 +163,11 @@ for kvt in f16 q8_0; do
     run -m "$T/h1.gguf" -md "$T/h1-simple.gguf" "${KV[@]}" --spec-type draft-simple --no-spec-adaptive \
         --spec-draft-n-max 7 -p "$P" -n 40 > "$T/h1-kv$kvt-simple-7.json"
 done
-python3 - "$T" <<'PY'
+python3 - "$T" "$KV_TYPES" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 ld = lambda f: json.load(open(os.path.join(d, f)))
-for kv in ["f16", "q8_0"]:
+for kv in sys.argv[2].split():
     for t in ["q1", "h1", "m1"]:
         plain = ld("%s-kv%s-plain.json" % (t, kv))["generated_ids"]
         assert len(plain) == 40 and len(set(plain)) > 5, (t, kv, "degenerate target", plain)

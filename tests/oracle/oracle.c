@@ -20,8 +20,15 @@
  *       llama.cpp's own quantizer (llama_model_quantize, llama_ftype N,
  *       e.g. 2 Q4_0, 3 Q4_1, 7 Q8_0, 15 Q4_K_M, 32 BF16): fixtures with
  *       trained weights quantized by the reference. Prints {"ok":true}.
+ *   bd-oracle kvrow --kv TYPE --hd N -i IN.f32 -o OUT
+ *       the bytes llama.cpp's KV cache of TYPE stores for each row of N
+ *       floats of IN (ggml's row quantizer, the type traits'
+ *       from_float_ref: what the CPU backend's from_float calls for the
+ *       4- and 5-bit types, iq4_nl and bf16; its q8_0 is a SIMD twin of
+ *       it that rounds ties to even where the reference rounds them away
+ *       from zero). Prints {"ok":true}.
  *
- * Common options: -t THREADS (default 1), --kv f32|f16|q8_0 (KV cache type,
+ * Common options: -t THREADS (default 1), --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1 (KV cache type,
  * default f32 so that the reference is not rounded through F16), --fa
  * (flash attention on; default off), --ctx N, --ubatch N (physical batch;
  * default: the whole prompt in one), --repack (enable ggml's CPU weight
@@ -59,6 +66,8 @@ typedef struct opts {
     const char *hex;
     const char *text;
     const char *out;
+    const char *in;
+    int hd;
     int ftype;
     bool pure;
     int top;
@@ -92,7 +101,8 @@ static int usage(void) {
             "       bd-oracle greedy   -m FILE (--ids ... | -p TEXT) -n N [-t N]\n"
             "       bd-oracle tokenize -m FILE [--no-special] [--no-add] (TEXT | --hex HEX | --batch)\n"
             "       bd-oracle quantize -m IN -o OUT --ftype N [--pure]\n"
-            "options: --kv f32|f16|q8_0  --fa  --ctx N  --ubatch N  --repack  -v\n"
+            "       bd-oracle kvrow    --kv TYPE --hd N -i IN.f32 -o OUT\n"
+            "options: --kv f32|f16|bf16|q8_0|q4_0|q4_1|iq4_nl|q5_0|q5_1  --fa  --ctx N  --ubatch N  --repack  -v\n"
             "         --rope-scaling none|linear|yarn  --rope-freq-scale F  --rope-freq-base F  --yarn-orig-ctx N\n");
     return 2;
 }
@@ -115,6 +125,8 @@ static bool parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "-p")) { NEED_VAL(); o->prompt = v; }
         else if (!strcmp(a, "--hex")) { NEED_VAL(); o->hex = v; }
         else if (!strcmp(a, "-o")) { NEED_VAL(); o->out = v; }
+        else if (!strcmp(a, "-i")) { NEED_VAL(); o->in = v; }
+        else if (!strcmp(a, "--hd")) { NEED_VAL(); o->hd = atoi(v); }
         else if (!strcmp(a, "--ftype")) { NEED_VAL(); o->ftype = atoi(v); }
         else if (!strcmp(a, "--pure")) o->pure = true;
         else if (!strcmp(a, "--top")) { NEED_VAL(); o->top = atoi(v); }
@@ -124,9 +136,15 @@ static bool parse_opts(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--ubatch")) { NEED_VAL(); o->n_ubatch = atoi(v); }
         else if (!strcmp(a, "--kv")) {
             NEED_VAL();
-            if (!strcmp(v, "f16")) o->kv_type = GGML_TYPE_F16;
-            else if (!strcmp(v, "q8_0")) o->kv_type = GGML_TYPE_Q8_0; /* quantized V: with --fa */
-            else if (strcmp(v, "f32")) return false;
+            /* llama.cpp's cache types (common/arg.cpp); a quantized V needs --fa */
+            static const struct { const char *name; enum ggml_type type; } kv[] = {
+                {"f32", GGML_TYPE_F32},   {"f16", GGML_TYPE_F16},   {"bf16", GGML_TYPE_BF16},
+                {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}, {"q4_1", GGML_TYPE_Q4_1},
+                {"iq4_nl", GGML_TYPE_IQ4_NL}, {"q5_0", GGML_TYPE_Q5_0}, {"q5_1", GGML_TYPE_Q5_1}};
+            size_t j = 0;
+            while (j < sizeof kv / sizeof kv[0] && strcmp(v, kv[j].name)) j++;
+            if (j == sizeof kv / sizeof kv[0]) return false;
+            o->kv_type = kv[j].type;
         }
         else if (!strcmp(a, "--rope-scaling")) {
             NEED_VAL();
@@ -149,7 +167,7 @@ static bool parse_opts(int argc, char **argv, opts *o) {
         else return false;
 #undef NEED_VAL
     }
-    if (!o->model || o->top < 1 || o->threads < 1 || o->n_gen < 0) return false;
+    if ((!o->model && strcmp(o->mode, "kvrow")) || o->top < 1 || o->threads < 1 || o->n_gen < 0) return false;
     return true;
 }
 
@@ -464,6 +482,34 @@ static int mode_quantize(const opts *o) {
     return 0;
 }
 
+static int mode_kvrow(const opts *o) {
+    if (!o->in || !o->out || o->hd <= 0 || o->hd > 65536) return usage();
+    const struct ggml_type_traits *tt = ggml_get_type_traits(o->kv_type);
+    if (o->hd % tt->blck_size) {
+        fprintf(stderr, "bd-oracle: rows of %d are not whole %s blocks\n", o->hd, tt->type_name);
+        return 1;
+    }
+    const size_t rb = ggml_row_size(o->kv_type, o->hd);
+    FILE *in = fopen(o->in, "rb"), *out = fopen(o->out, "wb");
+    float *row = malloc((size_t)o->hd * sizeof *row);
+    unsigned char *dst = malloc(rb);
+    int rc = in && out && row && dst ? 0 : 1;
+    size_t got;
+    while (!rc && (got = fread(row, sizeof *row, (size_t)o->hd, in)) > 0) {
+        if (got != (size_t)o->hd) { fprintf(stderr, "bd-oracle: %s ends inside a row\n", o->in); rc = 1; break; }
+        if (o->kv_type == GGML_TYPE_F32) memcpy(dst, row, rb);
+        else tt->from_float_ref(row, dst, o->hd);
+        if (fwrite(dst, 1, rb, out) != rb) rc = 1;
+    }
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) rc = 1;
+    free(row);
+    free(dst);
+    if (!rc) printf("{\"ok\":true}\n");
+    else fprintf(stderr, "bd-oracle: kvrow failed\n");
+    return rc;
+}
+
 int main(int argc, char **argv) {
     opts o;
     if (!parse_opts(argc, argv, &o)) return usage();
@@ -479,6 +525,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(o.mode, "greedy")) rc = mode_greedy(&o);
     else if (!strcmp(o.mode, "tokenize")) rc = mode_tokenize(&o);
     else if (!strcmp(o.mode, "quantize")) rc = mode_quantize(&o);
+    else if (!strcmp(o.mode, "kvrow")) rc = mode_kvrow(&o);
     else rc = usage();
     llama_backend_free();
     return rc;

@@ -315,13 +315,13 @@ static void test_config_strict(void **state) {
     expect_bad("spec_n_max:15", "spec_adaptive:sometimes", "demo.yaml:10: option 'spec_adaptive:sometimes': expected true or false");
     expect_bad("spec_type:draft-dflash", "spec_type:draft-eagle3", "supports spec_type");
     expect_bad("flash_attention: \"on\"", "flash_attention: sometimes", "flash_attention must be");
-    /* llama.cpp's quantized cache types are not held here: said, not ignored */
-    expect_bad("cache_type_k: f16", "cache_type_k: q4_0", "demo.yaml:19: cache_type_k 'q4_0': the KV cache types here are f32, f16 and q8_0");
+    /* a cache type llama.cpp does not have either: said, not ignored */
+    expect_bad("cache_type_k: f16", "cache_type_k: q3_k", "demo.yaml:19: cache_type_k 'q3_k': the KV cache types are f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1");
     expect_bad("cache_type_k: f16", "cache_type_k: f16\ncache_type_v: [f16]", "'cache_type_v' must be a string");
     expect_bad("cache_type_k: f16", "rope_scaling: longrope", "demo.yaml:19: rope_scaling must be none, linear or yarn");
     expect_bad("cache_type_k: f16", "yarn_ext_factor: 1.0", "demo.yaml:19: 'yarn_ext_factor': of the RoPE settings");
     expect_bad("  model: ", "  rope_freq_base: 0.5\n  model: ", "demo.yaml:4: 'rope_freq_base' must be 0");
-    expect_bad("spec_n_max:15", "draft_cache_type_k:q4_1", "demo.yaml:10: option 'draft_cache_type_k:q4_1': the KV cache types here are f32, f16 and q8_0");
+    expect_bad("spec_n_max:15", "draft_cache_type_k:q4_2", "demo.yaml:10: option 'draft_cache_type_k:q4_2': the KV cache types are f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1");
     expect_bad("  use_tokenizer_template: true", "  chat: \"{{.Input}}\"",
                "Go prompt templates are not supported");
     expect_bad("    disable: true", "    disabel: true", "unknown key 'function.grammar.disabel'");

@@ -37,6 +37,7 @@
 #include <cmocka.h>
 
 #include "base/base.h"
+#include "model/attention.h"
 #include "tensor/kernels.h"
 #include "tensor/tensor.h"
 
@@ -521,32 +522,51 @@ static void check_f32_to_f16(const bd_kernels *k) {
     free(b);
 }
 
-/* q8_0 -> f32 against the reference dequantizer, on blocks of every scale
- * class (normal, subnormal, zero, negative) and random int8 values, 1 to
- * 9 blocks at a time. */
-static void check_q8_0_to_f32(const bd_kernels *k) {
-    enum { NB = 64 };
-    block_q8_0 *b = xalloc(NB * sizeof(block_q8_0));
-    float *a = xalloc(NB * QK8_0 * sizeof(float)), *c = xalloc((NB * QK8_0 + 1) * sizeof(float));
+/* The KV cache types' widening (kv_to_f32) against the reference
+ * dequantizer, bit for bit: blocks of random code bytes whose f16 scale
+ * (and min) take every class (normal, subnormal, zero, negative, the f16
+ * maximum), bf16 rows of random 16-bit patterns (NaNs and infinities
+ * among them), 1 to 9 blocks at a time at shifting offsets, nothing
+ * written past n. */
+static void check_kv_to_f32(const bd_kernels *k) {
+    static const uint32_t types[] = {BD_TYPE_BF16, BD_TYPE_Q8_0,   BD_TYPE_Q4_0, BD_TYPE_Q4_1,
+                                     BD_TYPE_Q5_0, BD_TYPE_Q5_1, BD_TYPE_IQ4_NL};
     static const float scales[] = {1.0f, 3.1e-3f, 7.5e-6f, 0.0f, -0.25f, 65504.0f, 6.0e-8f, 1.5e2f};
-    for (int i = 0; i < NB; i++) {
-        b[i].d = bd_f32_to_f16(scales[i % 8] * (1.0f + 0.01f * (float)i));
-        for (int j = 0; j < QK8_0; j++) b[i].qs[j] = (int8_t)(rng_u64() >> 56);
-    }
-    for (int nb = 1; nb <= 9; nb++)
-        for (int at = 0; at + nb <= NB; at += 7) {
-            assert_true(bd_dequantize_row(BD_TYPE_Q8_0, b + at, a, (int64_t)nb * QK8_0));
-            c[nb * QK8_0] = -7.0f;
-            k->q8_0_to_f32((int64_t)nb * QK8_0, b + at, c);
-            if (memcmp(a, c, (size_t)nb * QK8_0 * sizeof(float)) != 0) {
-                print_error("%s q8_0_to_f32 (%d blocks at %d) differs\n", k->name, nb, at);
-                fail();
+    enum { NB = 64, QK = 32 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const bd_type_traits *tt = bd_type_get(type);
+        const int64_t per = type == BD_TYPE_BF16 ? QK : tt->blck; /* elements a "block" here */
+        const size_t bb = (size_t)(per / tt->blck) * (size_t)tt->blck_bytes;
+        uint8_t *b = xalloc(NB * bb);
+        float *a = xalloc(NB * QK * sizeof(float)), *c = xalloc((NB * QK + 1) * sizeof(float));
+        for (size_t j = 0; j < NB * bb; j++) b[j] = (uint8_t)(rng_u64() >> 56);
+        if (type != BD_TYPE_BF16)
+            for (int i = 0; i < NB; i++) { /* d first in every block type, then q4_1 / q5_1's m */
+                const bd_f16 d = bd_f32_to_f16(scales[i % 8] * (1.0f + 0.01f * (float)i));
+                const bd_f16 m = bd_f32_to_f16(scales[(i + 3) % 8] * -0.5f);
+                memcpy(b + (size_t)i * bb, &d, 2);
+                if (type == BD_TYPE_Q4_1 || type == BD_TYPE_Q5_1) memcpy(b + (size_t)i * bb + 2, &m, 2);
             }
-            assert_true(c[nb * QK8_0] == -7.0f); /* nothing written past n */
+        if (!k->kv_to_f32[type]) {
+            print_error("%s has no kv_to_f32 for %s\n", k->name, tt->name);
+            fail();
         }
-    free(b);
-    free(a);
-    free(c);
+        for (int nb = 1; nb <= 9; nb++)
+            for (int at = 0; at + nb <= NB; at += 7) {
+                assert_true(bd_dequantize_row(type, b + (size_t)at * bb, a, (int64_t)nb * per));
+                c[nb * per] = -7.0f;
+                k->kv_to_f32[type]((int64_t)nb * per, b + (size_t)at * bb, c);
+                if (memcmp(a, c, (size_t)(nb * per) * sizeof(float)) != 0) {
+                    print_error("%s kv_to_f32 %s (%d blocks at %d) differs\n", k->name, tt->name, nb, at);
+                    fail();
+                }
+                assert_true(c[nb * per] == -7.0f); /* nothing written past n */
+            }
+        free(b);
+        free(a);
+        free(c);
+    }
 }
 
 static void check_attention(const bd_kernels *k) {
@@ -877,7 +897,7 @@ static void run_isa(bd_isa isa) {
     check_attention(k);
     check_f16_to_f32(k);
     check_f32_to_f16(k);
-    check_q8_0_to_f32(k);
+    check_kv_to_f32(k);
     check_silu(k);
     check_argmax(k);
     check_gdn(k);
@@ -1462,9 +1482,60 @@ static void test_prefetch_choice(void **state) {
     free(saved);
 }
 
+/* The rotated basis of quantized caches (attention.h): which caches
+ * rotate and in chunks of what length, as llama.cpp v0.5.0 decides it
+ * (llama-kv-cache.cpp: a quantized type and a head size that is a multiple
+ * of 64; K in chunks of the largest power of two dividing the head size,
+ * V in chunks of 64); and bd_attn_rotate against H x with H built here by
+ * Sylvester's doubling ([[H, H], [H, -H]] / sqrt 2 per step) in double:
+ * within 1e-6 of the row's largest value, and twice is the identity. */
+static void test_attn_rotation(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t type;
+        int32_t hd, k, v;
+    } cases[] = {
+        {BD_TYPE_Q4_0, 64, 64, 64},   {BD_TYPE_Q4_0, 128, 128, 64}, {BD_TYPE_Q8_0, 256, 256, 64},
+        {BD_TYPE_IQ4_NL, 192, 64, 64}, {BD_TYPE_Q5_1, 96, 0, 0},     {BD_TYPE_Q4_1, 32, 0, 0},
+        {BD_TYPE_F16, 128, 0, 0},     {BD_TYPE_BF16, 128, 0, 0},    {BD_TYPE_F32, 128, 0, 0},
+        {BD_TYPE_Q5_0, 512, 512, 64},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(bd_attn_rot(cases[i].type, cases[i].hd, false), cases[i].k);
+        assert_int_equal(bd_attn_rot(cases[i].type, cases[i].hd, true), cases[i].v);
+    }
+    enum { NMAX = 256 };
+    static double H[NMAX][NMAX];
+    float x[2 * NMAX], y[2 * NMAX];
+    for (int n = 64; n <= NMAX; n *= 2) {
+        H[0][0] = 1.0;
+        for (int s = 1; s < n; s *= 2)
+            for (int r = 0; r < s; r++)
+                for (int c = 0; c < s; c++) {
+                    const double h = H[r][c] / sqrt(2.0);
+                    H[r][c] = H[r][c + s] = H[r + s][c] = h;
+                    H[r + s][c + s] = -h;
+                }
+        for (int j = 0; j < 2 * n; j++) x[j] = y[j] = (float)((double)(rng_u64() >> 11) * 0x1p-53 * 8.0 - 4.0);
+        bd_attn_rotate(y, 2 * n, n); /* two chunks */
+        for (int c = 0; c < 2; c++)
+            for (int r = 0; r < n; r++) {
+                double want = 0;
+                for (int j = 0; j < n; j++) want += H[r][j] * x[c * n + j];
+                if (fabs(want - y[c * n + r]) > 4e-6) {
+                    print_error("rotate n=%d chunk %d row %d: %.9g, H x %.9g\n", n, c, r, y[c * n + r], want);
+                    fail();
+                }
+            }
+        bd_attn_rotate(y, 2 * n, n);
+        for (int j = 0; j < 2 * n; j++) assert_true(fabsf(y[j] - x[j]) <= 4e-6f);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefetch_choice),
+        cmocka_unit_test(test_attn_rotation),
         cmocka_unit_test(test_ref_table),
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avxvnni),
