@@ -59,7 +59,8 @@
 #                  busy-loop processes running, back to back
 #   BENCH_BUSY_PROCS [1]
 #   BENCH_KV       blockdraft's KV cache type (-ctk / -ctv, and the drafters'
-#                  -ctkd / -ctvd): f32, f16 or q8_0 [f32]; llama.cpp runs with
+#                  -ctkd / -ctvd): f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0
+#                  or q5_1 [f32]; llama.cpp runs with
 #                  llama-bench's f16 cache whatever this says
 #   BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench]: files are written
 #                  there once and reused (names: <arch>-<shape>[-L<layers>]-q4_k_m.gguf,
@@ -110,7 +111,9 @@ SPEC_SHAPES=${BENCH_SPEC_SHAPES-"4b"}
 BUSY=${BENCH_BUSY:-0}
 BUSY_PROCS=${BENCH_BUSY_PROCS:-1}
 KVT=${BENCH_KV:-f32}
-case $KVT in f32 | f16 | q8_0) ;; *) echo "bench-compare: BENCH_KV must be f32, f16 or q8_0" >&2; exit 2 ;; esac
+case $KVT in f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | iq4_nl | q5_0 | q5_1) ;;
+*) echo "bench-compare: BENCH_KV must be f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1" >&2; exit 2 ;;
+esac
 BD_KV=(-ctk "$KVT" -ctv "$KVT" -ctkd "$KVT" -ctvd "$KVT")
 MDIR=${BENCH_MODEL_DIR:-${TMPDIR:-/tmp}/blockdraft-bench}
 OUT=${BENCH_OUT:-$BD_BUILD/bench}

@@ -5,12 +5,16 @@
  * the repetitions reported. Built by `make kbench`; not part of the tests.
  *
  *   kbench [-t TYPE] [-r ROWS] [-c COLS] [-n NX] [-j THREADS] [-k REPS]
- *          [-m MiB] [-l LEVELS] [-o OFFSET] [-H 0|1]
+ *          [-m MiB] [-l LEVELS] [-o OFFSET] [-H 0|1] [-P BYTES,...]
  *
  * -m: bytes of weights streamed per repetition (copies of the matrix, so
  *     that from a few hundred MiB on they come from memory as in decode;
  *     -m 0 reuses one copy, which then sits in cache: the kernel's compute
  *     rate). -l: comma-separated levels (default: every level that runs).
+ * -P: the interleaved runs once per weight-prefetch distance in the list
+ *     (bd_il_prefetch_bytes, "LEVEL/il@BYTES"), alternating in the process
+ *     as the levels do: the memory state of a VM that swings between
+ *     processes is then shared by every distance compared.
  * -H 1 (the default): the weights on transparent huge pages where the
  *     kernel has them, as a loaded model's are (bd_fmap_prefetch); -H 0:
  *     small pages. From memory the two differ by much (a TLB miss per 4 KiB
@@ -95,6 +99,8 @@ int main(int argc, char **argv) {
     int64_t rows = 9728, cols = 2560;
     int nx = 1, threads = 1, reps = 20, offset = 0, want_huge = 1;
     double mib = 512;
+    uint32_t pfs[8];
+    int npf = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "-t")) tname = v;
@@ -107,6 +113,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-l")) levels = v;
         else if (!strcmp(a, "-o")) offset = atoi(v) & 63;
         else if (!strcmp(a, "-H")) want_huge = atoi(v) != 0;
+        else if (!strcmp(a, "-P")) {
+            for (const char *p = v; *p && npf < 8; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+                pfs[npf++] = (uint32_t)atol(p);
+        }
         else {
             fprintf(stderr, "kbench: unknown option %s\n", a);
             return 2;
@@ -152,9 +162,11 @@ int main(int argc, char **argv) {
         for (int64_t c = 0; c < cols; c++) f[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
         bd_quantize_row(tr->vec_dot_type, f, x + (size_t)t * xs, cols);
     }
-    const bd_kernels *ks[3 * BD_ISA_COUNT];
-    bool kt[3 * BD_ISA_COUNT], kil[3 * BD_ISA_COUNT];
-    char kname[3 * BD_ISA_COUNT][24];
+    enum { NK = 10 * BD_ISA_COUNT };
+    const bd_kernels *ks[NK];
+    bool kt[NK], kil[NK];
+    uint32_t kpf[NK] = {0}; /* the il entries' prefetch distance (0: the table's) */
+    char kname[NK][32];
     int nk = 0;
     for (int i = 0; i < BD_ISA_COUNT; i++) {
         const bd_kernels *k = bd_kernels_for((bd_isa)i);
@@ -175,15 +187,18 @@ int main(int argc, char **argv) {
             kil[nk] = false;
             snprintf(kname[nk++], sizeof kname[0], "%s/rows", k->name);
         }
-        if (wi && k->tile && k->tile->il_rows) {
-            ks[nk] = k;
-            kt[nk] = false;
-            kil[nk] = true;
-            snprintf(kname[nk++], sizeof kname[0], "%s/il", k->name);
-        }
+        if (wi && k->tile && k->tile->il_rows)
+            for (int p = 0; p < (npf ? npf : 1); p++) {
+                ks[nk] = k;
+                kt[nk] = false;
+                kil[nk] = true;
+                kpf[nk] = npf ? pfs[p] : 0;
+                if (npf) snprintf(kname[nk++], sizeof kname[0], "%s/il@%u", k->name, (unsigned)pfs[p]);
+                else snprintf(kname[nk++], sizeof kname[0], "%s/il", k->name);
+            }
     }
     /* packed activations for the row groups that want them (and Q8_0's il_rows) */
-    void *pack[3 * BD_ISA_COUNT] = {0};
+    void *pack[NK] = {0};
     for (int i = 0; i < nk; i++)
         if ((kt[i] || (kil[i] && type == BD_TYPE_Q8_0)) && ks[i]->tile->pack && ks[i]->tile->pack_bytes(type, cols, nx) > 0) {
             pack[i] = bd_alloc(ks[i]->tile->pack_bytes(type, cols, nx));
@@ -197,6 +212,7 @@ int main(int argc, char **argv) {
            huge && (!wi || huge_il) ? "huge" : "small", reps, bd_cpu_describe());
     for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
         for (int i = 0; i < nk; i++) {
+            if (kpf[i]) bd_il_prefetch_bytes = kpf[i];
             const double t0 = bd_time_ms();
             for (int c = 0; c < copies; c++) {
                 job j = {.k = ks[i], .type = type, .w = (kil[i] ? wi : w) + (size_t)c * mat, .row_bytes = rb,
