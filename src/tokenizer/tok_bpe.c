@@ -1,6 +1,6 @@
 /*
  * tok_bpe.c - byte-level BPE (tokenizer.ggml.model = gpt2): the qwen2,
- * qwen35 and llama3 pre-tokenizers, the GPT-2 byte mapping and merging by
+ * qwen35, llama3 and tekken pre-tokenizers, the GPT-2 byte mapping and merging by
  * rank.
  *
  * Pipeline for one fragment of text (special tokens already cut out):
@@ -52,6 +52,17 @@ int bd_gpt2_cp_to_byte(uint32_t cp) {
  * qwen35: the same with \p{M} added to the letter run and to the
  *         exclusions of the punctuation run.
  * llama3: qwen2's with \p{N}{1,3}: digits in runs of up to three.
+ * tekken (Mistral), as llama.cpp v0.5.0 rewrites and runs it (std::regex
+ * over the text collapsed to a byte per code point, where every non-ASCII
+ * letter is one byte that is neither a-z nor A-Z):
+ *         [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+
+ *         |[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*
+ *         |\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *         so a word is upper-case letters then lower-case ones
+ *         ("HelloWorld" -> "Hello" "World", "helloWORLD" -> "hello"
+ *         "WORLD", "HTTPServer" one word), every digit is a word, and marks
+ *         count as punctuation (the tokenizer.json's \p{M} in the letter
+ *         runs is lost in that rewrite).
  * At each position the alternatives are tried in order with the usual
  * backtracking semantics; every code point is matched by some alternative,
  * so there are never unmatched gaps between words.
@@ -133,12 +144,47 @@ static size_t pretok_match(bool marks, size_t max_digits, const uint32_t *cp, co
 #undef IS_CRLF
 }
 
+/* tekken's word at i (> i): the letter alternatives here, the rest as
+ * pretok_match's (no contractions there, no marks in letter runs). Up: a
+ * letter other than a-z; lo: a letter other than A-Z (a non-ASCII letter
+ * is both). */
+static size_t tekken_match(const uint32_t *cp, const uint8_t *cls, size_t n, size_t i) {
+#define IS_L(k) (cls[k] == BD_UCLASS_LETTER)
+#define IS_UP(k) (IS_L(k) && !(cp[k] >= 'a' && cp[k] <= 'z'))
+#define IS_LO(k) (IS_L(k) && !(cp[k] >= 'A' && cp[k] <= 'Z'))
+    /* the optional lead: not CR/LF/letter/number (greedy; without it the
+     * letter alternatives cannot match at a non-letter) */
+    const size_t p = !IS_L(i) && cls[i] != BD_UCLASS_NUMBER && cp[i] != '\r' && cp[i] != '\n' ? i + 1 : i;
+    size_t u = p;
+    while (u < n && IS_UP(u)) u++;
+    /* 1. up* lo+: up* backs off to the last position where lo+ can start
+     *    (the first after the run if it is a-z, else a non-ASCII letter in
+     *    the run), then lo+ runs as far as it goes */
+    for (size_t k = u + 1; k-- > p;)
+        if (k < n && IS_LO(k)) {
+            size_t e = k;
+            while (e < n && IS_LO(e)) e++;
+            return e;
+        }
+    /* 2. up+ lo*: the run (lo* is empty here, or 1 would have matched) */
+    if (u > p) return u;
+#undef IS_L
+#undef IS_UP
+#undef IS_LO
+    /* 3. \p{N}, 4. ' ?[^\s\p{L}\p{N}]+[\r\n/]*' (marks are not letters
+     *    here; '/' is punctuation, so the tail adds CR/LF only), 5-7 the
+     *    white space alternatives: pretok_match's with single digits, its
+     *    contractions unreachable (an apostrophe then a letter is a lead
+     *    and a word above) */
+    return pretok_match(false, 1, cp, cls, n, i);
+}
+
 size_t bd_pretok_split(int pre, const uint32_t *cps, const uint8_t *cls, size_t n, size_t *ends) {
     const bool marks = pre == BD_PRE_QWEN35;
     const size_t max_digits = pre == BD_PRE_LLAMA3 ? 3 : 1;
     size_t nw = 0;
     for (size_t i = 0; i < n;) {
-        size_t j = pretok_match(marks, max_digits, cps, cls, n, i);
+        size_t j = pre == BD_PRE_TEKKEN ? tekken_match(cps, cls, n, i) : pretok_match(marks, max_digits, cps, cls, n, i);
         ends[nw++] = j;
         i = j;
     }

@@ -13,8 +13,9 @@
 
 enum bd_tok_kind { BD_TOK_BPE = 1, BD_TOK_SPM = 2 };
 /* Pre-tokenizer regexes (tok_bpe.c): qwen2, qwen35 (adds \p{M}), llama3
- * (qwen2's with digit runs of up to three). */
-enum bd_tok_pre { BD_PRE_NONE = 0, BD_PRE_QWEN2 = 1, BD_PRE_QWEN35 = 2, BD_PRE_LLAMA3 = 3 };
+ * (qwen2's with digit runs of up to three), tekken (Mistral: case-split
+ * letter runs, single digits). */
+enum bd_tok_pre { BD_PRE_NONE = 0, BD_PRE_QWEN2 = 1, BD_PRE_QWEN35 = 2, BD_PRE_LLAMA3 = 3, BD_PRE_TEKKEN = 4 };
 
 /* Token attribute bits (llama.cpp's llama_token_attr). Tokens can carry
  * several, e.g. NORMAL|CONTROL after a text-based promotion. */

@@ -354,7 +354,7 @@ static int32_t pick_id(int64_t stored, int32_t dflt, int32_t n_vocab) {
 }
 
 static const char k_pre_names[] =
-    "qwen2, deepseek-r1-qwen, qwen35, llama3, llama-v3, llama-bpe, falcon3, pixtral, smaug-bpe, dbrx";
+    "qwen2, deepseek-r1-qwen, qwen35, llama3, llama-v3, llama-bpe, falcon3, pixtral, smaug-bpe, dbrx, tekken";
 
 bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t errlen) {
     if (!v->model) {
@@ -378,6 +378,8 @@ bd_tokenizer *bd_tokenizer_create(const bd_tokenizer_vocab *v, char *err, size_t
                  !strcmp(v->pre, "falcon3") || !strcmp(v->pre, "pixtral"))
             pre = BD_PRE_LLAMA3, ignore_merges = llama3 = true;
         else if (!strcmp(v->pre, "smaug-bpe") || !strcmp(v->pre, "dbrx")) pre = BD_PRE_LLAMA3;
+        else if (!strcmp(v->pre, "tekken")) /* Mistral Nemo and later: as llama3, whole words, BOS */
+            pre = BD_PRE_TEKKEN, ignore_merges = llama3 = true;
         else {
             bd_err(err, errlen, "unknown pre-tokenizer '%.64s' (tokenizer.ggml.pre); supported: %s", v->pre,
                    k_pre_names);

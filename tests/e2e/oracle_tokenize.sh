@@ -14,7 +14,11 @@
 #    added "12", "123", "45" make them visible), a word that is a token as
 #    a whole but that no merge reaches (ignore_merges: "Ġzqxj"), and BOS
 #    added by default when the file has no add_bos_token key; smaug-bpe
-#    takes the same regex without those two.
+#    takes the same regex without those two. tekken (Mistral) on the same
+#    file: letter runs split by ASCII case (the added merge "z Q" joins
+#    "zQv" and "qzQ" into the token "zQ" under the other regexes, never
+#    across tekken's "z" | "Qv" and "qz" | "Q"), single digits, marks as punctuation, no contractions,
+#    BOS and whole-token words as llama3.
 set -u
 : "${BD_BIN:?}" "${BD_BUILD:?}" "${BD_SHARED:?}"
 ROOT=${BD_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -86,11 +90,15 @@ texts+=(
     "Numbers 1234567 and 12 345 6789.5 x123y 4512 0.12345"
     "a zqxj b zqxjk Zqxj zqxj"
     "Arabic-Indic ١٢٣٤٥ and full-width １２３４ digits"
+    "zQv qzQ HelloWorld helloWORLD HTTPServer McDonald's iPhone ÉCOLE école ΣΊΣΥΦΟΣ σίσυφος"
+    $'path/to/file.txt\r\n// comment //\n  x/\ny \t\n'
+    $'e\u0301te\u0301 cafe\u0301 naïve Zürich A\u030AB don\'t I\'M y\'all \'QUOTE\' 2\u00B2 \u2167x'
 )
-for pre in llama-bpe llama3 smaug-bpe qwen2; do
+for pre in llama-bpe llama3 smaug-bpe qwen2 tekken; do
     m="$W/vocab-$pre.gguf"
     "$EDIT" "$QV" "$m" --set-str tokenizer.ggml.pre "$pre" --drop-key tokenizer.ggml.add_bos_token \
-        --add-tokens "12,123,45,Ġzqxj" --add-merges "1 2,12 3,4 5" || { echo "FAIL: bd-gguf-edit ($pre)"; fail=1; continue; }
+        --add-tokens "12,123,45,Ġzqxj,zQ" --add-merges "1 2,12 3,4 5,z Q" ||
+        { echo "FAIL: bd-gguf-edit ($pre)"; fail=1; continue; }
     for t in "${texts[@]}"; do
         printf '%s' "$t" >"$W/x.txt"
         o=$("$ORACLE" tokenize -m "$m" "$t") || { echo "FAIL: bd-oracle tokenize ($pre)"; fail=1; continue; }

@@ -309,6 +309,18 @@ static void test_pretokenizer(void **state) {
     assert_string_equal(buf, "re\xcc\x81sume\xcc\x81");
     split(BD_PRE_QWEN2, "\xd9\xa1\xd9\xa2", buf, sizeof buf); // Arabic-Indic digits one by one
     assert_string_equal(buf, "\xd9\xa1|\xd9\xa2");
+    // tekken: upper-case letters, then lower-case ones; a non-ASCII letter
+    // is both, so the upper run backs off to it and the lower run starts
+    // there ("ÉCOLE": É|COLE, the first alternative matching before the
+    // second, which would take the whole run)
+    split(BD_PRE_TEKKEN, "HelloWorld helloWORLD HTTPServer", buf, sizeof buf);
+    assert_string_equal(buf, "Hello|World| hello|WORLD| HTTPServer");
+    split(BD_PRE_TEKKEN, "\xc3\x89" "COLE caf\xc3\xa9" "Bar XY\xc3\xa9" "Z", buf, sizeof buf); // ÉCOLE caféBar XYéZ
+    assert_string_equal(buf, "\xc3\x89|COLE| caf\xc3\xa9|Bar| XY\xc3\xa9|Z");
+    split(BD_PRE_TEKKEN, "don't I'M x12 a/b\n", buf, sizeof buf); // no contractions; single digits
+    assert_string_equal(buf, "don|'t| I|'M| x|1|2| a|/b|\n");
+    split(BD_PRE_TEKKEN, "re\xcc\x81sume\xcc\x81", buf, sizeof buf); // marks: punctuation, then a lead
+    assert_string_equal(buf, "re|\xcc\x81sume|\xcc\x81");
 }
 
 /* ------------------------------------------------------------------------
@@ -752,7 +764,7 @@ static void test_gguf_errors(void **state) {
     w = bd_gguf_writer_create();
     const char *toks[] = {"a", "b"};
     assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.pre", "tekken"));
+    assert_true(bd_gguf_writer_set_str(w, "tokenizer.ggml.pre", "chameleon"));
     assert_true(bd_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 2));
     assert_true(bd_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", toks, 0));
     assert_true(bd_gguf_writer_write_file(w, path, err, sizeof err));
@@ -760,7 +772,7 @@ static void test_gguf_errors(void **state) {
     g = bd_gguf_open(path, err, sizeof err);
     assert_non_null(g);
     assert_null(bd_tokenizer_load(g, err, sizeof err));
-    assert_non_null(strstr(err, "unknown pre-tokenizer 'tekken'"));
+    assert_non_null(strstr(err, "unknown pre-tokenizer 'chameleon'"));
     bd_gguf_close(g);
     unlink(path);
 }
