@@ -873,14 +873,19 @@ static inline int kv_code(float v, int hi) {
     return v >= (float)hi ? hi : (int)v;
 }
 
-/* The smallest and largest values of a block of n. */
-static void kv_minmax(const float *x, int n, float *lo, float *hi) {
+/* The affine types' (q4_1, q5_1) block of n: min m and scale d = (max -
+ * min) / levels stored, *lo = the min; returns 1 / d (0 for d = 0). */
+static float kv_affine(const float *x, int n, float levels, bd_f16 *d16, bd_f16 *m16, float *lo) {
+    float hi = -FLT_MAX;
     *lo = FLT_MAX;
-    *hi = -FLT_MAX;
     for (int j = 0; j < n; j++) {
         if (x[j] < *lo) *lo = x[j];
-        if (x[j] > *hi) *hi = x[j];
+        if (x[j] > hi) hi = x[j];
     }
+    const float d = (hi - *lo) / levels;
+    *d16 = bd_f32_to_f16(d);
+    *m16 = bd_f32_to_f16(*lo);
+    return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
 /* The value of largest magnitude, the first of ties, as ggml picks it. */
@@ -905,11 +910,8 @@ static void kv_q4_0(const float *x, block_q4_0 *b, int64_t nb) {
 
 static void kv_q4_1(const float *x, block_q4_1 *b, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, x += QK4_1) {
-        float lo, hi;
-        kv_minmax(x, QK4_1, &lo, &hi);
-        const float d = (hi - lo) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = bd_f32_to_f16(d);
-        b[i].m = bd_f32_to_f16(lo);
+        float lo;
+        const float id = kv_affine(x, QK4_1, 15.0f, &b[i].d, &b[i].m, &lo);
         for (int j = 0; j < QK4_1 / 2; j++)
             b[i].qs[j] =
                 (uint8_t)(kv_code((x[j] - lo) * id + 0.5f, 15) | kv_code((x[j + 16] - lo) * id + 0.5f, 15) << 4);
@@ -939,11 +941,8 @@ static void kv_q5_0(const float *x, block_q5_0 *b, int64_t nb) {
 static void kv_q5_1(const float *x, block_q5_1 *b, int64_t nb) {
     int c[QK5_1];
     for (int64_t i = 0; i < nb; i++, x += QK5_1) {
-        float lo, hi;
-        kv_minmax(x, QK5_1, &lo, &hi);
-        const float d = (hi - lo) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = bd_f32_to_f16(d);
-        b[i].m = bd_f32_to_f16(lo);
+        float lo;
+        const float id = kv_affine(x, QK5_1, 31.0f, &b[i].d, &b[i].m, &lo);
         for (int j = 0; j < QK5_1; j++) c[j] = kv_code((x[j] - lo) * id + 0.5f, 31);
         kv_pack5(c, b[i].qs, b[i].qh);
     }
