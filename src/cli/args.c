@@ -91,6 +91,14 @@ bool arg_rope(int argc, char **argv, int *i, bd_session_params *sp) {
 bool arg_cache_type(int argc, char **argv, int *i, bd_session_params *sp) {
     const char *v, *a = argv[*i];
     int32_t *dst;
+    if (arg_take(argc, argv, i, (const char *[]){"-fa", "--flash-attn", NULL}, &v)) {
+        /* llama.cpp's values (common/arg.cpp); nothing to set here */
+        static const char *const ok[] = {"on", "enabled", "true", "1", "off", "disabled", "false", "0", "auto", "-1"};
+        for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
+            if (!strcmp(v, ok[k])) return true;
+        fprintf(stderr, "blockdraft: bad value for %s: '%s' (on, off or auto)\n", a, v);
+        exit(2);
+    }
     if (arg_take(argc, argv, i, (const char *[]){"-ctk", "--cache-type-k", NULL}, &v)) dst = &sp->type_k;
     else if (arg_take(argc, argv, i, (const char *[]){"-ctv", "--cache-type-v", NULL}, &v)) dst = &sp->type_v;
     else return false;

@@ -40,14 +40,19 @@ bool arg_rope(int argc, char **argv, int *i, struct bd_session_params *sp);
     "                         --yarn-orig-ctx 32768\n"
 
 /* llama.cpp's KV cache flags, into a session's parameters: -ctk /
- * --cache-type-k and -ctv / --cache-type-v, BD_KV_TYPE_NAMES. True when
- * argv[*i] was one (consumed with its value); another type exits 2 naming
- * those supported. */
+ * --cache-type-k and -ctv / --cache-type-v, BD_KV_TYPE_NAMES; and -fa /
+ * --flash-attn on|off|auto, taken and checked but setting nothing: there
+ * is one attention kernel, and every cache type runs in it (llama.cpp needs
+ * flash attention for a quantized V cache). True when argv[*i] was one
+ * (consumed with its value); another type or value exits 2 naming those
+ * supported. */
 bool arg_cache_type(int argc, char **argv, int *i, struct bd_session_params *sp);
 #define ARG_CACHE_TYPE_USAGE                                                                                  \
     "  -ctk, --cache-type-k T  -ctv, --cache-type-v T  KV cache element types, llama.cpp's: f32\n"         \
     "                         (default), f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1 (f16 halves\n"  \
-    "                         the cache, q8_0 holds it in about a quarter, q4_0 in a seventh)\n"
+    "                         the cache, q8_0 holds it in about a quarter, q4_0 in a seventh)\n"         \
+    "  -fa, --flash-attn on|off|auto  accepted as llama.cpp's; blockdraft has one attention, and\n"          \
+    "                         quantized V caches need no flag\n"
 
 /* The drafter's: -ctkd / --cache-type-k-draft / --spec-draft-type-k and
  * -ctvd / --cache-type-v-draft / --spec-draft-type-v into *type_k /

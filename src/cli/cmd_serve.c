@@ -402,7 +402,8 @@ int cmd_serve(int argc, char **argv) {
             continue;
         } else if (arg_cache_type_draft(argc, argv, &i, &p.draft_type_k, &p.draft_type_v)) {
             continue;
-        } else if (arg_is(a, "-ctk", "--cache-type-k") || arg_is(a, "-ctv", "--cache-type-v")) {
+        } else if (arg_is(a, "-ctk", "--cache-type-k") || arg_is(a, "-ctv", "--cache-type-v") ||
+                   arg_is(a, "-fa", "--flash-attn")) {
             bd_session_params kv = {.type_k = p.type_k, .type_v = p.type_v};
             arg_cache_type(argc, argv, &i, &kv);
             p.type_k = kv.type_k, p.type_v = kv.type_v;

@@ -136,6 +136,13 @@ for bad in (["-ctk", "q4_K"], ["--cache-type-v", "fp16"]):
     r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x"] + bad, capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1" in r.stderr,
           "%s %s is refused naming the types held" % tuple(bad))
+# -fa / --flash-attn: llama.cpp's values taken (nothing changes: one attention
+# kernel for every cache type), another value refused
+fa = run("-m", TARGET, "-c", "0", "--temp", "0", "-fa", "on")
+check(fa and trained and fa["generated_ids"] == trained["generated_ids"], "run -fa on: taken, the same output")
+r = subprocess.run([BIN, "run", "-m", TARGET, "-p", "x", "--flash-attn", "maybe"], capture_output=True, text=True,
+                   timeout=30)
+check(r.returncode == 2 and "on, off or auto" in r.stderr, "--flash-attn maybe is refused naming the values")
 # llama.cpp's other cache types are held: bf16 halves the cache as f16 does
 # (stories260K's heads of 8 hold no blocks of 32: those are oracle_logits.sh's)
 bf = run("-m", TARGET, "-c", "0", "--temp", "0", "-ctk", "bf16", "-ctv", "bf16")
