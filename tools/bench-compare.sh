@@ -60,8 +60,9 @@
 #   BENCH_BUSY_PROCS [1]
 #   BENCH_KV       blockdraft's KV cache type (-ctk / -ctv, and the drafters'
 #                  -ctkd / -ctvd): f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0
-#                  or q5_1 [f32]; llama.cpp runs with
-#                  llama-bench's f16 cache whatever this says
+#                  or q5_1 [f32]; llama.cpp takes the same type (flash attention
+#                  auto: on where a quantized V cache needs it), but for f32 its
+#                  llama-bench default f16
 #   BENCH_MODEL_DIR [${TMPDIR:-/tmp}/blockdraft-bench]: files are written
 #                  there once and reused (names: <arch>-<shape>[-L<layers>]-q4_k_m.gguf,
 #                  qwen3-<shape>-const.gguf, dflash-<shape>-k{all,5,0}.gguf);
@@ -115,6 +116,10 @@ case $KVT in f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | iq4_nl | q5_0 | q5_1) ;;
 *) echo "bench-compare: BENCH_KV must be f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1" >&2; exit 2 ;;
 esac
 BD_KV=(-ctk "$KVT" -ctv "$KVT" -ctkd "$KVT" -ctvd "$KVT")
+# llama.cpp: the same type, but its llama-bench default f16 for f32 (the
+# runs before 2026-12-07 compared an f32 blockdraft cache with that)
+LL_KVT=$KVT LL_KV=() LL_SPEC_KV=()
+if [ "$KVT" = f32 ]; then LL_KVT=f16; else LL_KV=(--kv "$KVT") LL_SPEC_KV=(-ctk "$KVT" -ctv "$KVT"); fi
 MDIR=${BENCH_MODEL_DIR:-${TMPDIR:-/tmp}/blockdraft-bench}
 OUT=${BENCH_OUT:-$BD_BUILD/bench}
 VOCAB=${BENCH_VOCAB:-$BD_SHARED/fixtures/qwen3-tokenizer/qwen3-vocab.gguf}
@@ -319,7 +324,7 @@ KEY_FLAGS=$(tr ' ' '\n' <<<"$CPU_FLAGS" | grep -E '^(avx2|fma|f16c|bmi2|avx_vnni
     echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') | $(nproc) CPUs | flags: $KEY_FLAGS"
     echo "memory: $(free -g | awk '/^Mem:/{print $2}') GiB | load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "threads: $THREADS (speculative: $SPEC_THREADS) | reps: $R | pp$P tg$N | verify depth $D, n = 1..$V"
-    echo "KV cache: blockdraft $KVT, llama.cpp f16"
+    echo "KV cache: blockdraft $KVT, llama.cpp $LL_KVT"
     [ "$BUSY" = 0 ] || echo "oversubscription test: busy-loop processes: $BUSY_PROCS (sh -c 'while :; do :; done')"
     if [ $# -gt 0 ]; then what="tools/bench-compare.sh $*"; else
         what="BENCH_SHAPES=\"$SHAPES\" BENCH_SPEC_SHAPES=\"$SPEC_SHAPES\" make bench-compare"; fi
@@ -455,7 +460,7 @@ for l in "${RUN_LEVELS[@]}"; do
                 log "blockdraft bench failed on $m (see $G/bd-$b.log)"
             log "[$l t$T] $b: llama.cpp bench ($v)"
             "$O/bd-bench-llama" --backend-dir "$dir" -m "$m" -t "$T" -r "$R" -p "$P" -n "$N" --verify-depth "$D" \
-                --verify-max "$V" >"$G/ll-$b.json" 2>"$G/ll-$b.log" ||
+                --verify-max "$V" "${LL_KV[@]+"${LL_KV[@]}"}" >"$G/ll-$b.json" 2>"$G/ll-$b.log" ||
                 log "bd-bench-llama failed on $m (see $G/ll-$b.log)"
         done
         if [ "$BUSY" != 0 ] && [[ " $THREADS " == *" $T "* ]]; then
@@ -467,7 +472,7 @@ for l in "${RUN_LEVELS[@]}"; do
                     BLOCKDRAFT_ISA=$l "$BD_BIN" bench -m "$m" -t "$T" -r "$R" -p 0 -n "$N" --no-verify "${BD_KV[@]}" --json \
                         >"$G/busy-bd-$phase-$b.json" 2>"$G/busy-bd-$phase-$b.log" || log "blockdraft tg failed ($phase)"
                     "$O/bd-bench-llama" --backend-dir "$dir" -m "$m" -t "$T" -r "$R" -p 0 -n "$N" --no-verify \
-                        >"$G/busy-ll-$phase-$b.json" 2>"$G/busy-ll-$phase-$b.log" || log "bd-bench-llama tg failed ($phase)"
+                        "${LL_KV[@]+"${LL_KV[@]}"}" >"$G/busy-ll-$phase-$b.json" 2>"$G/busy-ll-$phase-$b.log" || log "bd-bench-llama tg failed ($phase)"
                     busy_stop
                 done
             done
@@ -483,7 +488,7 @@ for l in "${RUN_LEVELS[@]}"; do
             nmax=$(jq -r '.spec.n_max' "$G/bdspec-$b.json")
             log "[$l t$T] $b: llama.cpp plain generation ($v)"
             "$O/bd-bench-llama" --backend-dir "$dir" -m "$tgt" -t "$T" -r 1 -p 0 -n "$N" --no-verify \
-                --gen-prompt "$PROMPT" >"$G/llplain-$b.json" 2>"$G/llplain-$b.log" ||
+                --gen-prompt "$PROMPT" "${LL_KV[@]+"${LL_KV[@]}"}" >"$G/llplain-$b.json" 2>"$G/llplain-$b.log" ||
                 log "bd-bench-llama --gen-prompt failed (see $G/llplain-$b.log)"
             for nm in 3 "$nmax"; do
                 log "[$l t$T] $b: llama.cpp speculative-simple --spec-type draft-dflash --spec-draft-n-max $nm ($v)"
@@ -495,7 +500,8 @@ for l in "${RUN_LEVELS[@]}"; do
                 # llama.cpp emits an arbitrary token instead of the lowest id,
                 # so no draft of token 0 would ever be accepted.
                 (cd "$dir" && LD_DEBUG=files LD_DEBUG_OUTPUT="$G/llspec-$b-n$nm.ld" "$SPEC" -m "$tgt" -md "$dft" --spec-type draft-dflash --spec-draft-n-max "$nm" \
-                    -p "$PROMPT" -n "$N" --temp 0 --top-k 0 --top-p 1 --min-p 0 -t "$T" -tb "$T" -c $((N + 512))) \
+                    -p "$PROMPT" -n "$N" --temp 0 --top-k 0 --top-p 1 --min-p 0 -t "$T" -tb "$T" -c $((N + 512)) \
+                    "${LL_SPEC_KV[@]+"${LL_SPEC_KV[@]}"}") \
                     >"$G/llspec-$b-n$nm.log" 2>&1 || log "speculative-simple failed on $b n_max $nm (see $G/llspec-$b-n$nm.log)"
                 check_loaded "$G/llspec-$b-n$nm.log" "$G/llspec-$b-n$nm.ld" "$v" >"$G/llspec-$b-n$nm.variant"
                 [ "$nm" = 3 ] && [ "$nmax" = 3 ] && break

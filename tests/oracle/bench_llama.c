@@ -5,8 +5,13 @@
  *
  *   bd-bench-llama -m FILE [-p 512] [-n 128] [-t THREADS] [-r 5]
  *                  [--verify-depth 512] [--verify-max 16] [--no-verify]
- *                  [--gen-prompt TEXT] [--seed S] [--backend-dir DIR]
+ *                  [--gen-prompt TEXT] [--seed S] [--backend-dir DIR] [--kv TYPE]
  *   bd-bench-llama --which-backend [--backend-dir DIR]
+ *
+ * --kv TYPE: the K and V caches' type, one of llama.cpp's cache type names
+ * (f16, the default as llama-bench's; f32, bf16, q8_0, q4_0, q4_1, iq4_nl,
+ * q5_0, q5_1); flash attention stays auto, which turns it on where a
+ * quantized V cache needs it.
  *
  * --backend-dir DIR: the only folder ggml searches for its CPU backend
  * (default: the npm package's folder, where ggml scores every
@@ -44,7 +49,7 @@
  *                       curve's context, which keeps n_rs_seq = --verify-max
  *                       per-token snapshots so that llama_memory_seq_rm can
  *                       drop a verify batch (llama.cpp's speculative setting).
- * Context settings are llama-bench's defaults: KV cache F16, flash attention
+ * Context settings are llama-bench's defaults (KV cache F16 unless --kv), flash attention
  * auto, n_ubatch 512, weight repacking on, mmap on, a warm-up run first.
  * Operation counts for GOPS use llama_model_n_params (every tensor's
  * elements, the token-embedding table once) and the attention terms of
@@ -74,7 +79,22 @@ typedef struct opts {
     int n_prompt, n_gen, threads, reps, depth, vmax;
     bool no_verify, which_backend;
     unsigned long long seed;
+    enum ggml_type kv;
 } opts;
+
+/* llama.cpp's cache type names (common/arg.cpp); false for another */
+static bool kv_type_parse(const char *v, enum ggml_type *t) {
+    static const struct { const char *name; enum ggml_type type; } kv[] = {
+        {"f32", GGML_TYPE_F32},   {"f16", GGML_TYPE_F16},   {"bf16", GGML_TYPE_BF16},
+        {"q8_0", GGML_TYPE_Q8_0}, {"q4_0", GGML_TYPE_Q4_0}, {"q4_1", GGML_TYPE_Q4_1},
+        {"iq4_nl", GGML_TYPE_IQ4_NL}, {"q5_0", GGML_TYPE_Q5_0}, {"q5_1", GGML_TYPE_Q5_1}};
+    for (size_t j = 0; j < sizeof kv / sizeof kv[0]; j++)
+        if (!strcmp(v, kv[j].name)) {
+            *t = kv[j].type;
+            return true;
+        }
+    return false;
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -214,7 +234,7 @@ static void cpu_features(char *buf, size_t n) {
 
 int main(int argc, char **argv) {
     opts o = {.n_prompt = 512, .n_gen = 128, .threads = 2, .reps = 5, .depth = 512, .vmax = 16, .seed = 1,
-              .backend_dir = BD_ORACLE_LIBDIR};
+              .backend_dir = BD_ORACLE_LIBDIR, .kv = GGML_TYPE_F16};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-verify")) { o.no_verify = true; continue; }
@@ -231,6 +251,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--gen-prompt")) o.gen_prompt = v;
         else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 0);
         else if (!strcmp(a, "--backend-dir")) o.backend_dir = v;
+        else if (!strcmp(a, "--kv")) {
+            if (!kv_type_parse(v, &o.kv)) { fprintf(stderr, "bd-bench-llama: unknown cache type %s\n", v); return 2; }
+        }
         else { fprintf(stderr, "bd-bench-llama: unknown option %s\n", a); return 2; }
     }
     if (o.which_backend) {
@@ -256,7 +279,7 @@ int main(int argc, char **argv) {
     if (!o.model || o.reps < 1 || o.threads < 1 || o.n_prompt < 0 || o.n_gen < 0 || o.depth < 0 || o.vmax < 1 ||
         o.vmax > VMAX) {
         fprintf(stderr, "usage: bd-bench-llama -m FILE [-p N] [-n N] [-t N] [-r N] [--verify-depth D] "
-                        "[--verify-max N<=%d] [--no-verify] [--gen-prompt TEXT] [--backend-dir DIR]\n"
+                        "[--verify-max N<=%d] [--no-verify] [--gen-prompt TEXT] [--backend-dir DIR] [--kv TYPE]\n"
                         "       bd-bench-llama --which-backend [--backend-dir DIR]\n", VMAX);
         return 2;
     }
@@ -308,8 +331,8 @@ int main(int argc, char **argv) {
     cp.n_seq_max = 1;
     cp.n_threads = o.threads;
     cp.n_threads_batch = o.threads;
-    cp.type_k = GGML_TYPE_F16;
-    cp.type_v = GGML_TYPE_F16;
+    cp.type_k = o.kv;
+    cp.type_v = o.kv;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
     cp.no_perf = true;
     struct llama_context *c = llama_init_from_model(m, cp);
