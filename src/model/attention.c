@@ -34,6 +34,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "blockdraft.h"
@@ -92,6 +93,8 @@ void bd_attn_kv_store(void *dst, uint32_t type, const float *row, int32_t n) {
 int32_t bd_attn_rot(uint32_t type, int32_t hd, bool is_v) {
     const bd_type_traits *t = bd_type_get(type);
     if (!t || !t->is_quant || hd <= 0 || hd % 64) return 0;
+    const char *off = getenv("LLAMA_ATTN_ROT_DISABLE"); /* as llama-kv-cache.cpp reads it */
+    if (off && atoi(off) != 0) return 0;
     if (is_v) return 64;
     int32_t r = 64;
     while (hd % (2 * r) == 0) r *= 2;

@@ -55,11 +55,13 @@ void bd_attention(bd_pool *pool, const bd_attn_args *a);
  * outputs are unchanged in exact arithmetic; the rotation spreads a
  * channel's outlier over its chunk, so that the blocks of a real model's
  * keys quantize with less error. blockdraft keeps the same basis so that
- * its quantized caches hold what llama.cpp's do (LLAMA_ATTN_ROT_DISABLE,
- * llama.cpp's switch to turn it off, has no counterpart here).
+ * its quantized caches hold what llama.cpp's do. llama.cpp's switch to turn
+ * it off is honoured the same way: the environment variable
+ * LLAMA_ATTN_ROT_DISABLE read as an integer (atoi), non-zero = no rotation
+ * of either cache, read when a session or drafter cache is created.
  */
 /* Chunk length of the rotation of a K (is_v false) or V cache of type with
- * heads of hd, 0 for none. */
+ * heads of hd, 0 for none (or when LLAMA_ATTN_ROT_DISABLE turns it off). */
 int32_t bd_attn_rot(uint32_t type, int32_t hd, bool is_v);
 /* x[0 .. n) := H x for each consecutive chunk of rot (a power of two
  * dividing n): x / sqrt(rot), then butterflies of span 1, 2, 4, ... (the

@@ -13,7 +13,8 @@
 #   * stories260K and ll-tiny-f32 with an f16 KV cache on both sides
 #     (-ctk f16 -ctv f16 / --kv f16), ll-tiny-f32 with bf16 and each
 #     quantized cache type of llama.cpp (q8_0, q4_0, q4_1, iq4_nl, q5_0,
-#     q5_1), and the bytes each type's cache stores; see those sections.
+#     q5_1), q4_0 with LLAMA_ATTN_ROT_DISABLE=1 on both sides, and the
+#     bytes each type's cache stores; see those sections.
 #   * synthetic models from `blockdraft make-model` (random weights, real
 #     names/shapes/metadata): qwen3 tiny Q4_K_M (tied: Q4_K/Q6_K), mix
 #     (untied: Q4_K/Q6_K/Q8_0/F16/BF16), Q8_0, F16 (untied); qwen3 odd-width
@@ -253,6 +254,37 @@ PY
         bad "$t KV cache: not $bpb/128 of the f32 cache's bytes"
 }
 
+# kv_rot_off: llama.cpp's switch LLAMA_ATTN_ROT_DISABLE=1 turns the
+# rotation off in both engines (attention.h): our q4_0 run without it
+# within 0.05 (mean |diff|/range) of llama.cpp's run without it, and off
+# our own rotated run by more than that (so the variable acted here; off
+# there too, else the first check fails as the unrotated distances above
+# did).
+kv_rot_off() {
+    local m=$1
+    KV_BD="-ctk q4_0 -ctv q4_0" KV_OR="--kv q4_0 --fa"
+    LLAMA_ATTN_ROT_DISABLE=1 logits "ll-tiny-kv-q4_0-norot" "$m" "$L_IDS" 3e-1
+    KV_BD="" KV_OR=""
+    python3 - "$FX/ll-tiny-kv-q4_0-norot.bd.json" "$FX/ll-tiny-kv-q4_0-norot.oracle-batch.json" \
+        "$FX/ll-tiny-kv-q4_0.bd.json" <<'PY' || bad "LLAMA_ATTN_ROT_DISABLE=1: see above"
+import json, sys
+def rows(p):
+    return [{int(i): float(v) for i, v in r["top"]} for r in json.load(open(p))["positions"]]
+def mean(x, y):
+    s = n = 0
+    for rx, ry in zip(x, y):
+        rng = max(max(rx.values()) - min(rx.values()), 1.0)
+        for i in set(rx) & set(ry):
+            s, n = s + abs(rx[i] - ry[i]) / rng, n + 1
+    return s / n
+bq, oq, brot = (rows(p) for p in sys.argv[1:4])
+theirs, rot = mean(oq, bq), mean(brot, bq)
+print(f"q4_0 cache with LLAMA_ATTN_ROT_DISABLE=1: mean |diff|/range from llama.cpp's run with it {theirs:.3g}, "
+      f"from our rotated run {rot:.3g}")
+sys.exit(0 if theirs <= 0.05 and rot > 0.05 else 1)
+PY
+}
+
 # kv_rows: the bytes a cache of each type stores for the same rows of 128
 # floats, blockdraft's (bd-kv-row: bd_attn_kv_store, the forward's store)
 # against llama.cpp's row quantizers (bd-oracle kvrow), byte for byte:
@@ -350,6 +382,7 @@ make_model ll-tiny-f32 --arch llama --shape tiny --quant f32 --seed 21 --untied 
       logits ll-tiny-kvbf16 "$FX/ll-tiny-f32.gguf" "$L_IDS" 1e-1
       KV_BD="" KV_OR=""
       for kvt in q8_0 q4_0 q4_1 iq4_nl q5_0 q5_1; do kv_quant "$FX/ll-tiny-f32.gguf" $kvt; done
+      kv_rot_off "$FX/ll-tiny-f32.gguf"
       kv_rows
       greedy ll-tiny-f32-greedy "$FX/ll-tiny-f32.gguf" "Once upon a time" 48; }
 
