@@ -66,14 +66,18 @@ static size_t max_scratch(const bd_model *m, int32_t n_batch, int32_t n_out) {
     UPD(m->output, n_out);
 #undef UPD
     /* bd_moe_ffn's grouped passes: gate | up over GR rows, two groups an
-     * expert at most; the downs over every routed pair */
+     * expert at most; the downs over every routed pair. Each group gathers
+     * its own copy of its rows, so split gate and up stacks gather every
+     * routed pair twice (GU rows sized them once: with a small n_batch,
+     * where nothing else needs more scratch, a qwen35moe "small" file
+     * wrote past the buffer) */
     const int32_t GR = n_batch < BD_MOE_GROUP_ROWS ? n_batch : BD_MOE_GROUP_ROWS;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const bd_layer *L = &m->layers[il];
         const int64_t NE = m->hp.n_expert, GU = (int64_t)GR * m->hp.n_expert_used;
         const bd_mat *gu = L->gate_up_exps.data ? &L->gate_up_exps : L->gate_exps.data ? &L->gate_exps : NULL;
         if (gu) {
-            size_t s_ = bd_matmul_grouped_scratch_size(gu, GR, GU, (int)(2 * NE));
+            size_t s_ = bd_matmul_grouped_scratch_size(gu, GR, L->gate_up_exps.data ? GU : 2 * GU, (int)(2 * NE));
             if (s_ > mx) mx = s_;
         }
         if (L->down_exps.data) {

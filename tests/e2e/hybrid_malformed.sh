@@ -53,6 +53,23 @@ for base in d m q q5; do
     done
 done
 
+# One-token sessions (bench -p 0 -n 1: n_ctx = n_batch = 1, where the MoE
+# passes' grouped scratch is the largest need) on the "small" MoE shape
+# with split gate / up stacks, under ASan: the scratch once counted each
+# routed pair's gathered row once, not once per stack, and wrote past it.
+for spec in "ms|--arch qwen35moe --shape small"; do
+    f=${spec%%|*}
+    # shellcheck disable=SC2086
+    "$BD_BIN" make-model ${spec#*|} --quant q4_k_m --vocab "$ST" --seed 6 -o "$T/$f.gguf" >/dev/null 2>&1 ||
+        { bad "make-model $f"; continue; }
+    if ! "$DBG" bench -m "$T/$f.gguf" -p 0 -n 1 --no-verify -t 2 -r 1 >/dev/null 2>"$T/err" ||
+        grep -q "Sanitizer\|runtime error" "$T/err"; then
+        bad "one-token session on $f: $(grep -m1 "ERROR\|runtime error" "$T/err")"
+    else
+        echo "one-token session on $f (MoE small, split gate / up): clean under ASan"
+    fi
+done
+
 A=qwen35
 expect inner-size d "ssm.inner_size" --set-u32 $A.ssm.inner_size 200
 expect nv-not-multiple d "not a multiple" --set-u32 $A.ssm.time_step_rank 3
