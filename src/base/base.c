@@ -256,6 +256,15 @@ bool bd_fmap_set_writable(bd_fmap *m, bool on) {
     return mprotect((void *)m->data, len, on ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
 }
 
+bool bd_fmap_set_range_writable(bd_fmap *m, const void *p, size_t n, bool on) {
+    const uintptr_t lo = (uintptr_t)m->data, a = (uintptr_t)p;
+    if (!m->data || n == 0 || a < lo || a - lo > m->size || n > m->size - (a - lo)) return false;
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return false;
+    const uintptr_t first = a & ~(uintptr_t)(pg - 1), end = (a + n + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1);
+    return mprotect((void *)first, end - first, on ? PROT_READ | PROT_WRITE : PROT_READ) == 0;
+}
+
 void bd_fmap_prefetch(bd_fmap *m) {
     if (!m->data || m->size == 0 || m->copied) return;
     long pg = sysconf(_SC_PAGESIZE), np = sysconf(_SC_PHYS_PAGES);

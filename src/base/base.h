@@ -96,6 +96,11 @@ uint64_t bd_fmap_copy_min(void);
  * (off): the model loader rearranges weights in its private copy. False
  * for a mapping of the file itself, or if mprotect refuses. */
 bool bd_fmap_set_writable(bd_fmap *m, bool on);
+/* The pages holding bytes [p, p + n) of a mapping, copied or not, made
+ * writable (on) or read-only again (off). The file is mapped private, so a
+ * write lands in a private copy of its page, never in the file. False when
+ * the range is outside the mapping or mprotect refuses. */
+bool bd_fmap_set_range_writable(bd_fmap *m, const void *p, size_t n, bool on);
 
 /* The SIGBUS guard (bd_mmap_guard_install in blockdraft.h).
  *

@@ -16,10 +16,10 @@
 
 static void make_model_usage(FILE *out) {
     fprintf(out,
-            "usage: blockdraft make-model --arch qwen3|llama|qwen2|qwen3moe|qwen35|qwen35moe --shape NAME --quant MIX\n"
+            "usage: blockdraft make-model --arch qwen3|llama|qwen2|qwen3moe|qwen35|qwen35moe|qwen3next --shape NAME --quant MIX\n"
             "                             --vocab FILE.gguf [options] [-t THREADS] [--plan] -o FILE\n"
             "  --shape   qwen3/llama: %s (qwen2: those with head_count x head_dim = width); qwen3moe: %s\n"
-            "            qwen35: %s; qwen35moe: %s\n"
+            "            qwen35: %s; qwen35moe: %s; qwen3next: %s\n"
             "  --quant   %s\n"
             "  --vocab   GGUF whose tokenizer.* keys are copied\n"
             "  --n-vocab N  vocabulary size (default: the --vocab file's; the real qwen35 shapes\n"
@@ -31,14 +31,15 @@ static void make_model_usage(FILE *out) {
             "            constructed drafters: `make-model --arch dflash --drafter constructed`)\n"
             "  --layers N   N (trunk) layers of the shape's per-layer size (hybrids: schedule by\n"
             "            interval)\n"
-            "  qwen35/qwen35moe only:\n"
+            "  qwen35/qwen35moe/qwen3next only:\n"
             "  --recurrent-layers auto|1,1,0,1,...  write attention.recurrent_layers (one flag\n"
             "            per trunk layer, 1 = Gated DeltaNet), overriding the interval rule\n"
             "  --mtp N      append N MTP (nextn) blocks, counted in block_count\n"
-            "  --fused-gate-up  qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps\n"
+            "  --fused-gate-up  qwen35moe/qwen3next: ffn_gate_up_exps instead of ffn_gate_exps + ffn_up_exps\n"
+            "  --gdn-split  qwen3next: GDN attn_qkv + attn_gate (newer converters) instead of ssm_in\n"
             "  --arch dflash --target FILE ...  write a DFlash drafter (see --arch dflash --help)\n",
             bd_synth_shape_names("qwen3"), bd_synth_shape_names("qwen3moe"), bd_synth_hybrid_shape_names("qwen35"),
-            bd_synth_hybrid_shape_names("qwen35moe"), bd_synth_mix_names());
+            bd_synth_hybrid_shape_names("qwen35moe"), bd_synth_hybrid_shape_names("qwen3next"), bd_synth_mix_names());
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -75,6 +76,8 @@ int cmd_make_model(int argc, char **argv) {
             plan_only = true;
         } else if (!strcmp(a, "--fused-gate-up")) {
             o.fused_gate_up = true;
+        } else if (!strcmp(a, "--gdn-split")) {
+            o.gdn_split = true;
         } else if (v && !strcmp(a, "--recurrent-layers")) {
             o.recurrent = v, i++;
         } else if (v && (!strcmp(a, "--layers") || !strcmp(a, "--mtp") || !strcmp(a, "--n-vocab"))) {

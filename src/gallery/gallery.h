@@ -18,8 +18,8 @@
  *      and leaves any previous install untouched.
  *   5. Only then are the partials renamed into place and the config
  *      `<models>/<name>.yaml` and the install record written (atomically).
- *   A target whose architecture this build cannot run (qwen3next, any
- *   row of model/arch.c marked unsupported) is still downloaded and verified, but recorded
+ *   A target whose architecture this build cannot run (one not in
+ *   model/arch.c, say gemma3, or a row marked unsupported) is still downloaded and verified, but recorded
  *   with status "unsupported" and the reason; gallery_resolve_model then
  *   refuses it with that reason instead of failing later in the loader.
  */

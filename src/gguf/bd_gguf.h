@@ -92,6 +92,10 @@ void bd_gguf_prefetch(bd_gguf_file *f);
  * copied the file into private memory; false otherwise (base.h's
  * bd_fmap_set_writable). */
 bool bd_gguf_set_writable(bd_gguf_file *f, bool on);
+/* Bytes [p, p + n) of the file's tensor data made writable (on) or
+ * read-only again, copied or mapped (private pages; base.h's
+ * bd_fmap_set_range_writable); false for a file opened from memory. */
+bool bd_gguf_set_range_writable(bd_gguf_file *f, const void *p, size_t n, bool on);
 /* false once a read of the file's mapping found it truncated (base.h's
  * SIGBUS guard); true for a file opened from memory. */
 bool bd_gguf_intact(const bd_gguf_file *f);

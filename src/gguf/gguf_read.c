@@ -618,6 +618,10 @@ bd_gguf_file *bd_gguf_open(const char *path, char *err, size_t errlen) {
 void bd_gguf_prefetch(bd_gguf_file *f) { bd_fmap_prefetch(&f->map); }
 bool bd_gguf_set_writable(bd_gguf_file *f, bool on) { return bd_fmap_set_writable(&f->map, on); }
 
+bool bd_gguf_set_range_writable(bd_gguf_file *f, const void *p, size_t n, bool on) {
+    return bd_fmap_set_range_writable(&f->map, p, n, on);
+}
+
 bool bd_gguf_intact(const bd_gguf_file *f) { return bd_fmap_intact(&f->map); }
 
 void bd_gguf_close(bd_gguf_file *f) {

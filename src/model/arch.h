@@ -70,6 +70,8 @@ typedef struct bd_arch_info {
     bool moe;                  /* mixture-of-experts feed-forward */
     bool moe_shared_expert;    /* ... with a gated shared expert (ffn_*_shexp) */
     bool moe_fused_gate_up;    /* ... whose gate/up stacks may come fused (ffn_gate_up_exps) */
+    bool gdn_v_grouped;        /* GDN value heads grouped by key head, beta / alpha fused into one
+                                  ssm_ba, q/k/v/z maybe fused into one ssm_in (qwen3next) */
     /* Read hyper-parameters and bind weights (model_load.c, dflash_load.c,
      * qwen35_load.c). NULL for rows that are not run. */
     bool (*load)(bd_model *m, char *err, size_t errlen);

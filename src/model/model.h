@@ -96,6 +96,8 @@ typedef struct bd_hparams {
     int32_t ssm_d_state;     /* head dim of the GDN keys and values, d_k = d_v (128) */
     int32_t ssm_n_k;         /* GDN key heads (ssm.group_count) */
     int32_t ssm_n_v;         /* GDN value heads (ssm.time_step_rank); a multiple of ssm_n_k */
+    bool ssm_v_grouped;      /* value head h reads key head h / (n_v / n_k) (qwen3next: each key
+                                head's value heads side by side); else h % n_k (qwen35: tiled) */
     int32_t n_attn_layers;   /* trunk layers with attention (and so a KV cache) */
     int32_t n_rec_layers;    /* trunk layers with a Gated DeltaNet (and so a recurrent state) */
 
@@ -106,6 +108,11 @@ typedef struct bd_hparams {
     int32_t n_ff_shexp;      /* width of the shared expert (0: none) */
     float expert_weights_scale; /* 0 or 1: none */
 } bd_hparams;
+
+/* The key head that GDN value head h reads (bd_hparams.ssm_v_grouped). */
+static inline int64_t bd_gdn_key_head(const bd_hparams *hp, int64_t h) {
+    return hp->ssm_v_grouped ? h / (hp->ssm_n_v / hp->ssm_n_k) : h % hp->ssm_n_k;
+}
 
 typedef struct bd_layer {
     bool recurrent;         /* Gated DeltaNet layer (hybrid targets), else attention */

@@ -27,14 +27,6 @@
 
 #include "forward.h"
 
-/* A view of rows [r0, r0 + n) of W. */
-static bd_mat mat_rows(const bd_mat *W, int64_t r0, int64_t n) {
-    bd_mat v = *W;
-    v.data = (const uint8_t *)W->data + r0 * (int64_t)W->row_bytes;
-    v.nrows = n;
-    return v;
-}
-
 /* Softmax over the router logits of one row, in place, as ggml's soft_max
  * does it: shift by the max, exp, sum in double, scale by 1/sum. */
 static void router_softmax(float *x, int32_t n) {
@@ -107,14 +99,14 @@ static bool moe_experts_grouped(bd_session *s, const bd_layer *L, const float *h
         if (m == 0) continue;
         float *gu = s->moe_gu + (int64_t)off * 2 * FE;
         if (L->gate_up_exps.data) {
-            s->moe_views[ng] = mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
+            s->moe_views[ng] = bd_mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
             s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu, 2 * FE};
             ng++;
         } else {
-            s->moe_views[ng] = mat_rows(&L->gate_exps, (int64_t)e * FE, FE);
+            s->moe_views[ng] = bd_mat_rows(&L->gate_exps, (int64_t)e * FE, FE);
             s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu, 2 * FE};
             ng++;
-            s->moe_views[ng] = mat_rows(&L->up_exps, (int64_t)e * FE, FE);
+            s->moe_views[ng] = bd_mat_rows(&L->up_exps, (int64_t)e * FE, FE);
             s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_tok + off, m, gu + FE, 2 * FE};
             ng++;
         }
@@ -128,7 +120,7 @@ static bool moe_experts_grouped(bd_session *s, const bd_layer *L, const float *h
     for (int32_t e = 0, off = 0; e < NE; off = cnt[e++]) {
         const int32_t m = cnt[e] - off;
         if (m == 0) continue;
-        s->moe_views[ng] = mat_rows(&L->down_exps, (int64_t)e * E, E);
+        s->moe_views[ng] = bd_mat_rows(&L->down_exps, (int64_t)e * E, E);
         s->moe_grp[ng] = (bd_matmul_grp){&s->moe_views[ng], s->moe_seq + off, m, s->moe_y + (int64_t)off * E, E};
         ng++;
     }
@@ -161,10 +153,10 @@ static void moe_experts_each(bd_session *s, const bd_layer *L, const float *h, i
         for (int32_t j = 0; j < m; j++)
             memcpy(s->moe_x + (int64_t)j * E, h + (int64_t)(s->moe_rows[j] / U) * E, (size_t)E * sizeof(float));
         if (L->gate_up_exps.data) {
-            const bd_mat gu = mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
+            const bd_mat gu = bd_mat_rows(&L->gate_up_exps, (int64_t)e * 2 * FE, 2 * FE);
             bd_matmul(s->pool, &gu, s->moe_x, E, m, s->moe_gu, 2 * FE, s->mm_scratch);
         } else {
-            const bd_mat g = mat_rows(&L->gate_exps, (int64_t)e * FE, FE), u = mat_rows(&L->up_exps, (int64_t)e * FE, FE);
+            const bd_mat g = bd_mat_rows(&L->gate_exps, (int64_t)e * FE, FE), u = bd_mat_rows(&L->up_exps, (int64_t)e * FE, FE);
             const bd_matmul_out outs[2] = {{&g, s->moe_gu, 2 * FE}, {&u, s->moe_gu + FE, 2 * FE}};
             bd_matmul_multi(s->pool, outs, 2, s->moe_x, E, m, s->mm_scratch);
         }
@@ -172,7 +164,7 @@ static void moe_experts_each(bd_session *s, const bd_layer *L, const float *h, i
             float *row = s->moe_gu + (int64_t)j * 2 * FE;
             bd_kernels_get()->silu_mul(FE, row, row + FE);
         }
-        const bd_mat d = mat_rows(&L->down_exps, (int64_t)e * E, E);
+        const bd_mat d = bd_mat_rows(&L->down_exps, (int64_t)e * E, E);
         bd_matmul(s->pool, &d, s->moe_gu, 2 * FE, m, s->moe_y, E, s->mm_scratch);
         for (int32_t j = 0; j < m; j++) {
             const float wk = s->moe_w[s->moe_rows[j]];

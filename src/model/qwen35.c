@@ -1,7 +1,10 @@
 /*
  * qwen35.c - the forward of the hybrid Qwen3.5/3.6 targets (`qwen35`,
- * `qwen35moe`): Gated DeltaNet layers with gated full attention every few
- * layers, dense or mixture-of-experts feed-forward (qwen35-hybrid.md §2-§5).
+ * `qwen35moe`) and of Qwen3-Next (`qwen3next`, the same blocks): Gated
+ * DeltaNet layers with gated full attention every few layers, dense or
+ * mixture-of-experts feed-forward (qwen35-hybrid.md §2-§5). What differs
+ * for qwen3next is read at load (qwen35_load.c): NEOX RoPE on the first
+ * n_rot lanes, and the value-to-key head mapping (bd_gdn_key_head).
  *
  *   x = token_embd[tokens]
  *   per trunk layer il:  (tap: x, the layer input, as for qwen3)
@@ -15,7 +18,7 @@
  *   xc = silu(causal depthwise conv of qkv over the window of the
  *        d_conv - 1 previous raw rows)                          [n][conv_dim]
  *   q, k: each key head L2-normalized; v as is
- *   per value head h (key head h % n_k), token by token:
+ *   per value head h (key head h % n_k; qwen3next h / (n_v / n_k)), token by token:
  *     bd_gdn_step: the state update and o_h = (M^T q) / sqrt(d_k)
  *   o = RMSNorm_per_head(o) * ssm_norm * silu(z);  out = W_out o
  *
@@ -120,7 +123,7 @@ static void gdn_worker(void *arg, int ith, int nth) {
         const int64_t hs = (int64_t)dk * dk, key_dim = (int64_t)nk * dk;
         bd_split(nv, ith, nth, &lo, &hi);
         for (int64_t h = lo; h < hi; h++) {
-            const int64_t kh = h % nk;
+            const int64_t kh = bd_gdn_key_head(hp, h);
             for (int32_t t = 0; t < n; t++) {
                 const float *row = c->xc + (int64_t)t * cd;
                 bd_gdn_step(t == 0 ? c->ssm_src + h * hs : c->ssm_dst + h * hs, c->ssm_dst + h * hs, dk, dk,

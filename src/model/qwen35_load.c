@@ -1,10 +1,13 @@
 /*
  * qwen35_load.c - read and check a `qwen35` / `qwen35moe` GGUF (Qwen3.5 and
  * Qwen3.6 hybrids: Gated DeltaNet layers with gated full attention every
- * few layers; dense or mixture-of-experts feed-forward).
+ * few layers; dense or mixture-of-experts feed-forward), and `qwen3next`
+ * (Qwen3-Next: the same blocks with a mixture of experts, NEOX RoPE on the
+ * first n_rot lanes instead of IMROPE sections, each GDN key head's value
+ * heads side by side (bd_gdn_key_head), and fused GDN projections).
  *
  * Facts: qwen35-hybrid.md §1-§5, gguf-and-architectures.md §8; llama.cpp
- * v0.5.0 src/models/qwen35*.cpp. Every inconsistency of the header is
+ * v0.5.0 src/models/qwen35*.cpp and qwen3next.cpp. Every inconsistency of the header is
  * refused by name before the layer table is allocated; every tensor is
  * then bound with its exact shape, so the forward (qwen35.c) trusts them.
  *
@@ -82,7 +85,9 @@ static bool read_hparams(bd_model *m, bool *rec, char *err, size_t errlen) {
              hp->n_layer_all);
     hp->n_layer = hp->n_layer_all - nextn;
     if (hp->hd > BD_MAX_HEAD_DIM) FAIL("%s: head dim %d is too large", m->path, hp->hd);
-    if (!read_sections(m, p, err, errlen)) return false;
+    /* qwen3next turns the first n_rot lanes as NEOX: no sections */
+    if (m->arch_info->rope == BD_ROPE_IMROPE && !read_sections(m, p, err, errlen)) return false;
+    hp->ssm_v_grouped = m->arch_info->gdn_v_grouped;
 
     /* Gated DeltaNet sizes */
     int32_t d_inner;
@@ -114,6 +119,83 @@ static bool read_hparams(bd_model *m, bool *rec, char *err, size_t errlen) {
  * Tensors
  * ---------------------------------------------------------------------- */
 
+/* Rows of the matrix W, made of n_groups groups of parts part[0..n_parts)
+ * rows each (group g's part p first, then its part p + 1, ...), put in
+ * part order instead: every group's part 0, then every group's part 1,
+ * and so on, so that each part becomes one run of rows. Rows are moved
+ * whole, in place (through a copy of the matrix), so any type works. This
+ * is how qwen3next's fused projections (ssm_in, ssm_ba; one group
+ * per GDN key head) become the row runs qwen35 keeps in separate tensors:
+ * the same products, read through views (bd_mat_rows). Before interleaving. */
+static bool mat_regroup_rows(bd_model *m, bd_mat *W, int64_t n_groups, const int64_t *part, int n_parts,
+                             const char *name, char *err, size_t errlen) {
+    int64_t g_rows = 0;
+    for (int p = 0; p < n_parts; p++) g_rows += part[p];
+    if (g_rows * n_groups != W->nrows) FAIL("%s: tensor '%s': %lld rows are not %lld groups of %lld", m->path, name,
+                                            (long long)W->nrows, (long long)n_groups, (long long)g_rows);
+    const size_t rb = (size_t)W->row_bytes, bytes = rb * (size_t)W->nrows;
+    uint8_t *tmp = malloc(bytes);
+    if (!tmp) FAIL("out of memory regrouping tensor '%s' (%zu bytes)", name, bytes);
+    memcpy(tmp, W->data, bytes);
+    if (!bd_gguf_set_range_writable(m->gguf, W->data, bytes, true)) {
+        free(tmp);
+        FAIL("%s: cannot make the model's memory writable to regroup tensor '%s'", m->path, name);
+    }
+    uint8_t *dst = (uint8_t *)W->data;
+    for (int64_t p = 0, off = 0; p < n_parts; off += part[p], p++)
+        for (int64_t g = 0; g < n_groups; g++) {
+            memcpy(dst, tmp + (size_t)(g * g_rows + off) * rb, (size_t)part[p] * rb);
+            dst += (size_t)part[p] * rb;
+        }
+    bd_gguf_set_range_writable(m->gguf, W->data, bytes, false);
+    free(tmp);
+    if (!bd_gguf_intact(m->gguf)) FAIL("%s: the file was truncated while tensor '%s' was read", m->path, name);
+    return true;
+}
+
+/* qwen3next's GDN input projections: q/k/v/z from attn_qkv + attn_gate as
+ * qwen35 (newer converters) or from the fused ssm_in (older files; llama.cpp
+ * v0.5.0 reads both, attn_qkv first), beta/alpha from ssm_ba. Both
+ * fused tensors hold one group of rows per key head h: ssm_in [q_h (d_k),
+ * k_h (d_k), v (r d_v), z (r d_v)] with r = n_v / n_k and the r value
+ * heads h r .. h r + r - 1 side by side, ssm_ba [beta (r), alpha
+ * (r)] of the same value heads (qwen3next.cpp's build_qkvz and
+ * build_layer_attn_linear views). */
+static bool bind_gdn_fused(bd_model *m, int il, char *err, size_t errlen) {
+    const bd_hparams *hp = &m->hp;
+    bd_layer *L = &m->layers[il];
+    const int64_t E = hp->n_embd, dk = hp->ssm_d_state, nk = hp->ssm_n_k, nv = hp->ssm_n_v, r = nv / nk;
+    const int64_t key_dim = nk * dk, value_dim = nv * dk, conv_dim = 2 * key_dim + value_dim;
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", il);
+    if (bd_gguf_find_tensor(m->gguf, name)) {
+        if (!bd_model_get_mat(m, name, E, conv_dim, true, &L->w_qkv, err, errlen)) return false;
+        snprintf(name, sizeof name, "blk.%d.attn_gate.weight", il);
+        if (!bd_model_get_mat(m, name, E, value_dim, true, &L->w_z, err, errlen)) return false;
+    } else {
+        snprintf(name, sizeof name, "blk.%d.ssm_in.weight", il);
+        if (!bd_gguf_find_tensor(m->gguf, name))
+            FAIL("%s: GDN layer %d has neither 'blk.%d.attn_qkv.weight' (with attn_gate) nor the fused '%s'",
+                 m->path, il, il, name);
+        bd_mat in;
+        const int64_t parts[4] = {dk, dk, r * dk, r * dk};
+        if (!bd_model_get_mat(m, name, E, conv_dim + value_dim, true, &in, err, errlen) ||
+            !mat_regroup_rows(m, &in, nk, parts, 4, name, err, errlen))
+            return false;
+        L->w_qkv = bd_mat_rows(&in, 0, conv_dim);
+        L->w_z = bd_mat_rows(&in, conv_dim, value_dim);
+    }
+    snprintf(name, sizeof name, "blk.%d.ssm_ba.weight", il);
+    bd_mat ba;
+    const int64_t parts[2] = {r, r};
+    if (!bd_model_get_mat(m, name, E, 2 * nv, true, &ba, err, errlen) ||
+        !mat_regroup_rows(m, &ba, nk, parts, 2, name, err, errlen))
+        return false;
+    L->w_beta = bd_mat_rows(&ba, 0, nv);
+    L->w_alpha = bd_mat_rows(&ba, nv, nv);
+    return true;
+}
+
 static bool bind_layer(bd_model *m, int il, char *err, size_t errlen) {
     const bd_hparams *hp = &m->hp;
     bd_layer *L = &m->layers[il];
@@ -130,10 +212,14 @@ static bool bind_layer(bd_model *m, int il, char *err, size_t errlen) {
     /* the pre-FFN norm: qwen35 calls it post_attention_norm, and has no ffn_norm */
     VEC(ffn_norm, "post_attention_norm.weight", E);
     if (L->recurrent) {
-        MAT(w_qkv, "attn_qkv.weight", E, conv_dim);
-        MAT(w_z, "attn_gate.weight", E, value_dim);
-        MAT(w_beta, "ssm_beta.weight", E, nv);
-        MAT(w_alpha, "ssm_alpha.weight", E, nv);
+        if (m->arch_info->gdn_v_grouped) {
+            if (!bind_gdn_fused(m, il, err, errlen)) return false;
+        } else {
+            MAT(w_qkv, "attn_qkv.weight", E, conv_dim);
+            MAT(w_z, "attn_gate.weight", E, value_dim);
+            MAT(w_beta, "ssm_beta.weight", E, nv);
+            MAT(w_alpha, "ssm_alpha.weight", E, nv);
+        }
         VEC(dt_bias, "ssm_dt.bias", nv);
         VEC(ssm_a, "ssm_a", nv);
         if (!bd_model_get_f32(m, NAME("ssm_conv1d.weight"), hp->ssm_d_conv, conv_dim, true, &L->conv1d, err, errlen))
@@ -145,7 +231,8 @@ static bool bind_layer(bd_model *m, int il, char *err, size_t errlen) {
                 FAIL("%s: blk.%d.ssm_a[%lld] = %g is not negative (it holds -exp(A_log))", m->path, il,
                      (long long)h, (double)L->ssm_a[h]);
     } else {
-        if (bd_gguf_find_tensor(m->gguf, NAME("attn_qkv.weight")) || bd_gguf_find_tensor(m->gguf, NAME("ssm_a")))
+        if (bd_gguf_find_tensor(m->gguf, NAME("attn_qkv.weight")) || bd_gguf_find_tensor(m->gguf, NAME("ssm_in.weight")) ||
+            bd_gguf_find_tensor(m->gguf, NAME("ssm_a")))
             FAIL("%s: layer %d is an attention layer by the schedule (%s.attention.recurrent_layers or "
                  "full_attention_interval) but holds the Gated DeltaNet tensor '%s'",
                  m->path, il, m->arch_name, name);

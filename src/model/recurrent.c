@@ -150,12 +150,11 @@ typedef struct {
 static void replay_worker(void *arg, int ith, int nth) {
     const replay_ctx *c = arg;
     const bd_recurrent *rs = &c->s->rs;
-    const int32_t nk = c->s->m->hp.ssm_n_k;
     int64_t lo, hi;
     bd_split(c->n_items, ith, nth, &lo, &hi);
     for (int64_t w = lo; w < hi; w++) {
         const int64_t r = w / rs->n_v, h = w % rs->n_v;
-        const int64_t kh = h % nk, hs = (int64_t)rs->d_k * rs->d_k;
+        const int64_t kh = bd_gdn_key_head(&c->s->m->hp, h), hs = (int64_t)rs->d_k * rs->d_k;
         const float *src = rs->ssm[rs->base] + r * rs->ssm_floats + h * hs;
         float *dst = rs->ssm[1 - rs->base] + r * rs->ssm_floats + h * hs;
         for (int32_t t = 0; t < c->a; t++) {

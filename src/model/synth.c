@@ -198,21 +198,41 @@ static const bd_synth_hybrid_shape hybrid_shapes[] = {
      .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 32, .ssm_conv = 4, .interval = 4,
      .n_expert = 256, .n_expert_used = 8, .n_ff_exp = 512, .n_ff_shexp = 512,
      .n_vocab = 248320, .tied = false},
+    /* qwen3next: the qwen35moe test shapes without IMROPE (n_rot lanes of
+     * NEOX), and Qwen/Qwen3-Next-80B-A3B: 48 layers, hidden 2048, 16 / 2
+     * heads of 256, GDN 16 K / 32 V heads of 128, conv 4, interval 4, MoE
+     * width 512, context 262144 (its config.json), 512 experts, 10 routed
+     * plus one shared (Qwen's announcement), rotary 25 % of the head (64;
+     * configs derived from it), vocabulary 151936 (the Qwen3 tokenizer),
+     * untied. Not confirmed from the official config here: the shared
+     * expert's width 512 and rope base 1e7 (synthetic files use 1e7). */
+    {.name = "tiny", .moe = true, .next = true, .n_layer = 4, .n_embd = 256, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 64, .n_rot = 16, .n_ctx = 4096, .ssm_d_state = 64, .ssm_n_k = 2, .ssm_n_v = 4, .ssm_conv = 4,
+     .interval = 4, .n_expert = 16, .n_expert_used = 4, .n_ff_exp = 256, .n_ff_shexp = 256, .tied = true},
+    {.name = "small", .moe = true, .next = true, .n_layer = 8, .n_embd = 512, .n_head = 8, .n_head_kv = 2,
+     .head_dim = 128, .n_rot = 32, .n_ctx = 8192, .ssm_d_state = 64, .ssm_n_k = 2, .ssm_n_v = 6, .ssm_conv = 4,
+     .interval = 4, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 512, .n_ff_shexp = 512, .tied = false},
+    {.name = "80b-a3b", .moe = true, .next = true, .n_layer = 48, .n_embd = 2048, .n_head = 16, .n_head_kv = 2,
+     .head_dim = 256, .n_rot = 64, .n_ctx = 262144, .ssm_d_state = 128, .ssm_n_k = 16, .ssm_n_v = 32,
+     .ssm_conv = 4, .interval = 4, .n_expert = 512, .n_expert_used = 10, .n_ff_exp = 512, .n_ff_shexp = 512,
+     .n_vocab = 151936, .tied = false},
 };
 
 bool bd_synth_arch_is_hybrid(const char *arch) {
-    return arch && (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe"));
+    return arch && (!strcmp(arch, "qwen35") || !strcmp(arch, "qwen35moe") || !strcmp(arch, "qwen3next"));
 }
 
 const bd_synth_hybrid_shape *bd_synth_hybrid_shape_find(const char *arch, const char *name) {
     if (!bd_synth_arch_is_hybrid(arch) || !name) return NULL;
-    bool moe = !strcmp(arch, "qwen35moe");
+    const bool next = !strcmp(arch, "qwen3next"), moe = next || !strcmp(arch, "qwen35moe");
     for (size_t i = 0; i < sizeof hybrid_shapes / sizeof hybrid_shapes[0]; i++)
-        if (hybrid_shapes[i].moe == moe && !strcmp(name, hybrid_shapes[i].name)) return &hybrid_shapes[i];
+        if (hybrid_shapes[i].moe == moe && hybrid_shapes[i].next == next && !strcmp(name, hybrid_shapes[i].name))
+            return &hybrid_shapes[i];
     return NULL;
 }
 
 const char *bd_synth_hybrid_shape_names(const char *arch) {
+    if (arch && !strcmp(arch, "qwen3next")) return "tiny small 80b-a3b";
     return arch && !strcmp(arch, "qwen35moe") ? "tiny small 35b-a3b" : "tiny small 0.8b 4b 9b 27b";
 }
 
@@ -329,7 +349,7 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     }
     if (!o->arch || (strcmp(o->arch, "qwen3") && strcmp(o->arch, "llama") && strcmp(o->arch, "qwen3moe") &&
                      strcmp(o->arch, "qwen2")))
-        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen2, qwen3moe, qwen35 or qwen35moe)",
+        return bd_err(err, errlen, "unknown arch '%s' (qwen3, llama, qwen2, qwen3moe, qwen35, qwen35moe or qwen3next)",
                       o->arch ? o->arch : "");
     const bd_synth_shape *s = bd_synth_shape_find(o->arch, o->shape);
     if (!s) return bd_err(err, errlen, "unknown %s shape '%s' (one of: %s)", o->arch, o->shape ? o->shape : "",
@@ -340,8 +360,9 @@ bool bd_synth_plan_make(const bd_synth_opts *o, uint32_t n_vocab, bd_synth_plan 
     const bool moe = s->n_expert > 0;
     if (m->kind == MIX_UD && !moe)
         return bd_err(err, errlen, "mix %s is defined for the hybrid archs and qwen3moe only", m->name);
-    if (o->n_mtp || o->recurrent || o->fused_gate_up)
-        return bd_err(err, errlen, "--mtp, --recurrent-layers and --fused-gate-up apply to qwen35/qwen35moe only");
+    if (o->n_mtp || o->recurrent || o->fused_gate_up || o->gdn_split)
+        return bd_err(err, errlen, "--mtp, --recurrent-layers, --fused-gate-up and --gdn-split apply to the "
+                                   "hybrid archs only");
     if (o->n_layers > 256) return bd_err(err, errlen, "--layers %u: at most 256", o->n_layers);
     if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
     p->shape = s;
@@ -649,7 +670,8 @@ static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t 
     if (!s) return bd_err(err, errlen, "unknown %s shape '%s' (one of: %s)", o->arch,
                           o->shape ? o->shape : "", bd_synth_hybrid_shape_names(o->arch));
     if (n_vocab < 2) return bd_err(err, errlen, "vocabulary too small (%u tokens)", n_vocab);
-    if (o->fused_gate_up && !s->moe) return bd_err(err, errlen, "--fused-gate-up needs qwen35moe");
+    if (o->fused_gate_up && !s->moe) return bd_err(err, errlen, "--fused-gate-up needs qwen35moe or qwen3next");
+    if (o->gdn_split && !s->next) return bd_err(err, errlen, "--gdn-split needs qwen3next");
     const uint32_t n_layer = o->n_layers ? o->n_layers : s->n_layer;
     if (n_layer > 256) return bd_err(err, errlen, "--layers %u: at most 256", n_layer);
     if (o->n_mtp > 4) return bd_err(err, errlen, "--mtp %u: at most 4", o->n_mtp);
@@ -699,15 +721,25 @@ static bool hybrid_plan_make(const bd_synth_opts *o, const mix_def *m, uint32_t 
         HADD("attn_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
         HADD("post_attention_norm.weight", 1, E, 1, BD_SYNTH_NORM, s_norm);
         if (p->recurrent[l]) {
-            HADD("attn_qkv.weight", 2, E, CONV, BD_SYNTH_MATRIX, s_in);
-            HADD("attn_gate.weight", 2, E, VAL, BD_SYNTH_MATRIX, s_in);
+            if (!s->next || o->gdn_split) {
+                HADD("attn_qkv.weight", 2, E, CONV, BD_SYNTH_MATRIX, s_in);
+                HADD("attn_gate.weight", 2, E, VAL, BD_SYNTH_MATRIX, s_in);
+            } else {
+                /* qwen3next's fused q/k/v/z: one group of rows per key head */
+                HADD("ssm_in.weight", 2, E, CONV + VAL, BD_SYNTH_MATRIX, s_in);
+            }
             HADD("ssm_conv1d.weight", 2, s->ssm_conv, CONV, BD_SYNTH_MATRIX, s_conv);
             HADD("ssm_dt.bias", 1, s->ssm_n_v, 1, BD_SYNTH_OFFSET, 0.5f);
             p->tensors[p->n_tensors - 1].offset = -4.0f;
             HADD("ssm_a", 1, s->ssm_n_v, 1, BD_SYNTH_OFFSET, 0.2f);
             p->tensors[p->n_tensors - 1].offset = -0.9f;
-            HADD("ssm_alpha.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_alpha);
-            HADD("ssm_beta.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_in);
+            if (s->next) {
+                /* fused beta / alpha rows per key head, one scale: alpha's */
+                HADD("ssm_ba.weight", 2, E, 2 * s->ssm_n_v, BD_SYNTH_MATRIX, s_alpha);
+            } else {
+                HADD("ssm_alpha.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_alpha);
+                HADD("ssm_beta.weight", 2, E, s->ssm_n_v, BD_SYNTH_MATRIX, s_in);
+            }
             HADD("ssm_norm.weight", 1, DK, 1, BD_SYNTH_NORM, s_norm);
             HADD("ssm_out.weight", 2, VAL, E, BD_SYNTH_MATRIX, s_ssm_out);
         } else {
@@ -971,7 +1003,7 @@ static bool dense_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_s
  * i32[4] sections, bool[block_count] recurrent_layers). */
 static bool hybrid_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_synth_plan *plan) {
     const bd_synth_hybrid_shape *s = plan->hshape;
-    const char *arch = s->moe ? "qwen35moe" : "qwen35";
+    const char *arch = s->next ? "qwen3next" : s->moe ? "qwen35moe" : "qwen35";
     const uint32_t n_all = plan->n_layer + plan->n_mtp;
     char name[200];
     snprintf(name, sizeof name, "blockdraft synthetic %s %s%s %s seed %llu", arch, s->name,
@@ -1000,7 +1032,7 @@ static bool hybrid_set_keys(bd_gguf_writer *w, const bd_synth_opts *o, const bd_
               set_arch_u32(w, arch, "full_attention_interval", s->interval) &&
               set_arch_u32(w, arch, "vocab_size", plan->n_vocab);
     snprintf(k, sizeof k, "%s.rope.dimension_sections", arch);
-    ok = ok && bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, s->sections, 4);
+    ok = ok && (s->next || bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, s->sections, 4));
     if (ok && plan->recurrent_key) {
         snprintf(k, sizeof k, "%s.attention.recurrent_layers", arch);
         ok = bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_BOOL, plan->recurrent, n_all);
@@ -1116,7 +1148,7 @@ bool bd_synth_write(const bd_synth_opts *o, const char *path, char *err, size_t 
     w = bd_gguf_writer_create();
     if (!w) { bd_err(err, errlen, "out of memory"); goto out; }
     bool kv_ok = plan.hshape ? hybrid_set_keys(w, o, &plan) : dense_set_keys(w, o, &plan);
-    kv_ok = kv_ok && copy_tokenizer(w, voc, n_vocab, plan.hshape != NULL);
+    kv_ok = kv_ok && copy_tokenizer(w, voc, n_vocab, plan.hshape != NULL && !plan.hshape->next);
     if (!kv_ok) { bd_err(err, errlen, "cannot set metadata (out of memory?)"); goto out; }
 
     pool = bd_pool_create(o->n_threads);

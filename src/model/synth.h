@@ -51,7 +51,9 @@ const char *bd_synth_mix_names(void);
  * every one next to the table. */
 typedef struct bd_synth_hybrid_shape {
     const char *name;
-    bool moe;                   /* qwen35moe */
+    bool moe;                   /* qwen35moe (and qwen3next) */
+    bool next;                  /* qwen3next: no IMROPE sections (sections unused), fused GDN
+                                   projections ssm_in / ssm_ba (bd_synth_opts.gdn_split) */
     uint32_t n_layer;           /* trunk layers (without MTP blocks) */
     uint32_t n_embd;
     uint32_t n_ff;              /* dense FFN width; 0 for MoE (key not written, as upstream) */
@@ -68,15 +70,15 @@ typedef struct bd_synth_hybrid_shape {
     bool tied;
 } bd_synth_hybrid_shape;
 
-/* Hybrid shapes of an arch ("qwen35" or "qwen35moe"); NULL if unknown. */
+/* Hybrid shapes of an arch ("qwen35", "qwen35moe" or "qwen3next"); NULL if unknown. */
 const bd_synth_hybrid_shape *bd_synth_hybrid_shape_find(const char *arch, const char *name);
 /* Names for usage messages, per arch. */
 const char *bd_synth_hybrid_shape_names(const char *arch);
-/* True for "qwen35" and "qwen35moe". */
+/* True for "qwen35", "qwen35moe" and "qwen3next". */
 bool bd_synth_arch_is_hybrid(const char *arch);
 
 typedef struct bd_synth_opts {
-    const char *arch;       /* "qwen3", "llama", "qwen3moe", "qwen35" or "qwen35moe" */
+    const char *arch;       /* "qwen3", "llama", "qwen3moe", "qwen35", "qwen35moe" or "qwen3next" */
     const char *shape;      /* see bd_synth_shape_find / bd_synth_hybrid_shape_find */
     const char *mix;        /* quantization mix, see bd_synth_plan */
     uint64_t seed;
@@ -99,6 +101,8 @@ typedef struct bd_synth_opts {
                                the current converter does); else "1,1,0,1,...": one flag
                                per trunk layer (MTP blocks are appended as 0) */
     bool fused_gate_up;     /* qwen35moe: ffn_gate_up_exps instead of ffn_gate/up_exps */
+    bool gdn_split;         /* qwen3next: attn_qkv + attn_gate (newer converters) instead of the
+                               fused ssm_in */
 } bd_synth_opts;
 
 /* Weight distribution of a tensor: NORM 1 + scale*z, NORM_QK 2 + scale*z

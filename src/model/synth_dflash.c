@@ -67,7 +67,8 @@ static float dotf(const float *a, const float *b, int64_t n) {
 typedef struct target_info {
     bd_gguf_file *f;
     char arch[32];
-    bool hybrid;                 /* qwen35 / qwen35moe */
+    bool hybrid;                 /* qwen35 / qwen35moe / qwen3next */
+    bool mrope;                  /* qwen35 / qwen35moe: IMROPE sections */
     bool moe;
     int64_t n_embd, n_layer;     /* n_layer: trunk layers (block_count - nextn_predict_layers) */
     int64_t n_head, n_kv, hd, n_ff, n_vocab, n_ctx;
@@ -101,12 +102,14 @@ static bool target_open(const char *path, target_info *ti, char *err, size_t err
     if (!strcmp(ti->arch, "dflash") || !strcmp(ti->arch, "dflash-draft"))
         return bd_err(err, errlen, "%s is a drafter, not a target", path);
     if (strcmp(ti->arch, "qwen3") && strcmp(ti->arch, "llama") && strcmp(ti->arch, "qwen2") &&
-        strcmp(ti->arch, "qwen3moe") && strcmp(ti->arch, "qwen35") && strcmp(ti->arch, "qwen35moe"))
+        strcmp(ti->arch, "qwen3moe") && strcmp(ti->arch, "qwen35") && strcmp(ti->arch, "qwen35moe") &&
+        strcmp(ti->arch, "qwen3next"))
         return bd_err(err, errlen,
-                      "%s: target arch '%s' not supported (qwen3, llama, qwen2, qwen3moe, qwen35, qwen35moe)", path,
-                      ti->arch);
-    ti->hybrid = !strncmp(ti->arch, "qwen35", 6);
-    ti->moe = !strcmp(ti->arch, "qwen35moe") || !strcmp(ti->arch, "qwen3moe");
+                      "%s: target arch '%s' not supported (qwen3, llama, qwen2, qwen3moe, qwen35, qwen35moe, "
+                      "qwen3next)", path, ti->arch);
+    ti->mrope = !strncmp(ti->arch, "qwen35", 6);
+    ti->hybrid = ti->mrope || !strcmp(ti->arch, "qwen3next");
+    ti->moe = !strcmp(ti->arch, "qwen35moe") || !strcmp(ti->arch, "qwen3moe") || !strcmp(ti->arch, "qwen3next");
     uint32_t e = 0, bc = 0, nh = 0, nkv = 0, hd = 0, ff = 0, nextn = 0, ctx = 40960;
     if (!key_u32(ti, "embedding_length", &e) || !key_u32(ti, "block_count", &bc) ||
         !key_u32(ti, "attention.head_count", &nh) || e == 0 || bc == 0 || nh == 0)
@@ -302,7 +305,7 @@ bool bd_synth_dflash_write(const bd_synth_dflash_opts *o, const char *path, char
                  bd_gguf_writer_set_u32(w, "dflash.block_size", (uint32_t)B) &&
                  bd_gguf_writer_set_arr(w, "dflash.target_layers", GGUF_VTYPE_INT32, taps, (uint64_t)K) &&
                  bd_gguf_writer_set_u32(w, "general.file_type", 0);
-    if (kv_ok && ti.hybrid) {
+    if (kv_ok && ti.mrope) {
         /* the converter's degenerate M-RoPE sections for drafters of M-RoPE
          * targets: every pair in section 0, numerically NEOX */
         int32_t sec[4] = {(int32_t)(HD / 2), 0, 0, 0};

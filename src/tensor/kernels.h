@@ -316,6 +316,15 @@ typedef struct bd_mat {
     uint32_t layout;   /* BD_LAYOUT_*; views of an IL16 matrix start and end on a group */
 } bd_mat;
 
+/* Rows r0 .. r0 + n - 1 of W as a matrix of their own (the caller keeps
+ * them inside W, and on 16-row groups where W is interleaved). */
+static inline bd_mat bd_mat_rows(const bd_mat *W, int64_t r0, int64_t n) {
+    bd_mat v = *W;
+    v.data = (const uint8_t *)W->data + (size_t)r0 * W->row_bytes;
+    v.nrows = n;
+    return v;
+}
+
 /* Whether a matrix of this type and width can be interleaved (Q4_K / Q6_K,
  * whole blocks; Q8_0, whole pairs of blocks; rows within
  * BD_IL16_MAX_ROW_BYTES; the row count is the

@@ -2,7 +2,7 @@
 # fuzz_smoke.sh - `make fuzz` builds (the engine core with clang, libFuzzer,
 # ASan and UBSan) and runs the GGUF reader's fuzz target for a short while
 # over its seeds (valid files from tests/fuzz/make_seeds.c, including hybrid
-# qwen35 / qwen35moe headers, and prefixes of the real fixtures); then
+# qwen35 / qwen35moe / qwen3next headers, and prefixes of the real fixtures); then
 # `make fuzz-text` the same for chat templates, GBNF grammars and JSON
 # schemas (tests/fuzz/fuzz_text.c, seeded with the real templates). It keeps
 # the target building with a compiler other than gcc (clang ignored gcc's

@@ -26,13 +26,13 @@ refused fork drafter-fork.gguf "drafter fork/d.gguf refused: drafter uses the fo
 refused layerids drafter-layer-ids.gguf "pre-merge key 'dflash.target_layer_ids' instead of 'dflash.target_layers'"
 refused width drafter-width96.gguf "drafter width/d.gguf does not fit target width/t.gguf: drafter width 96 (dflash.embedding_length) does not match the target's width 64"
 
-# A target of an architecture this build does not run (qwen3next):
+# A target of an architecture this build does not run (gemma3):
 # downloaded and verified, recorded as unsupported.
-entry q35 q35/t.gguf "$BASE/files/bad/target-qwen3next.gguf" "$(sha_of bad/target-qwen3next.gguf)" \
+entry q35 q35/t.gguf "$BASE/files/bad/target-gemma3.gguf" "$(sha_of bad/target-gemma3.gguf)" \
     q35/d.gguf "$BASE/files/stories/drafter.gguf" "$DRAFTER_SHA"
 pull q35
 [ $RC -eq 0 ] || fail "unsupported target pull failed"
-expect_out "marked unsupported: architecture 'qwen3next' (Qwen3-Next hybrid (grouped V-head order)) is not supported by this build: not implemented yet"
+expect_out "marked unsupported: architecture 'gemma3' is not supported by blockdraft (supported targets: "
 BD list >"$T/out" 2>&1
 grep -E '^q35 +unsupported' "$T/out" || { cat "$T/out"; fail "list does not show unsupported"; }
 ok "unsupported architecture"

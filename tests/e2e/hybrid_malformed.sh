@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hybrid_malformed.sh - malformed qwen35 / qwen35moe GGUFs, and qwen3moe
+# hybrid_malformed.sh - malformed qwen35 / qwen35moe / qwen3next GGUFs, and qwen3moe
 # ones (the mixture-of-experts loader is shared with qwen35moe): each
 # inconsistency is refused by `blockdraft eval` with a message naming the
 # field, a non-zero exit and no crash, on the release binary and on the
@@ -23,6 +23,8 @@ bad() { echo "FAIL: $*"; fail=1; }
     { echo "FAIL: make-model qwen35"; exit 1; }
 "$BD_BIN" make-model --arch qwen35moe --shape tiny --quant q8_0 --vocab "$ST" --seed 4 -o "$T/m.gguf" >/dev/null 2>&1 ||
     { echo "FAIL: make-model qwen35moe"; exit 1; }
+"$BD_BIN" make-model --arch qwen3next --shape tiny --quant q8_0 --vocab "$ST" --seed 5 -o "$T/n.gguf" >/dev/null 2>&1 ||
+    { echo "FAIL: make-model qwen3next"; exit 1; }
 "$BD_BIN" make-model --arch qwen3moe --shape tiny --quant q8_0 --vocab "$ST" --seed 4 -o "$T/q.gguf" >/dev/null 2>&1 ||
     { echo "FAIL: make-model qwen3moe"; exit 1; }
 # five layers: edits below drop block_count to 4 and rename the unused
@@ -47,17 +49,17 @@ expect() {
     printf '%-22s %s\n' "$name" "$(tail -1 "$T/err")"
 }
 
-for base in d m q q5; do
+for base in d m n q q5; do
     for bin in "$BD_BIN" "$DBG"; do
         "$bin" eval -m "$T/$base.gguf" --ids 1,2,3 --top 1 >/dev/null 2>"$T/err" || bad "valid $base refused: $(tail -1 "$T/err")"
     done
 done
 
 # One-token sessions (bench -p 0 -n 1: n_ctx = n_batch = 1, where the MoE
-# passes' grouped scratch is the largest need) on the "small" MoE shape
+# passes' grouped scratch is the largest need) on the "small" MoE shapes
 # with split gate / up stacks, under ASan: the scratch once counted each
 # routed pair's gathered row once, not once per stack, and wrote past it.
-for spec in "ms|--arch qwen35moe --shape small"; do
+for spec in "ms|--arch qwen35moe --shape small" "ns|--arch qwen3next --shape small"; do
     f=${spec%%|*}
     # shellcheck disable=SC2086
     "$BD_BIN" make-model ${spec#*|} --quant q4_k_m --vocab "$ST" --seed 6 -o "$T/$f.gguf" >/dev/null 2>&1 ||
@@ -92,6 +94,12 @@ expect shexp-partial m "shared-expert" --drop-tensor blk.0.ffn_up_shexp.weight
 expect no-down-exps m "blk.1.ffn_down_exps.weight" --drop-tensor blk.1.ffn_down_exps.weight
 expect weights-scale m "expert_weights_scale" --set-f32 $A.expert_weights_scale 2.5
 expect exp-width m "ffn_gate_exps.weight" --set-u32 $A.expert_feed_forward_length 100
+A=qwen3next
+expect n-no-in n "blk.0.ssm_in.weight" --drop-tensor blk.0.ssm_in.weight
+expect n-no-ba n "blk.1.ssm_ba.weight" --drop-tensor blk.1.ssm_ba.weight
+expect n-in-rows n "blk.0.ssm_in.weight" --set-u32 $A.ssm.group_count 1
+expect n-no-experts n "expert_count" --set-u32 $A.expert_count 0
+expect n-inner-size n "ssm.inner_size" --set-u32 $A.ssm.inner_size 200
 A=qwen3moe
 expect q-used-gt-count q "expert_used_count" --set-u32 $A.expert_used_count 17
 expect q-no-experts q "expert_count" --set-u32 $A.expert_count 0

@@ -9,7 +9,9 @@
 #    --mmap (the file's layout kept).
 #  * Teacher-forced logits (eval --json, all printed to 17 digits) of
 #    qwen3 (tied, untied mix), qwen35 and qwen35moe (fused and split
-#    experts) files: identical with and without the layout.
+#    experts) and qwen3next (its fused ssm_in / ssm_ba regrouped in the copy,
+#    then the row runs interleaved) files: identical with and without the
+#    layout.
 #  * Greedy text, plain and speculative (DFlash drafters, random and
 #    constructed, n_max 3 and 15): identical with the layout to plain
 #    decoding without it. The random drafters are Q8_0, which only
@@ -29,6 +31,7 @@ mm --arch qwen3 --shape tiny --quant mix --untied --seed 12 --vocab "$QV" -o "$T
 mm --arch qwen35 --shape tiny --quant q4_k_m --seed 21 --vocab "$SV" -o "$T/h1.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 16 --vocab "$SV" -o "$T/h3.gguf"
+mm --arch qwen3next --shape small --quant q4_k_m --seed 17 --vocab "$SV" -o "$T/h4.gguf"
 for t in q1 h1 h2; do
     mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 2 --quant q8_0 --seed 5 -o "$T/$t-rand.gguf"
     mm --arch dflash --target "$T/$t.gguf" --drafter constructed --accept 3 --layers 2 --quant f32 -o "$T/$t-cons.gguf"
@@ -49,7 +52,7 @@ P="The quick brown fox jumps over the lazy dog and then it runs far away into th
 fail=0
 for isa in $levels; do
     export BLOCKDRAFT_ISA=$isa
-    for t in q1 q2 h1 h2 h3; do
+    for t in q1 q2 h1 h2 h3 h4; do
         on=$(BLOCKDRAFT_INTERLEAVE=1 il_bytes -m "$T/$t.gguf")
         off=$(BLOCKDRAFT_INTERLEAVE=0 il_bytes -m "$T/$t.gguf")
         mapped=$(BLOCKDRAFT_INTERLEAVE=1 il_bytes -m "$T/$t.gguf" --mmap)

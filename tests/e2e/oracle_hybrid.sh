@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# oracle_hybrid.sh - blockdraft's qwen35 / qwen35moe forward against
+# oracle_hybrid.sh - blockdraft's qwen35 / qwen35moe / qwen3next forward against
 # llama.cpp v0.5.0 (bd-oracle, tests/oracle/setup.sh).
 #
 # Files: `blockdraft make-model --arch qwen35|qwen35moe` (random weights,
@@ -60,6 +60,29 @@ mm m-tiny-q3k --arch qwen35moe --shape tiny --quant q3_k --seed 12 && logits m-t
 # Exact router ties (lib/oracle_common.sh); also pins the renormalization
 # over the chosen experts and the shared expert's gate.
 router_ties m-tiny-f32 m-ties qwen35moe && logits m-ties 1e-4
+
+echo "== qwen3next"
+# The qwen35moe blocks with NEOX RoPE on the first n_rot lanes, each key
+# head's value heads side by side (tiny n_v/n_k = 2, small 3), and the GDN
+# projections fused per key head (ssm_in, ssm_ba; regrouped at load) or,
+# with --gdn-split, attn_qkv + attn_gate. The same tolerances as qwen35moe.
+# With the value-head mapping of qwen35 instead, n-small-split read worst
+# 2.48 (1162 violations); these files are below the copy threshold (the
+# file's own private mapping is rewritten), the BLOCKDRAFT_COPY_MIN=0 run
+# regroups inside the huge-page copy and then interleaves.
+mm n-tiny-f32 --arch qwen3next --shape tiny --quant f32 --seed 5 && { logits n-tiny-f32 1e-4; greedy n-tiny-f32; }
+mm n-small-f32 --arch qwen3next --shape small --quant f32 --seed 13 && logits n-small-f32 1e-4
+mm n-small-split --arch qwen3next --shape small --quant f32 --seed 14 --gdn-split --fused-gate-up --mtp 1 \
+    --recurrent-layers 1,0,1,1,1,0,1,1 && logits n-small-split 1e-4
+# Q8_0 MoE: a seed whose routers meet no near-tie over these 100 positions
+# (0.014). Others flip an expert under int8 rounding and carry it in the
+# state: seeds 15 / 16 / 17 here 0.21 / 0.18 / 0.08, qwen35moe seeds 17 /
+# 18 0.22 / 0.40 (its seed 12 above 0.03).
+mm n-tiny-q8 --arch qwen3next --shape tiny --quant q8_0 --seed 18 && logits n-tiny-q8 5e-2
+[ -f "$W/n-tiny-q8.gguf" ] && cp "$W/n-tiny-q8.gguf" "$W/n-tiny-q8-copied.gguf" &&
+    BLOCKDRAFT_COPY_MIN=0 logits n-tiny-q8-copied 5e-2
+mm n-tiny-q4km --arch qwen3next --shape tiny --quant q4_k_m --seed 15 && logits n-tiny-q4km 5e-2 rel
+router_ties n-tiny-f32 n-ties qwen3next && logits n-ties 1e-4
 
 [ $fail -eq 0 ] && echo "oracle_hybrid: all comparisons within tolerance"
 exit $fail

@@ -2,8 +2,8 @@
 # spec_lossless.sh - speculative decoding against generated models.
 #
 # 1. Greedy losslessness: generated targets (qwen3 Q4_K_M tied, qwen3 "mix"
-#    untied, llama Q8_0, qwen2 Q4_K_M (attention biases), qwen3moe Q4_K_M; hybrid qwen35 Q4_K_M and qwen35moe
-#    Q4_K_M with fused experts and an MTP block) x drafters (random weights, constructed
+#    untied, llama Q8_0, qwen2 Q4_K_M (attention biases), qwen3moe Q4_K_M; hybrid qwen35 Q4_K_M, qwen35moe
+#    Q4_K_M with fused experts and an MTP block, qwen3next Q4_K_M with its fused GDN projections) x drafters (random weights, constructed
 #    weights; for the hybrids also a random drafter with sliding-window
 #    layers, and draft-simple with the same-seed model in Q4_0, whose drafts
 #    are right most of the time and wrong at varying places, so rollbacks
@@ -49,21 +49,23 @@ mm --arch qwen2 --shape tiny --quant q4_k_m --seed 17 --vocab "$SV" -o "$T/w1.gg
 mm --arch qwen3moe --shape tiny --quant q4_k_m --seed 14 --vocab "$SV" -o "$T/m1.gguf"
 mm --arch qwen35 --shape tiny --quant q4_k_m --seed 21 --vocab "$SV" -o "$T/h1.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k_m --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2.gguf"
-for t in q1 q2 l1 w1 m1 h1 h2; do
+mm --arch qwen3next --shape tiny --quant q4_k_m --seed 16 --vocab "$SV" -o "$T/h3.gguf"
+for t in q1 q2 l1 w1 m1 h1 h2 h3; do
     mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 2 --quant q8_0 --seed 5 -o "$T/$t-rand.gguf"
     mm --arch dflash --target "$T/$t.gguf" --drafter constructed --accept 3 --layers 2 --quant f32 -o "$T/$t-cons.gguf"
 done
-for t in h1 h2; do
+for t in h1 h2 h3; do
     mm --arch dflash --target "$T/$t.gguf" --drafter random --layers 3 --quant q8_0 --seed 6 --swa 4 \
         --swa-pattern 1,0,1 -o "$T/$t-swa.gguf"
 done
 mm --arch qwen35 --shape tiny --quant q4_0 --seed 21 --vocab "$SV" -o "$T/h1-simple.gguf"
 mm --arch qwen35moe --shape tiny --quant q4_k --seed 15 --fused-gate-up --mtp 1 --vocab "$SV" -o "$T/h2-simple.gguf"
+mm --arch qwen3next --shape tiny --quant q4_k --seed 16 --vocab "$SV" -o "$T/h3-simple.gguf"
 mm --arch qwen3moe --shape tiny --quant q4_k --seed 14 --vocab "$SV" -o "$T/m1-simple.gguf"
 run() { "$BD_BIN" run --temp 0 -t 2 -c 256 --json --ignore-eos "$@"; }
 P="The quick brown fox"
 drafters() { case $1 in h*) echo rand cons swa simple ;; m1) echo rand cons simple ;; *) echo rand cons ;; esac; }
-for t in q1 q2 l1 w1 m1 h1 h2; do
+for t in q1 q2 l1 w1 m1 h1 h2 h3; do
     run -m "$T/$t.gguf" -p "$P" -n 40 > "$T/$t-plain.json"
     for d in $(drafters $t); do
         extra=(--spec-trace)
@@ -87,7 +89,7 @@ python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 partial = simple_acc = 0
-for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2"]:
+for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2", "h3"]:
     plain = json.load(open(os.path.join(d, t + "-plain.json")))["generated_ids"]
     assert len(plain) == 40 and len(set(plain)) > 5, (t, "degenerate target", plain)
     for dr in {"h": ["rand", "cons", "swa", "simple"], "m": ["rand", "cons", "simple"]}.get(t[0], ["rand", "cons"]):
@@ -122,7 +124,7 @@ assert partial > 0 and simple_acc >= 20, ("the draft-simple runs accepted too li
 # a of what the n_max b run drafts there (the drafter's context is the same
 # committed tokens' features in both runs).
 same = 0
-for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2"]:
+for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2", "h3"]:
     for dr in (["rand", "cons", "swa"] if t.startswith("h") else ["rand", "cons"]):
         steps = {}
         for n in [1, 3, 7, 15]:
@@ -186,7 +188,7 @@ for kv in sys.argv[2].split():
 PY
 
 # sampling with a seed: the ids of plain sampling
-for t in q1 q2 l1 w1 m1 h1 h2; do
+for t in q1 q2 l1 w1 m1 h1 h2 h3; do
     for seed in 3 4; do
         smp=(--temp 1 --top-k 40 --top-p 1 --min-p 0 -s $seed -p "$P" -n 40)
         "$BD_BIN" run -m "$T/$t.gguf" -t 2 -c 256 --json --ignore-eos "${smp[@]}" > "$T/$t-t1-$seed-plain.json"
@@ -204,7 +206,7 @@ python3 - "$T" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 n_cmp = acc_simple = 0
-for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2"]:
+for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2", "h3"]:
     for seed in [3, 4]:
         plain = json.load(open(os.path.join(d, "%s-t1-%d-plain.json" % (t, seed))))["generated_ids"]
         for v in ["ad", "n7", "simple"]:
@@ -219,7 +221,7 @@ for t in ["q1", "q2", "l1", "w1", "m1", "h1", "h2"]:
             acc_simple += sp["n_accepted"] if v == "simple" else 0
             print("seeded %s seed %d %-6s: plain sampling's 40 ids; drafted %3d accepted %3d" % (
                 t, seed, v, sp["n_drafted"], sp["n_accepted"]))
-assert n_cmp == 7 * 2 * 2 + 3 * 2, n_cmp
+assert n_cmp == 8 * 2 * 2 + 4 * 2, n_cmp
 assert acc_simple >= 20, ("too few draft-simple drafts accepted to test the accepting rows", acc_simple)
 PY
 

@@ -38,8 +38,11 @@ static void add_zero(bd_gguf_writer *w, const char *name, uint32_t type, uint64_
     bd_gguf_writer_add_tensor(w, name, type, ne2 > 1 ? 3 : (ne1 > 1 ? 2 : 1), ne, buf, rb * rows);
 }
 
-static bd_gguf_writer *micro_hybrid(bool moe) {
-    const char *a = moe ? "qwen35moe" : "qwen35";
+/* moe: qwen35moe; next: qwen3next (MoE, no sections, fused ssm_in /
+ * ssm_ba, one group of rows per key head) */
+static bd_gguf_writer *micro_hybrid(bool moe, bool next) {
+    const char *a = next ? "qwen3next" : moe ? "qwen35moe" : "qwen35";
+    moe = moe || next;
     char k[96];
     bd_gguf_writer *w = bd_gguf_writer_create();
     bd_gguf_writer_set_str(w, "general.architecture", a);
@@ -67,7 +70,7 @@ static bd_gguf_writer *micro_hybrid(bool moe) {
 #undef U
     snprintf(k, sizeof k, "%s.rope.dimension_sections", a);
     const int32_t sec[4] = {2, 1, 1, 0};
-    bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, sec, 4);
+    if (!next) bd_gguf_writer_set_arr(w, k, GGUF_VTYPE_INT32, sec, 4);
     add_zero(w, "token_embd.weight", BD_TYPE_Q8_0, E, VOC, 1);
     add_zero(w, "output_norm.weight", BD_TYPE_F32, E, 1, 1);
     const uint64_t conv_dim = 2 * NK * DS + NV * DS;
@@ -77,10 +80,15 @@ static bd_gguf_writer *micro_hybrid(bool moe) {
         T("attn_norm.weight", BD_TYPE_F32, E, 1, 1);
         T("post_attention_norm.weight", BD_TYPE_F32, E, 1, 1);
         if (l == 0) {
-            T("attn_qkv.weight", BD_TYPE_Q8_0, E, conv_dim, 1);
-            T("attn_gate.weight", BD_TYPE_Q8_0, E, NV * DS, 1);
-            T("ssm_beta.weight", BD_TYPE_Q8_0, E, NV, 1);
-            T("ssm_alpha.weight", BD_TYPE_Q8_0, E, NV, 1);
+            if (next) {
+                T("ssm_in.weight", BD_TYPE_Q8_0, E, conv_dim + NV * DS, 1);
+                T("ssm_ba.weight", BD_TYPE_Q8_0, E, 2 * NV, 1);
+            } else {
+                T("attn_qkv.weight", BD_TYPE_Q8_0, E, conv_dim, 1);
+                T("attn_gate.weight", BD_TYPE_Q8_0, E, NV * DS, 1);
+                T("ssm_beta.weight", BD_TYPE_Q8_0, E, NV, 1);
+                T("ssm_alpha.weight", BD_TYPE_Q8_0, E, NV, 1);
+            }
             T("ssm_dt.bias", BD_TYPE_F32, NV, 1, 1);
             T("ssm_a", BD_TYPE_F32, NV, 1, 1);
             T("ssm_conv1d.weight", BD_TYPE_F32, 4, conv_dim, 1);
@@ -282,11 +290,12 @@ int main(int argc, char **argv) {
     /* empty file */
     rc |= write_seed(bd_gguf_writer_create(), dir, "seed-empty.gguf");
 
-    /* micro hybrids: valid qwen35 / qwen35moe files of tiny sizes (the
+    /* micro hybrids: valid qwen35 / qwen35moe / qwen3next files of tiny sizes (the
      * loader accepts them), a micro qwen3moe, and a DFlash drafter for the
      * dense hybrid */
-    rc |= write_seed(micro_hybrid(false), dir, "seed-qwen35.gguf");
-    rc |= write_seed(micro_hybrid(true), dir, "seed-qwen35moe.gguf");
+    rc |= write_seed(micro_hybrid(false, false), dir, "seed-qwen35.gguf");
+    rc |= write_seed(micro_hybrid(true, false), dir, "seed-qwen35moe.gguf");
+    rc |= write_seed(micro_hybrid(true, true), dir, "seed-qwen3next.gguf");
     rc |= write_seed(micro_dense("qwen2"), dir, "seed-qwen2.gguf");
     rc |= write_seed(micro_dense("llama"), dir, "seed-llama3.gguf");
     rc |= write_seed(micro_qwen3moe(), dir, "seed-qwen3moe.gguf");

@@ -41,7 +41,7 @@ static void shared_path(char *out, size_t n, const char *rel) {
  * Fixture GGUFs (also used by tests/e2e/gallery_*.sh)
  * ---------------------------------------------------------------------- */
 
-enum variant { V_FORK, V_LAYER_IDS, V_WIDTH, V_TARGET_QWEN35 };
+enum variant { V_FORK, V_LAYER_IDS, V_WIDTH, V_TARGET_OTHER };
 
 /* Rename `old_prefix` at the start of key into buf. */
 static const char *renamed(const char *key, const char *old_prefix, const char *new_prefix,
@@ -69,7 +69,7 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
         char buf[256];
         if (!strcmp(k, "general.alignment")) continue;
         if (!strcmp(k, "general.architecture")) {
-            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_QWEN35 ? "qwen3next" : NULL;
+            const char *arch = v == V_FORK ? "dflash-draft" : v == V_TARGET_OTHER ? "gemma3" : NULL;
             if (arch) {
                 ok = bd_gguf_writer_set_str(w, k, arch);
                 continue;
@@ -104,8 +104,8 @@ static bool make_variant(const char *src, const char *dst, enum variant v, char 
                 ok = bd_gguf_writer_set_u32(w, "dflash-draft.dflash.mask_token_id", m);
                 continue;
             }
-        } else if (v == V_TARGET_QWEN35) {
-            nk = renamed(k, "llama.", "qwen3next.", buf, sizeof buf);
+        } else if (v == V_TARGET_OTHER) {
+            nk = renamed(k, "llama.", "gemma3.", buf, sizeof buf);
         }
         if (nk == k) {
             ok = bd_gguf_writer_copy_kv(w, kv);
@@ -158,7 +158,7 @@ static bool make_fixtures(const char *dir, char *err, size_t errlen) {
     } list[] = {{V_FORK, "drafter-fork.gguf", 0},
                 {V_LAYER_IDS, "drafter-layer-ids.gguf", 0},
                 {V_WIDTH, "drafter-width96.gguf", 0},
-                {V_TARGET_QWEN35, "target-qwen3next.gguf", 1}};
+                {V_TARGET_OTHER, "target-gemma3.gguf", 1}};
     for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         snprintf(out, sizeof out, "%s/%s", dir, list[i].name);
         if (!make_variant(list[i].from_target ? tgt : drf, out, list[i].v, err, errlen))
@@ -512,12 +512,11 @@ static void test_pairing(void **state) {
     assert_false(pair(tgt, bad, &r, err, sizeof err));
     assert_non_null(strstr(err, "drafter width 96"));
     assert_non_null(strstr(err, "target's width 64"));
-    snprintf(bad, sizeof bad, "%s/target-qwen3next.gguf", g_tmp);
+    snprintf(bad, sizeof bad, "%s/target-gemma3.gguf", g_tmp);
     assert_true(pair(bad, drf, &r, err, sizeof err));
     assert_int_equal(r.worst, BD_PAIRING_UNSUPPORTED);
     assert_non_null(strstr(bd_pairing_report_first(&r, BD_PAIRING_UNSUPPORTED)->detail,
-                           "architecture 'qwen3next' (Qwen3-Next hybrid (grouped V-head order)) is not "
-                           "supported by this build: not implemented yet"));
+                           "architecture 'gemma3' is not supported by blockdraft (supported targets: "));
     /* a drafter given as the target */
     assert_false(pair(drf, NULL, &r, err, sizeof err));
     assert_non_null(strstr(err, "is a DFlash drafter, not a target"));

@@ -1,9 +1,11 @@
 /*
- * test_hybrid.c - the hybrid (qwen35 / qwen35moe) session, bit for bit.
+ * test_hybrid.c - the hybrid (qwen35 / qwen35moe / qwen3next) session, bit
+ * for bit.
  *
- * Models: tiny synthetic qwen35 (Q4_K_M, tied) and qwen35moe (Q4_K_M,
- * fused gate/up, one MTP block) with the stories260K vocabulary, written by
- * the synth generator.
+ * Models: tiny synthetic qwen35 (Q4_K_M, tied), qwen35moe (Q4_K_M, fused
+ * gate/up, one MTP block) and qwen3next (Q4_K_M, value heads grouped by key
+ * head, the fused ssm_in / ssm_ba regrouped at load) with the stories260K
+ * vocabulary, written by the synth generator.
  *
  * 1. A verify batch gives every row exactly the logits that decoding the
  *    same tokens one at a time gives (memcmp): the premise of lossless
@@ -36,7 +38,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 
-static char g_dir[64], g_dense[128], g_moe[128];
+static char g_dir[64], g_dense[128], g_moe[128], g_next[128];
 
 static void write_model(const char *arch, const char *path, uint64_t seed, bool fused, uint32_t mtp) {
     char vocab[1024], err[512];
@@ -179,6 +181,11 @@ static void moe_bit_exact(void **st) {
     check_model(g_moe);
 }
 
+static void next_bit_exact(void **st) {
+    (void)st;
+    check_model(g_next);
+}
+
 static void moe_routing(void **st) {
     (void)st;
     int32_t sel[4];
@@ -214,14 +221,18 @@ int main(void) {
     snprintf(g_moe, sizeof g_moe, "%s/q35moe.gguf", g_dir);
     write_model("qwen35", g_dense, 31, false, 0);
     write_model("qwen35moe", g_moe, 32, true, 1);
+    snprintf(g_next, sizeof g_next, "%s/q3next.gguf", g_dir);
+    write_model("qwen3next", g_next, 33, false, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(dense_bit_exact),
         cmocka_unit_test(moe_bit_exact),
+        cmocka_unit_test(next_bit_exact),
         cmocka_unit_test(moe_routing),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(g_dense);
     unlink(g_moe);
+    unlink(g_next);
     rmdir(g_dir);
     return rc;
 }
