@@ -47,7 +47,7 @@
 #   BENCH_SHAPES   model specs ["0.6b 4b"]: [ARCH-]SHAPE[:LAYERS], ARCH one
 #                  of the ARCH_ALIASES below (default qwen3), LAYERS keeps
 #                  the shape's per-layer size with fewer layers (make-model
-#                  --layers); e.g. "0.6b 4b q35-9b q35moe-35b-a3b:8 q3moe-30b-a3b:8"
+#                  --layers); e.g. "0.6b 4b q35-9b q35moe-35b-a3b:8 q3moe-30b-a3b:8 q3next-80b-a3b:4"
 #   BENCH_SPEC_SHAPES  specs of the constructed speculative pairs ["4b"]: a
 #                  --constant-output target and drafters right for all / the
 #                  first 5 / no block positions (make-model --arch dflash)
@@ -94,7 +94,7 @@ ISA_LEVELS=(
 # default table.
 BD_ISAS_ALWAYS="avx2 avx512 amx"
 # Model spec prefixes: alias=make-model --arch value.
-ARCH_ALIASES="qwen3=qwen3 llama=llama q3moe=qwen3moe qwen3moe=qwen3moe q35=qwen35 qwen35=qwen35 q35moe=qwen35moe qwen35moe=qwen35moe"
+ARCH_ALIASES="qwen3=qwen3 llama=llama q3moe=qwen3moe qwen3moe=qwen3moe q35=qwen35 qwen35=qwen35 q35moe=qwen35moe qwen35moe=qwen35moe q3next=qwen3next qwen3next=qwen3next"
 
 BD_BUILD=${BD_BUILD:-build}
 BD_BIN=${BD_BIN:-$BD_BUILD/blockdraft}
