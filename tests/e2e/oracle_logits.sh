@@ -204,6 +204,30 @@ for spec in f16:1:2e-3 bf16:32:1e-2 q4_0:2:1e-3 q4_1:3:3e-3 q5_0:8:3e-2 q5_1:9:1
 done
 greedy st-q8_0-greedy "$FX/st-q8_0.gguf" "Lily and her mom went to the park" 48
 
+# kv_mean LABEL OURS THEIRS OTHER OTHER_NAME MIN: mean |diff|/range over the
+# shared top-20 ids of each position (range: that position's spread in
+# ours) from THEIRS (llama.cpp's run) and from OTHER (another run of ours);
+# passes if the first is within 0.05 and the second above MIN.
+kv_mean() {
+    python3 - "$@" <<'PY'
+import json, sys
+def rows(p):
+    return [{int(i): float(v) for i, v in r["top"]} for r in json.load(open(p))["positions"]]
+def mean(x, y):
+    s = n = 0
+    for rx, ry in zip(x, y):
+        rng = max(max(rx.values()) - min(rx.values()), 1.0)
+        for i in set(rx) & set(ry):
+            s, n = s + abs(rx[i] - ry[i]) / rng, n + 1
+    return s / n
+label, ours, theirs_p, other_p, other_name, lo = sys.argv[1:7]
+bq, oq, other = rows(ours), rows(theirs_p), rows(other_p)
+theirs, off = mean(oq, bq), mean(other, bq)
+print(f"{label}: mean |diff|/range from llama.cpp's run {theirs:.3g}, from our {other_name} {off:.3g}")
+sys.exit(0 if theirs <= 0.05 and off > float(lo) else 1)
+PY
+}
+
 # kv_quant MODEL TYPE: K and V caches of a block type (q8_0, q4_0, q4_1,
 # iq4_nl, q5_0, q5_1; heads of 64 here, stories260K's of 8 cannot hold
 # blocks of 32) against llama.cpp's caches of that type (--kv TYPE --fa: a
@@ -230,23 +254,8 @@ kv_quant() {
     KV_BD="" KV_OR=""
     "$BD_BIN" eval -m "$m" --ids "$L_IDS" --top 20 --json -t "$TH" >"$FX/ll-tiny-kv-f32.bd.json" 2>/dev/null ||
         { bad "$t KV cache: the f32 run failed"; return; }
-    python3 - "$t" "$FX/ll-tiny-kv-$t.bd.json" "$FX/ll-tiny-kv-$t.oracle-batch.json" "$FX/ll-tiny-kv-f32.bd.json" \
-        <<'PY' || bad "$t KV cache: see above"
-import json, sys
-def rows(p):
-    return [{int(i): float(v) for i, v in r["top"]} for r in json.load(open(p))["positions"]]
-def mean(x, y):
-    s = n = 0
-    for rx, ry in zip(x, y):
-        rng = max(max(rx.values()) - min(rx.values()), 1.0)
-        for i in set(rx) & set(ry):
-            s, n = s + abs(rx[i] - ry[i]) / rng, n + 1
-    return s / n
-t, (bq, oq, b32) = sys.argv[1], (rows(p) for p in sys.argv[2:5])
-theirs, self_ = mean(oq, bq), mean(b32, bq)
-print(f"{t} cache, mean |diff|/range from llama.cpp's {t} run {theirs:.3g}, from our f32 run {self_:.3g}")
-sys.exit(0 if theirs <= 0.05 and self_ > 0 else 1)
-PY
+    kv_mean "$t cache" "$FX/ll-tiny-kv-$t.bd.json" "$FX/ll-tiny-kv-$t.oracle-batch.json" \
+        "$FX/ll-tiny-kv-f32.bd.json" "f32 run" 0 || bad "$t KV cache: see above"
     "$BD_BIN" run -m "$m" -p "Once" -n 1 --json -t "$TH" -c 256 >"$FX/kv-f32.run.json" 2>/dev/null &&
         "$BD_BIN" run -m "$m" -p "Once" -n 1 --json -t "$TH" -c 256 -ctk $t -ctv $t >"$FX/kv-$t.run.json" 2>/dev/null &&
         python3 -c "import json,sys; a,b=(json.load(open(p))['stats']['kv_bytes'] for p in sys.argv[1:3]); sys.exit(0 if b * 128 == a * int(sys.argv[3]) else 1)" \
@@ -265,24 +274,9 @@ kv_rot_off() {
     KV_BD="-ctk q4_0 -ctv q4_0" KV_OR="--kv q4_0 --fa"
     LLAMA_ATTN_ROT_DISABLE=1 logits "ll-tiny-kv-q4_0-norot" "$m" "$L_IDS" 3e-1
     KV_BD="" KV_OR=""
-    python3 - "$FX/ll-tiny-kv-q4_0-norot.bd.json" "$FX/ll-tiny-kv-q4_0-norot.oracle-batch.json" \
-        "$FX/ll-tiny-kv-q4_0.bd.json" <<'PY' || bad "LLAMA_ATTN_ROT_DISABLE=1: see above"
-import json, sys
-def rows(p):
-    return [{int(i): float(v) for i, v in r["top"]} for r in json.load(open(p))["positions"]]
-def mean(x, y):
-    s = n = 0
-    for rx, ry in zip(x, y):
-        rng = max(max(rx.values()) - min(rx.values()), 1.0)
-        for i in set(rx) & set(ry):
-            s, n = s + abs(rx[i] - ry[i]) / rng, n + 1
-    return s / n
-bq, oq, brot = (rows(p) for p in sys.argv[1:4])
-theirs, rot = mean(oq, bq), mean(brot, bq)
-print(f"q4_0 cache with LLAMA_ATTN_ROT_DISABLE=1: mean |diff|/range from llama.cpp's run with it {theirs:.3g}, "
-      f"from our rotated run {rot:.3g}")
-sys.exit(0 if theirs <= 0.05 and rot > 0.05 else 1)
-PY
+    kv_mean "q4_0 cache with LLAMA_ATTN_ROT_DISABLE=1" "$FX/ll-tiny-kv-q4_0-norot.bd.json" \
+        "$FX/ll-tiny-kv-q4_0-norot.oracle-batch.json" "$FX/ll-tiny-kv-q4_0.bd.json" "rotated run" 0.05 ||
+        bad "LLAMA_ATTN_ROT_DISABLE=1: see above"
 }
 
 # kv_rows: the bytes a cache of each type stores for the same rows of 128
