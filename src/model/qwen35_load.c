@@ -126,7 +126,10 @@ static bool read_hparams(bd_model *m, bool *rec, char *err, size_t errlen) {
  * whole, in place (through a copy of the matrix), so any type works. This
  * is how qwen3next's fused projections (ssm_in, ssm_ba; one group
  * per GDN key head) become the row runs qwen35 keeps in separate tensors:
- * the same products, read through views (bd_mat_rows). Before interleaving. */
+ * the same products, read through views (bd_mat_rows). The loader runs
+ * before bd_model_open copies the file into huge pages, so this writes the
+ * file's private mapping (copy-on-write pages, never the file); the copy
+ * then takes the regrouped rows, and interleaving works on them. */
 static bool mat_regroup_rows(bd_model *m, bd_mat *W, int64_t n_groups, const int64_t *part, int n_parts,
                              const char *name, char *err, size_t errlen) {
     int64_t g_rows = 0;

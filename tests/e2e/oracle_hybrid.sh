@@ -67,9 +67,9 @@ echo "== qwen3next"
 # projections fused per key head (ssm_in, ssm_ba; regrouped at load) or,
 # with --gdn-split, attn_qkv + attn_gate. The same tolerances as qwen35moe.
 # With the value-head mapping of qwen35 instead, n-small-split read worst
-# 2.48 (1162 violations); these files are below the copy threshold (the
-# file's own private mapping is rewritten), the BLOCKDRAFT_COPY_MIN=0 run
-# regroups inside the huge-page copy and then interleaves.
+# 2.48 (1162 violations). The rows are regrouped in the file's private
+# mapping at load; these files are below the copy threshold and stay there,
+# the BLOCKDRAFT_COPY_MIN=0 run then takes them through the huge-page copy.
 mm n-tiny-f32 --arch qwen3next --shape tiny --quant f32 --seed 5 && { logits n-tiny-f32 1e-4; greedy n-tiny-f32; }
 mm n-small-f32 --arch qwen3next --shape small --quant f32 --seed 13 && logits n-small-f32 1e-4
 mm n-small-split --arch qwen3next --shape small --quant f32 --seed 14 --gdn-split --fused-gate-up --mtp 1 \
