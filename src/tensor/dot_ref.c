@@ -24,7 +24,7 @@
 #include "tensor.h"
 #include "type_ref.h"
 
-static inline float f16f(bd_f16 h) { return bd_f16_to_f32(h); }
+static inline float f16f(bd_f16 h) { return bd_f16_to_f32_inline(h); }
 
 /*
  * 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0): the f32 arithmetic
@@ -41,18 +41,20 @@ static inline float q32_hsum8(const float a[8]) {
 }
 
 /* acc[l] += d * (sum of w[e] * y[e] over e = 4l..4l+3), fused as above */
-static inline void q32_accum(float acc[8], const int w[32], const int8_t *y, float d) {
-    for (int l = 0; l < 8; l++) {
-        int lane = 0;
-        for (int e = 4 * l; e < 4 * l + 4; e++) lane += w[e] * y[e];
-        acc[l] = fmaf((float)lane, d, acc[l]);
-    }
+static inline void q32_accum(float acc[8], const int8_t w[32], const int8_t *y, float d) {
+    /* the integer sums first, apart from the f32 steps, in 16-bit products
+     * (|w y| <= 2^14), so that they vectorize */
+    int16_t pr[32];
+    for (int e = 0; e < 32; e++) pr[e] = (int16_t)(w[e] * y[e]);
+    int lane[8];
+    for (int l = 0; l < 8; l++) lane[l] = pr[4 * l] + pr[4 * l + 1] + pr[4 * l + 2] + pr[4 * l + 3];
+    for (int l = 0; l < 8; l++) acc[l] = fmaf((float)lane[l], d, acc[l]);
 }
 
 static float dot_q4_0(int64_t nb, const block_q4_0 *w, const block_q8_0 *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int q[32];
+        int8_t q[32]; /* -128 .. 127 */
         for (int j = 0; j < 16; j++) {
             q[j] = (w[i].qs[j] & 0xF) - 8;
             q[j + 16] = (w[i].qs[j] >> 4) - 8;
@@ -65,7 +67,7 @@ static float dot_q4_0(int64_t nb, const block_q4_0 *w, const block_q8_0 *x) {
 static float dot_q4_1(int64_t nb, const block_q4_1 *w, const block_q8_1 *x) {
     float acc[8] = {0}, summ = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int q[32];
+        int8_t q[32]; /* -128 .. 127 */
         for (int j = 0; j < 16; j++) {
             q[j] = w[i].qs[j] & 0xF;
             q[j + 16] = w[i].qs[j] >> 4;
@@ -81,7 +83,7 @@ static float dot_q5_0(int64_t nb, const block_q5_0 *w, const block_q8_0 *x) {
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, 4);
-        int q[32];
+        int8_t q[32]; /* -128 .. 127 */
         for (int j = 0; j < 16; j++) {
             q[j] = ((w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4)) - 16;
             q[j + 16] = ((w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
@@ -96,7 +98,7 @@ static float dot_q5_1(int64_t nb, const block_q5_1 *w, const block_q8_1 *x) {
     for (int64_t i = 0; i < nb; i++) {
         uint32_t qh;
         memcpy(&qh, w[i].qh, 4);
-        int q[32];
+        int8_t q[32]; /* -128 .. 127 */
         for (int j = 0; j < 16; j++) {
             q[j] = (w[i].qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
             q[j + 16] = (w[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
@@ -110,7 +112,7 @@ static float dot_q5_1(int64_t nb, const block_q5_1 *w, const block_q8_1 *x) {
 static float dot_q8_0(int64_t nb, const block_q8_0 *w, const block_q8_0 *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int q[32];
+        int8_t q[32]; /* -128 .. 127 */
         for (int j = 0; j < QK8_0; j++) q[j] = w[i].qs[j];
         q32_accum(acc, q, x[i].qs, f16f(w[i].d) * f16f(x[i].d));
     }
@@ -340,23 +342,30 @@ static float dot_iq4_xs(int64_t nb, const block_iq4_xs *w, const block_q8_K *x) 
  * multiple of the block size (bd_vec_dot_ref checks it).
  * ---------------------------------------------------------------------- */
 
-static float dot_f32(int64_t n, const float *a, const float *b) {
-    float sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += a[i] * b[i];
-    return sum;
-}
+/* Float rows: eight running sums, lane l taking elements l, l + 8, ...,
+ * merged as q32_hsum8 merges its lanes. No f32 order is owed here (the
+ * SIMD twins are checked against these within rounding bounds), and eight
+ * independent chains instead of one let the compiler keep them in vector
+ * registers: this is the production path where no SIMD table is built
+ * (aarch64) and under BLOCKDRAFT_ISA=ref (make test runs the F32
+ * stories260K model there; one chain made that 18x slower than avx2). */
+#define DOT_LANES8(CVT)                                                     \
+    float acc[8] = {0};                                                     \
+    int64_t i = 0;                                                          \
+    for (; i + 8 <= n; i += 8)                                              \
+        for (int l = 0; l < 8; l++) acc[l] += CVT(a[i + l]) * CVT(b[i + l]); \
+    for (int l = 0; i < n; i++, l++) acc[l] += CVT(a[i]) * CVT(b[i]);       \
+    return q32_hsum8(acc)
 
-static float dot_f16(int64_t n, const bd_f16 *a, const bd_f16 *b) {
-    float sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += bd_f16_to_f32(a[i]) * bd_f16_to_f32(b[i]);
-    return sum;
+static inline float f32_id(float v) { return v; }
+static inline float bf16_widen(bd_bf16 h) { /* bd_bf16_to_f32, inline */
+    union { uint32_t u; float f; } v = {.u = (uint32_t)h << 16};
+    return v.f;
 }
-
-static float dot_bf16(int64_t n, const bd_bf16 *a, const bd_bf16 *b) {
-    float sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += bd_bf16_to_f32(a[i]) * bd_bf16_to_f32(b[i]);
-    return sum;
-}
+static float dot_f32(int64_t n, const float *a, const float *b) { DOT_LANES8(f32_id); }
+static float dot_f16(int64_t n, const bd_f16 *a, const bd_f16 *b) { DOT_LANES8(bd_f16_to_f32_inline); }
+static float dot_bf16(int64_t n, const bd_bf16 *a, const bd_bf16 *b) { DOT_LANES8(bf16_widen); }
+#undef DOT_LANES8
 
 /* FN takes the block count (element count for the float types, QK 1) */
 #define REF_DOT(T, FN, QK)                                                                            \

@@ -175,6 +175,24 @@ bool bd_row_size(uint32_t type, int64_t n, uint64_t *bytes);
 
 /* ---- scalar conversions ---- */
 float bd_f16_to_f32(bd_f16 h);      /* exact; a NaN comes out quiet, as F16C's */
+/* The same, inline and without branches on the value (a loop over a row of
+ * them vectorizes): the 15 exponent and mantissa bits move to f32's place
+ * and the exponent is rebiased (+112); Inf / NaN get +112 again (to 255)
+ * and a NaN its quiet bit; zeros and subnormals are m 2^-24 (m the 10
+ * mantissa bits), exact as an int-to-float conversion and a power-of-two
+ * scale. bd_f16_to_f32 is this; test_kernels checks it against F16C's
+ * vcvtph2ps for all 65536 values. */
+static inline float bd_f16_to_f32_inline(bd_f16 h) {
+    union { uint32_t u; float f; } n, z;
+    const uint32_t em = (uint32_t)(h & 0x7fff) << 13; /* [30:13] exponent, mantissa */
+    const uint32_t e = em & 0x0f800000u;
+    const uint32_t top = 0u - (uint32_t)(e == 0x0f800000u); /* all ones for Inf, NaN */
+    const uint32_t low = 0u - (uint32_t)(e == 0);           /* all ones for zero, subnormal */
+    z.f = (float)(int32_t)(em >> 13) * 0x1p-24f;
+    n.u = (em + 0x38000000u + (top & 0x38000000u)) | (top & ((uint32_t)((em & 0x007fe000u) != 0) << 22));
+    n.u = (n.u & ~low) | (z.u & low) | (uint32_t)(h & 0x8000) << 16;
+    return n.f;
+}
 bd_f16 bd_f32_to_f16(float f);      /* round to nearest even, NaNs quiet: as F16C does */
 float bd_bf16_to_f32(bd_bf16 h);
 bd_bf16 bd_f32_to_bf16(float f);    /* round to nearest even, NaN kept quiet */

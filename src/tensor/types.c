@@ -136,31 +136,7 @@ static inline uint32_t f32_bits(float f) {
     return u;
 }
 
-float bd_f16_to_f32(bd_f16 h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-    uint32_t exp = (h >> 10) & 0x1f;
-    uint32_t man = h & 0x3ff;
-    uint32_t bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: renormalize */
-            int e = -1;
-            do {
-                e++;
-                man <<= 1;
-            } while ((man & 0x400) == 0);
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-        }
-    } else if (exp == 0x1f) {
-        /* inf / nan; a NaN comes out quiet, its payload kept, as F16C's
-         * vcvtph2ps converts it (ggml widens f16 with that instruction) */
-        bits = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    return f32_from_bits(bits);
-}
+float bd_f16_to_f32(bd_f16 h) { return bd_f16_to_f32_inline(h); }
 
 bd_f16 bd_f32_to_f16(float f) {
     uint32_t x = f32_bits(f);
