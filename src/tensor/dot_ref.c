@@ -142,6 +142,28 @@ static inline void kq_scale_min(const uint8_t *b, int s, int *sc, int *m) {
     }
 }
 
+/* The integer parts of the K-quant dots below, written so that they
+ * vectorize: a block's codes are unpacked into element order first, then
+ * multiplied with the activations in 16 bits (|q y| <= 63 * 128), then
+ * summed four at a time into the lanes. Integer sums, so the order of
+ * these steps changes no bit. */
+static inline void kq_products(const int8_t q[QK_K], const int8_t y[QK_K], int16_t pr[QK_K]) {
+    for (int e = 0; e < QK_K; e++) pr[e] = (int16_t)(q[e] * y[e]);
+}
+static inline int kq_sum4(const int16_t *p) { return p[0] + p[1] + p[2] + p[3]; }
+/* Q2_K / Q3_K codes, element e = 128 h + 32 k + j: bits 2k, 2k + 1 of
+ * qs[32 h + j] (bd_k23_code) */
+static inline void k23_codes(const uint8_t qs[64], int8_t q[QK_K]) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int j = 0; j < 32; j++) q[128 * h + 32 * k + j] = (int8_t)((qs[32 * h + j] >> (2 * k)) & 3);
+}
+/* lane l += sc[2c + l / 4] * (products 32c + 4l .. + 3), c = 0..7 */
+static inline void k23_lanes(const int16_t pr[QK_K], const int sc[16], int lane[8]) {
+    for (int c = 0; c < 8; c++)
+        for (int l = 0; l < 8; l++) lane[l] += sc[2 * c + l / 4] * kq_sum4(pr + 32 * c + 4 * l);
+}
+
 /*
  * Q5_K: the f32 arithmetic is fixed lane by lane, in the order of
  * llama.cpp's (v0.5.0) x86 vec_dot, so a dot here is bit-identical to
@@ -174,21 +196,21 @@ static float q5k_dot(int64_t nb, const block_q5_K *w, const block_q8_K *x) {
         const float dmin = -x[i].d * f16f(w[i].dmin);
         int sc[8], m[8];
         for (int s = 0; s < 8; s++) kq_scale_min(w[i].scales, s, &sc[s], &m[s]);
-        int lane[8] = {0};
-        for (int c = 0; c < 4; c++) { /* sub-blocks 2c (low nibbles), 2c+1 (high) */
-            const uint8_t *q = qs + 32 * c;
-            const int8_t *y = x[i].qs + 64 * c;
-            for (int l = 0; l < 8; l++) {
-                int s0 = 0, s1 = 0;
-                for (int e = 4 * l; e < 4 * l + 4; e++) {
-                    int q0 = (q[e] & 0xF) | (((qh[e] >> (2 * c)) & 1) << 4);
-                    int q1 = (q[e] >> 4) | (((qh[e] >> (2 * c + 1)) & 1) << 4);
-                    s0 += q0 * y[e];
-                    s1 += q1 * y[e + 32];
-                }
-                lane[l] += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+        /* codes 0..31: sub-block 2c (elements 64c + e) the low nibbles of
+         * qs[32c + e] with qh[e] bit 2c, sub-block 2c + 1 the high ones
+         * with bit 2c + 1 */
+        int8_t q[QK_K];
+        for (int c = 0; c < 4; c++)
+            for (int e = 0; e < 32; e++) {
+                q[64 * c + e] = (int8_t)((qs[32 * c + e] & 0xF) | (((qh[e] >> (2 * c)) & 1) << 4));
+                q[64 * c + 32 + e] = (int8_t)((qs[32 * c + e] >> 4) | (((qh[e] >> (2 * c + 1)) & 1) << 4));
             }
-        }
+        int16_t pr[QK_K];
+        kq_products(q, x[i].qs, pr);
+        int lane[8] = {0};
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 8; l++)
+                lane[l] += sc[2 * c] * kq_sum4(pr + 64 * c + 4 * l) + sc[2 * c + 1] * kq_sum4(pr + 64 * c + 32 + 4 * l);
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
         int mp = 0;
         for (int s = 0; s < 8; s++) mp += m[s] * (x[i].bsums[2 * s] + x[i].bsums[2 * s + 1]);
@@ -241,17 +263,26 @@ static float q4k_dot(int64_t nb, const block_q4_K *w, const block_q8_K *x) {
 static float q6k_dot(int64_t nb, const block_q6_K *w, const block_q8_K *x) {
     float acc = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
+        /* the codes 0..63 in element order: half h has 64 ql bytes and 32
+         * qh bytes; element 128 h + 32 k + j takes a nibble of ql[64 h + j
+         * + 32 (k & 1)] (low for k < 2) and qh[32 h + j] bits 2k, 2k + 1 */
+        int8_t q[QK_K];
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = w[i].ql + 64 * h, *qh = w[i].qh + 32 * h;
+            int8_t *o = q + 128 * h;
+            for (int j = 0; j < 32; j++) {
+                o[j] = (int8_t)((ql[j] & 0xF) | ((qh[j] & 3) << 4));
+                o[j + 32] = (int8_t)((ql[j + 32] & 0xF) | (((qh[j] >> 2) & 3) << 4));
+                o[j + 64] = (int8_t)((ql[j] >> 4) | (((qh[j] >> 4) & 3) << 4));
+                o[j + 96] = (int8_t)((ql[j + 32] >> 4) | (((qh[j] >> 6) & 3) << 4));
+            }
+        }
+        int16_t pr[QK_K];
+        kq_products(q, x[i].qs, pr);
         int sumi = 0;
         for (int s = 0; s < 16; s++) {
             int isum = 0;
-            for (int e = 16 * s; e < 16 * s + 16; e++) {
-                /* element e: half h, then quarter (32 elements) and index j */
-                const int h = e / 128, l = e % 128, quarter = l / 32, j = l % 32;
-                const uint8_t lo = w[i].ql[64 * h + j + 32 * (quarter & 1)];
-                const int q = ((quarter < 2) ? (lo & 0xF) : (lo >> 4)) |
-                              (((w[i].qh[32 * h + j] >> (2 * quarter)) & 3) << 4);
-                isum += q * x[i].qs[e];
-            }
+            for (int e = 16 * s; e < 16 * s + 16; e++) isum += pr[e];
             sumi += w[i].scales[s] * (isum - 32 * x[i].bsums[s]);
         }
         acc = fmaf(x[i].d * f16f(w[i].d), (float)sumi, acc);
@@ -281,14 +312,13 @@ static float q2k_dot(int64_t nb, const block_q2_K *w, const block_q8_K *x) {
     for (int64_t i = 0; i < nb; i++) {
         const float d = x[i].d * f16f(w[i].d), dmin = -x[i].d * f16f(w[i].dmin);
         const uint8_t *sc = w[i].scales;
-        int lane[8] = {0};
-        for (int c = 0; c < 8; c++)
-            for (int l = 0; l < 8; l++) {
-                int sum = 0;
-                for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++)
-                    sum += bd_k23_code(w[i].qs, e) * x[i].qs[e];
-                lane[l] += (sc[2 * c + l / 4] & 0xF) * sum;
-            }
+        int8_t q[QK_K];
+        int16_t pr[QK_K];
+        int scl[16], lane[8] = {0};
+        k23_codes(w[i].qs, q);
+        kq_products(q, x[i].qs, pr);
+        for (int s = 0; s < 16; s++) scl[s] = sc[s] & 0xF;
+        k23_lanes(pr, scl, lane);
         for (int l = 0; l < 8; l++) {
             const int mp = (sc[2 * l] >> 4) * x[i].bsums[2 * l] + (sc[2 * l + 1] >> 4) * x[i].bsums[2 * l + 1];
             acc[l] = fmaf(dmin, (float)mp, acc[l]);
@@ -301,16 +331,16 @@ static float q2k_dot(int64_t nb, const block_q2_K *w, const block_q8_K *x) {
 static float q3k_dot(int64_t nb, const block_q3_K *w, const block_q8_K *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < nb; i++) {
-        int lane[8] = {0};
-        for (int c = 0; c < 8; c++)
-            for (int l = 0; l < 8; l++) {
-                int sum = 0;
-                for (int e = 32 * c + 4 * l; e < 32 * c + 4 * l + 4; e++) {
-                    const int q = bd_k23_code(w[i].qs, e) - 4 * !((w[i].hmask[e % 32] >> (e / 32)) & 1);
-                    sum += q * x[i].qs[e];
-                }
-                lane[l] += (bd_q3k_scale(w[i].scales, 2 * c + l / 4) - 32) * sum;
-            }
+        int8_t q[QK_K];
+        int16_t pr[QK_K];
+        int scl[16], lane[8] = {0};
+        k23_codes(w[i].qs, q);
+        /* minus 4 where element 32 b + j's bit b of hmask[j] is clear */
+        for (int b = 0; b < 8; b++)
+            for (int j = 0; j < 32; j++) q[32 * b + j] = (int8_t)(q[32 * b + j] - 4 + 4 * ((w[i].hmask[j] >> b) & 1));
+        kq_products(q, x[i].qs, pr);
+        for (int s = 0; s < 16; s++) scl[s] = bd_q3k_scale(w[i].scales, s) - 32;
+        k23_lanes(pr, scl, lane);
         const float d = x[i].d * f16f(w[i].d);
         for (int l = 0; l < 8; l++) acc[l] = fmaf(d, (float)lane[l], acc[l]);
     }
