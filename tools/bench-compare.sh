@@ -38,8 +38,10 @@
 #
 # Environment (defaults in brackets):
 #   BD_BUILD [build]  BD_BIN [$BD_BUILD/blockdraft]  BD_SHARED [../shared]
-#   BENCH_ISAS     levels to run [every level of ISA_LEVELS this host runs];
-#                  a level this host cannot run is reported and skipped
+#   BENCH_ISAS     levels to run [every level of ISA_LEVELS this host runs,
+#                  but ref]; a level this host cannot run is reported and
+#                  skipped; ref (the scalar reference kernels, what non-x86
+#                  hosts run) only when named: it is slow
 #   BENCH_THREADS  thread counts, one set of tables each ["1 2"]
 #   BENCH_SPEC_THREADS  thread counts of the speculative runs [the last of
 #                  BENCH_THREADS]
@@ -80,9 +82,11 @@ cd "$ROOT"
 # llama.cpp CPU variants built for it, best match first (ggml/src/CMakeLists.txt
 # of v0.5.0: haswell = AVX2 FMA F16C BMI2; alderlake = + AVX-VNNI; zen4 =
 # AVX-512 VBMI VNNI BF16, icelake = AVX-512 VBMI VNNI, cascadelake = AVX-512
-# VNNI; sapphirerapids = zen4's + AMX-INT8). Adding a level is one row. The
-# scalar `ref` level is not benchmarked.
+# VNNI; sapphirerapids = zen4's + AMX-INT8; x64 = no SIMD flags, its portable
+# C). Adding a level is one row. The scalar `ref` level runs only when
+# BENCH_ISAS names it (NOT_DEFAULT).
 ISA_LEVELS=(
+    "ref     |                                                                  | x64"
     "avx2    | avx2 fma f16c bmi2                                               | haswell"
     "avxvnni | avx2 fma f16c bmi2 avx_vnni                                      | alderlake"
     "avx512  | avx2 fma f16c bmi2 avx512f avx512bw avx512vl avx512_vnni         | zen4 icelake cascadelake"
@@ -93,6 +97,7 @@ ISA_LEVELS=(
 # blockdraft confirms it: today BLOCKDRAFT_ISA=<unknown> silently keeps the
 # default table.
 BD_ISAS_ALWAYS="avx2 avx512 amx"
+NOT_DEFAULT="ref"
 # Model spec prefixes: alias=make-model --arch value.
 ARCH_ALIASES="qwen3=qwen3 llama=llama q3moe=qwen3moe qwen3moe=qwen3moe q35=qwen35 qwen35=qwen35 q35moe=qwen35moe qwen35moe=qwen35moe q3next=qwen3next qwen3next=qwen3next"
 
@@ -350,7 +355,7 @@ if [ -n "${BENCH_ISAS:-}" ]; then
     WANT=$BENCH_ISAS
     for l in $WANT; do [ -n "${L_FLAGS[$l]+x}" ] || die "unknown level '$l' in BENCH_ISAS (levels: ${LEVELS[*]})"; done
 else
-    WANT="${LEVELS[*]}"
+    WANT=$(for l in "${LEVELS[@]}"; do [[ " $NOT_DEFAULT " == *" $l "* ]] || echo -n "$l "; done)
 fi
 # PROBE_MODEL: a file blockdraft loads, for the bandwidth probe (which reads
 # its own buffer) and the level check; the stories260K fixture when blockdraft
