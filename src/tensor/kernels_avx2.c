@@ -12,7 +12,9 @@
  * Signed x signed int8 products use the classic AVX2 form:
  * maddubs(|w|, sign(y, w)) then madd with ones. It is exact unless an
  * activation byte is -128 where w < 0; the Q8_0/Q8_K quantizers never
- * produce -128, so activations made by from_float are always safe.
+ * produce -128, so activations made by from_float are always safe. (The
+ * Q8_0 row groups, a DFlash drafter's batches, take int16 products
+ * instead: exact for any bytes, and fewer multiplier-port instructions.)
  */
 #include <math.h>
 #include <stddef.h>
@@ -1327,14 +1329,79 @@ static const il_pair6_fn k_il_pair_q6k[4] = {il_pair_q6k_1, il_pair_q6k_2, il_pa
  * Q8_0 row groups, in the tile order (kernels_avx512.c explains it and who
  * takes them): 8 rows of one block per 8 x 8 transpose. AVX-VNNI: weights
  * + 128 against the packed activations with their -128 sum(y) correction.
- * AVX2: |w| with vpsignb moving w's sign onto the broadcast activations
- * (|w| y pairs fit int16: <= 2 x 128 x 127), then vpmaddwd with ones.
+ *
+ * AVX2: int16 products. Each 32-bit lane of a code word holds bytes w0 w1
+ * w2 w3 of one weight row; two shifts per 16 bits give lo = (w0, w2) and
+ * hi = (w1, w3) sign-extended, and the activations are packed as int16 in
+ * the order x0 x2 x1 x3 per four (rg_x16), so vpmaddwd(lo, bcast(x0, x2))
+ * + vpmaddwd(hi, bcast(x1, x3)) is the lane's four-element dot, exact for
+ * any bytes. Per 32 products of one activation row that is two vpmaddwd
+ * and two adds; the |w| / vpsignb / vpmaddubsw / vpmaddwd-with-ones form
+ * it replaced took three multiplier-port instructions (Zen 4 runs
+ * vpsignb, vpmaddubsw, vpmaddwd and FMA on the same two pipes, 2 a
+ * cycle in all; tools/kbench figures at il8_pair). The shifts are made
+ * once per code word for all rows of a call.
  * ---------------------------------------------------------------------- */
 
-typedef struct {
-    __m256i u[2][8]; /* [block][g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: |w|) */
 #if !defined(__AVXVNNI__)
-    __m256i s[2][8]; /* AVX2: the weights themselves, for their signs */
+/* One Q8_0 activation block packed for the AVX2 kernels: the codes as
+ * int16, each four x0 x1 x2 x3 stored as x0 x2 x1 x3; d as float. */
+typedef struct {
+    int16_t q[QK8_0];
+    float d;
+    int32_t pad; /* 72 bytes, a multiple of 8 */
+} rg_x16;
+#define RG_X8 rg_x16
+
+static size_t rg16_pack_bytes(int64_t ncols, int64_t n_tok) {
+    return (size_t)((n_tok + 15) / 16) * 16 * (size_t)(ncols / QK8_0) * sizeof(rg_x16);
+}
+
+/* rg8_pack's layout ([group of 16 rows][block i][row t]) with rg_x16 blocks. */
+static void rg16_pack(int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    const int64_t nb = ncols / QK8_0;
+    rg_x16 *dst = (rg_x16 *)pack + g * 16 * nb;
+    const int nt = (int)(n_tok - 16 * g < 16 ? n_tok - 16 * g : 16);
+    for (int t = 0; t < nt; t++) {
+        const block_q8_0 *src = (const block_q8_0 *)((const uint8_t *)xq + (size_t)(16 * g + t) * xs);
+        for (int64_t i = 0; i < nb; i++) {
+            rg_x16 *o = &dst[i * 16 + t];
+            for (int e = 0; e < QK8_0; e += 4) {
+                o->q[e] = src[i].qs[e];
+                o->q[e + 1] = src[i].qs[e + 2];
+                o->q[e + 2] = src[i].qs[e + 1];
+                o->q[e + 3] = src[i].qs[e + 3];
+            }
+            o->d = f16f(src[i].d);
+            o->pad = 0;
+        }
+    }
+}
+
+static size_t avx2_pack_bytes(uint32_t type, int64_t ncols, int64_t n_tok) {
+    return type == BD_TYPE_Q8_0 ? rg16_pack_bytes(ncols, n_tok) : rg_pack_bytes(type, ncols, n_tok);
+}
+
+static void avx2_pack(uint32_t type, int64_t ncols, const void *xq, size_t xs, int64_t n_tok, int64_t g, void *pack) {
+    if (type == BD_TYPE_Q8_0) rg16_pack(ncols, xq, xs, n_tok, g, pack);
+    else rg_pack(type, ncols, xq, xs, n_tok, g, pack);
+}
+#define RG_PACK_BYTES avx2_pack_bytes
+#define RG_PACK avx2_pack
+
+/* A code word's bytes sign-extended: lane (w0, w2) and lane (w1, w3). */
+BD_INLINE __m256i q80_lo16(__m256i w) { return _mm256_srai_epi16(_mm256_slli_epi16(w, 8), 8); }
+BD_INLINE __m256i q80_hi16(__m256i w) { return _mm256_srai_epi16(w, 8); }
+#else
+#define RG_X8 rg_x8
+#define RG_PACK_BYTES rg_pack_bytes
+#define RG_PACK rg_pack
+#endif
+
+typedef struct {
+    __m256i u[2][8]; /* [block][g]: lane r = bytes 4 g .. 4 g + 3 of row r (VNNI: + 128; AVX2: q80_lo16 of them) */
+#if !defined(__AVXVNNI__)
+    __m256i s[2][8]; /* AVX2: q80_hi16 of them */
 #endif
     __m256 d[2];
 } rg_q80;
@@ -1359,40 +1426,42 @@ BD_INLINE void rg_unpack_q80(const uint8_t *w, size_t ws, int nw, int64_t i, int
 #if defined(__AVXVNNI__)
             u->u[b][g] = _mm256_xor_si256(out[g], _mm256_set1_epi8((char)0x80));
 #else
-            u->u[b][g] = _mm256_abs_epi8(out[g]);
-            u->s[b][g] = out[g];
+            u->u[b][g] = q80_lo16(out[g]);
+            u->s[b][g] = q80_hi16(out[g]);
 #endif
         }
         u->d[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh[b]));
     }
 }
 
-BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const rg_x8 *const *x, __m256 *acc, const int NT) {
-    UNROLL for (int j = 0; j < NT; j++) {
+BD_INLINE void rg_block_q80(const rg_q80 *u, int b, const RG_X8 *const *x, __m256 *acc, const int NT) {
 #if defined(__AVXVNNI__)
+    UNROLL for (int j = 0; j < NT; j++) {
         __m256i a0 = _mm256_set1_epi32(x[j]->corr), a1 = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g += 2) {
             a0 = _mm256_dpbusd_avx_epi32(a0, _mm256_load_si256(&u->u[b][g]), bcast32(x[j]->qs + 4 * g));
             a1 = _mm256_dpbusd_avx_epi32(a1, _mm256_load_si256(&u->u[b][g + 1]), bcast32(x[j]->qs + 4 * g + 4));
         }
-#else
-        const __m256i one = _mm256_set1_epi16(1);
-        __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
-        UNROLL for (int g = 0; g < 8; g += 2) {
-            const __m256i p0 = _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g]),
-                                                    _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g), _mm256_load_si256(&u->s[b][g])));
-            const __m256i p1 =
-                _mm256_maddubs_epi16(_mm256_load_si256(&u->u[b][g + 1]),
-                                     _mm256_sign_epi8(bcast32(x[j]->qs + 4 * g + 4), _mm256_load_si256(&u->s[b][g + 1])));
-            a0 = madd_acc(a0, p0, one);
-            KEEP(a0);
-            a1 = madd_acc(a1, p1, one);
-            KEEP(a1);
-        }
-#endif
         acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0, a1)),
                                  _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d[b]), acc[j]);
     }
+#else
+    /* each code word's halves loaded once for the NT rows */
+    __m256i a0[4], a1[4];
+    UNROLL for (int j = 0; j < NT; j++) a0[j] = a1[j] = _mm256_setzero_si256();
+    UNROLL for (int g = 0; g < 8; g++) {
+        const __m256i lo = _mm256_load_si256(&u->u[b][g]), hi = _mm256_load_si256(&u->s[b][g]);
+        UNROLL for (int j = 0; j < NT; j++) {
+            a0[j] = madd_acc(a0[j], lo, bcast32(x[j]->q + 4 * g));
+            KEEP(a0[j]);
+            a1[j] = madd_acc(a1[j], hi, bcast32(x[j]->q + 4 * g + 2));
+            KEEP(a1[j]);
+        }
+    }
+    UNROLL for (int j = 0; j < NT; j++)
+        acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(a0[j], a1[j])),
+                                 _mm256_mul_ps(_mm256_set1_ps(x[j]->d), u->d[b]), acc[j]);
+#endif
 }
 
 #define RG_R 8      /* rows per group: the lanes of a vector */
@@ -1636,23 +1705,27 @@ static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *x
 /* Q8_0 on interleaved weights (kernels.h: a pair of blocks' 16 code
  * words, then their 32 scales; the DFlash drafter's matrices): the sums
  * and f32 step of rg_block_q80 (the tile order), both subs at once, each
- * code word loaded (AVX-VNNI: flipped; AVX2: its magnitude taken) once for
- * all NT activation rows and each activation broadcast feeding both subs;
- * the rows' accumulators stay for the whole row of blocks (at NT 4 some
- * of the 16 f32 and int sums live on the stack). One sub at a time, as
- * before, spent a broadcast per product: kbench, Zen 5, 2 threads, 4096 x
- * 1024 Q8_0 from memory, 16 rows, best of 10, ms per 128 MiB, avx2 /
- * avxvnni: 13.2 / 9.8 -> 12.7 / 7.3 (both subs in rows of two: 13.7 /
- * 8.4). */
+ * code word loaded (AVX-VNNI: flipped; AVX2: split into its int16 halves)
+ * once for all NT activation rows and each activation broadcast feeding
+ * both subs; the rows' accumulators stay for the whole row of blocks (at
+ * NT 4 some of the 16 f32 and int sums live on the stack). One sub at a
+ * time, as before, spent a broadcast per product: kbench, Zen 5, 2
+ * threads, 4096 x 1024 Q8_0 from memory, 16 rows, best of 10, ms per 128
+ * MiB, avx2 / avxvnni: 13.2 / 9.8 -> 12.7 / 7.3 (both subs in rows of
+ * two: 13.7 / 8.4). The AVX2 int16 form against the |w| / vpsignb one it
+ * replaced (Zen 4, kbench, 9728 x 2560 in cache, one thread, best of 10,
+ * three alternating rounds): 16 rows 128-130 -> 142-148 GOPS, one row 63
+ * -> 90 (2 threads). Its sub-at-a-time form with 8 rows a call spilled
+ * and ran at 79. */
 #define IL8_MAX 4
 #define IL8_PAIR (2 * 16 * sizeof(block_q8_0))
-BD_INLINE void il8_pair(int64_t nb, const uint8_t *w, const rg_x8 *x, float *y, int64_t ldy, const int NT) {
+BD_INLINE void il8_pair(int64_t nb, const uint8_t *w, const RG_X8 *x, float *y, int64_t ldy, const int NT) {
     __m256 acc[2][IL8_MAX];
     UNROLL for (int j = 0; j < NT; j++) acc[0][j] = acc[1][j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *pair = w + (size_t)(i / 2) * IL8_PAIR, *p = pair + 512 * (size_t)(i % 2);
         il_prefetch(p, 512 + 32 * (size_t)(i % 2));
-        const rg_x8 *xb = x + 16 * i;
+        const RG_X8 *xb = x + 16 * i;
         __m256i a[2][IL8_MAX];
 #if defined(__AVXVNNI__)
         UNROLL for (int j = 0; j < NT; j++) a[0][j] = a[1][j] = _mm256_set1_epi32(xb[j].corr);
@@ -1666,16 +1739,21 @@ BD_INLINE void il8_pair(int64_t nb, const uint8_t *w, const rg_x8 *x, float *y, 
             }
         }
 #else
-        const __m256i one = _mm256_set1_epi16(1);
+        /* both subs' int16 halves (four vectors) against each row's two
+         * broadcasts */
         UNROLL for (int j = 0; j < NT; j++) a[0][j] = a[1][j] = _mm256_setzero_si256();
         UNROLL for (int g = 0; g < 8; g++) {
-            const __m256i s0 = il_word(p, 0, g), u0 = _mm256_abs_epi8(s0);
-            const __m256i s1 = il_word(p, 1, g), u1 = _mm256_abs_epi8(s1);
+            const __m256i c0 = il_word(p, 0, g), c1 = il_word(p, 1, g);
+            const __m256i lo0 = q80_lo16(c0), hi0 = q80_hi16(c0), lo1 = q80_lo16(c1), hi1 = q80_hi16(c1);
             UNROLL for (int j = 0; j < NT; j++) {
-                const __m256i b = bcast32(xb[j].qs + 4 * g);
-                a[0][j] = madd_acc(a[0][j], _mm256_maddubs_epi16(u0, _mm256_sign_epi8(b, s0)), one);
+                const __m256i xa = bcast32(xb[j].q + 4 * g), xc = bcast32(xb[j].q + 4 * g + 2);
+                a[0][j] = madd_acc(a[0][j], lo0, xa);
                 KEEP(a[0][j]);
-                a[1][j] = madd_acc(a[1][j], _mm256_maddubs_epi16(u1, _mm256_sign_epi8(b, s1)), one);
+                a[1][j] = madd_acc(a[1][j], lo1, xa);
+                KEEP(a[1][j]);
+                a[0][j] = madd_acc(a[0][j], hi0, xc);
+                KEEP(a[0][j]);
+                a[1][j] = madd_acc(a[1][j], hi1, xc);
                 KEEP(a[1][j]);
             }
         }
@@ -1692,7 +1770,7 @@ BD_INLINE void il8_pair(int64_t nb, const uint8_t *w, const rg_x8 *x, float *y, 
     }
 }
 
-static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float *y, int64_t ldy) {
+static void il8_rows(int64_t nb, const uint8_t *w, const RG_X8 *x, int nt, float *y, int64_t ldy) {
     switch (nt) {
     case 1: il8_pair(nb, w, x, y, ldy, 1); break;
     case 2: il8_pair(nb, w, x, y, ldy, 2); break;
@@ -1756,8 +1834,8 @@ static void il8_rows(int64_t nb, const uint8_t *w, const rg_x8 *x, int nt, float
  * Q8_0: the tile order (see above). */
 static const bd_tile_ops k_rg_ops = {
     .supports = rg_supports,
-    .pack_bytes = rg_pack_bytes,
-    .pack = rg_pack,
+    .pack_bytes = RG_PACK_BYTES,
+    .pack = RG_PACK,
     .rows = rg_rows,
     .exact_rows = {[BD_TYPE_Q4_K] = 9, [BD_TYPE_Q6_K] = 9},
     /* no exact Q8_0: its row-group order differs from the one-row dot (see matmul.c) */

@@ -27,7 +27,7 @@
  *       Q6_K, one table of il_pair6_fn by row count 1..IL_PAIR_NT6 on
  *       unpacked blocks;
  *   il8_rows(nb, wg, x, nt, y, ldy)  Q8_0: nt (<= IL8_MAX, which divides
- *       16) packed activation rows (rg_x8, row j's block i at x[16 i + j])
+ *       16) packed activation rows (RG_X8, row j's block i at x[16 i + j])
  *       against a whole group of nb blocks, in the tile order.
  */
 #ifndef BD_KERNELS_IL_H
@@ -129,7 +129,7 @@ static void il_rows(uint32_t type, int64_t ncols, const void *w, size_t ws, int 
         const int64_t nb = ncols / QK8_0;
         for (int g = 0; g < ngr; g++)
             for (int64_t t0 = 0; t0 < n_tok; t0 += IL8_MAX)
-                il8_rows(nb, (const uint8_t *)w + (size_t)g * 16 * ws, (const rg_x8 *)pack + (t0 / 16) * 16 * nb + t0 % 16,
+                il8_rows(nb, (const uint8_t *)w + (size_t)g * 16 * ws, (const RG_X8 *)pack + (t0 / 16) * 16 * nb + t0 % 16,
                          (int)(n_tok - t0 < IL8_MAX ? n_tok - t0 : IL8_MAX), y + t0 * ldy + 16 * g, ldy);
         return;
     }

@@ -12,19 +12,25 @@
  *   RG_V, RG_VZERO(), RG_VSTORE(p, n, v)   its f32 vector, zero, store of n lanes
  *   RG_NT_Q4, RG_NT_Q6, RG_NT_Q8  activation rows per block-kernel call
  *   rg_q4k, rg_q6k, rg_q80 and their rg_unpack_* / rg_block_* functions
- *   (Q8_0 unpacks two blocks at a time: rg_block_q80 takes which one).
+ *   (Q8_0 unpacks two blocks at a time: rg_block_q80 takes which one);
+ *   RG_X8 (optional, default kernels_simd.h's rg_x8): the type of one
+ *   packed Q8_0 activation block, as the file's pack() writes it.
  */
 #ifndef BD_KERNELS_ROWS_H
 #define BD_KERNELS_ROWS_H
 
+#ifndef RG_X8
+#define RG_X8 rg_x8
+#endif
+
 /* One block kernel per type and row count, called through a table: inlined
  * into the drivers they would crowd the drivers' register allocation. */
 typedef void (*rg_block_fn)(const void *u, const block_q8_K *const *x, RG_V *acc);
-typedef void (*rg8_block_fn)(const rg_q80 *u, int b, const rg_x8 *const *x, RG_V *acc);
+typedef void (*rg8_block_fn)(const rg_q80 *u, int b, const RG_X8 *const *x, RG_V *acc);
 #define RG_FN(T, N) \
     static void rg_##T##_##N(const void *u, const block_q8_K *const *x, RG_V *acc) { rg_block_##T(u, x, acc, N); }
 #define RG8_FN(N) \
-    static void rg_q80_##N(const rg_q80 *u, int b, const rg_x8 *const *x, RG_V *acc) { rg_block_q80(u, b, x, acc, N); }
+    static void rg_q80_##N(const rg_q80 *u, int b, const RG_X8 *const *x, RG_V *acc) { rg_block_q80(u, b, x, acc, N); }
 #define RG_FNS4(M, ...) M(__VA_ARGS__ 1) M(__VA_ARGS__ 2) M(__VA_ARGS__ 3) M(__VA_ARGS__ 4)
 #define RG_FNS8(M, ...) RG_FNS4(M, __VA_ARGS__) M(__VA_ARGS__ 5) M(__VA_ARGS__ 6) M(__VA_ARGS__ 7) M(__VA_ARGS__ 8)
 #define RG_FNS_(NT, M, ...) RG_FNS##NT(M, __VA_ARGS__)
@@ -94,7 +100,7 @@ static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const vo
     const int ng = (nw + RG_R - 1) / RG_R;
     for (int g = 0; g < ng; g++)
         for (int t = 0; t < nt; t++) acc[g][t] = RG_VZERO();
-    const rg_x8 *xp = pack;
+    const RG_X8 *xp = pack;
     for (int64_t i = 0; i < nb; i += 2) {
         const int two = i + 1 < nb;
         rg_warm_next(w, ws, ng, 2 * sizeof(block_q8_0), i / 2);
@@ -104,7 +110,7 @@ static void rg8_groups(int64_t nb, const uint8_t *w, size_t ws, int nw, const vo
         }
         for (int b = 0; b <= two; b++)
             for (int t = 0; t < nt; t += RG_NT_Q8) {
-                const rg_x8 *x[8];
+                const RG_X8 *x[8];
                 const int n = nt - t < RG_NT_Q8 ? nt - t : RG_NT_Q8;
                 for (int j = 0; j < n; j++) {
                     const int64_t T = t0 + t + j;
