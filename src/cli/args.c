@@ -180,6 +180,74 @@ char *arg_read_file(const char *path, size_t *len) {
     return bd_buf_take(&b);
 }
 
+bool arg_optional_value(const char *v) {
+    static const char *vals[] = {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"};
+    for (size_t i = 0; v && i < sizeof vals / sizeof vals[0]; i++)
+        if (!strcmp(v, vals[i])) return true;
+    return false;
+}
+
+int arg_compat_take(const char *cmd, const char *tool, const arg_compat *table, size_t n, bool quiet, int argc,
+                    char **argv, int *i) {
+    const char *a = argv[*i];
+    for (size_t f = 0; f < n; f++) {
+        const arg_compat *cf = &table[f];
+        bool hit = false;
+        for (int k = 0; k < 7 && cf->names[k] && !hit; k++) hit = !strcmp(a, cf->names[k]);
+        if (!hit) continue;
+        const char *v = NULL;
+        if (cf->arg == ARG_VALUE) {
+            if (*i + 1 >= argc) {
+                fprintf(stderr, "blockdraft %s: option %s needs a value\n", cmd, a);
+                return -1;
+            }
+            v = argv[++*i];
+        } else if (cf->arg == ARG_OPTIONAL && *i + 1 < argc && arg_optional_value(argv[*i + 1])) {
+            v = argv[++*i];
+        }
+        if (cf->act == ARG_REFUSE) {
+            fprintf(stderr, "blockdraft %s: %s's %s is not supported: %s\n", cmd, tool, a, cf->why);
+            return -1;
+        }
+        if (!quiet) fprintf(stderr, "blockdraft %s: note: %s%s%s ignored: %s\n", cmd, a, v ? " " : "", v ? v : "", cf->why);
+        return 1;
+    }
+    return 0;
+}
+
+size_t arg_unescape(char *s, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\' || i + 1 >= len) {
+            s[o++] = s[i];
+            continue;
+        }
+        const char c = s[++i];
+        switch (c) {
+        case 'n': s[o++] = '\n'; continue;
+        case 'r': s[o++] = '\r'; continue;
+        case 't': s[o++] = '\t'; continue;
+        case '\'': case '"': case '\\': s[o++] = c; continue;
+        case 'x':
+            if (i + 2 < len) {
+                const char x[3] = {s[i + 1], s[i + 2], 0};
+                char *end = NULL;
+                const long val = strtol(x, &end, 16);
+                if (end == x + 2) {
+                    i += 2;
+                    s[o++] = (char)val;
+                    continue;
+                }
+            }
+            break;
+        default: break;
+        }
+        s[o++] = '\\';
+        s[o++] = c;
+    }
+    return o;
+}
+
 void cli_put_esc(FILE *f, const char *s, bool keep_nl) {
     size_t len = strlen(s);
     char *out = malloc(len * 6 + 1);

@@ -66,6 +66,82 @@ bool arg_cache_type_draft(int argc, char **argv, int *i, int32_t *type_k, int32_
  * (chatml). Otherwise prints why, naming cmd, and returns false. */
 bool arg_chat_template_ok(const char *cmd, const char *v);
 
+/* Flags of llama.cpp's tools that a subcommand takes only to say why they
+ * change nothing here (ARG_NOTE: "note: ... ignored: why", and the command
+ * goes on) or to refuse with what to use instead (ARG_REFUSE). Never
+ * silently ignored. */
+enum { ARG_NONE = 0, ARG_VALUE = 1, ARG_OPTIONAL = 2 }; /* the flag's value: none, one, on|off|auto|... or none */
+enum { ARG_NOTE = 0, ARG_REFUSE = 1 };
+typedef struct arg_compat {
+    const char *names[7]; /* NULL-terminated unless all seven are used */
+    int arg;              /* ARG_NONE / ARG_VALUE / ARG_OPTIONAL */
+    int act;              /* ARG_NOTE / ARG_REFUSE */
+    const char *why;      /* note: why it has no effect; refuse: what to use instead */
+} arg_compat;
+
+/* Rows that `run` and `serve` share (llama.cpp's common flags). */
+#define ARG_COMPAT_CPU_ONLY                                                                                  \
+    {{"-ngl", "--gpu-layers", "--n-gpu-layers", NULL}, ARG_VALUE, ARG_NOTE, "blockdraft runs on the CPU"},      \
+        {{"-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft", NULL}, ARG_VALUE, ARG_NOTE, \
+         "blockdraft runs on the CPU"},                                                                      \
+        {{"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device", NULL}, ARG_VALUE, ARG_NOTE,     \
+         "blockdraft runs on the CPU"},                                                                      \
+        {{"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", NULL}, ARG_VALUE, ARG_NOTE,      \
+         "blockdraft runs on the CPU"},                                                                      \
+        {{"-fit", "--fit", NULL}, ARG_OPTIONAL, ARG_NOTE, "there is no device memory to fit"},                  \
+        {{"-fitt", "--fit-target", "-fitc", "--fit-ctx", NULL}, ARG_VALUE, ARG_NOTE,                            \
+         "there is no device memory to fit"},                                                                \
+        {{"-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--no-host", "--op-offload", "--no-op-offload"},  \
+         ARG_NONE, ARG_NOTE, "blockdraft runs on the CPU"}
+#define ARG_COMPAT_THREADS                                                                                   \
+    {{"-tb", "--threads-batch", "-td", "--threads-draft", "--spec-draft-threads", NULL}, ARG_VALUE, ARG_NOTE,   \
+     "prompt processing and the drafter use the -t pool"},                                                   \
+        {{"-tbd", "--threads-batch-draft", "--spec-draft-threads-batch", NULL}, ARG_VALUE, ARG_NOTE,            \
+         "the drafter uses the -t pool"},                                                                    \
+        {{"-C", "--cpu-mask", "-Cr", "--cpu-range", "-Cb", "--cpu-mask-batch", "-Crb"}, ARG_VALUE, ARG_NOTE,    \
+         "CPU affinity is left to the system"},                                                              \
+        {{"--cpu-range-batch", "--cpu-strict", "--cpu-strict-batch", "--prio", "--prio-batch", "--poll",        \
+          "--poll-batch"},                                                                                   \
+         ARG_VALUE, ARG_NOTE, "thread placement and priority are left to the system"},                       \
+        {{"--numa", NULL}, ARG_VALUE, ARG_NOTE, "NUMA placement is left to the system"},                        \
+        {{"--mlock", "--no-repack", "--repack", "-nr", NULL}, ARG_NONE, ARG_NOTE,                               \
+         "weights are used as the file stores them (--mmap / --no-mmap choose how they are held)"}
+#define ARG_COMPAT_REFUSED                                                                                   \
+    {{"--hf-token", NULL}, ARG_VALUE, ARG_REFUSE, "set HF_TOKEN in the environment"},                          \
+        {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", NULL}, ARG_VALUE, ARG_REFUSE, \
+         "LoRA adapters and control vectors are not supported"},                                             \
+        {{"--typical", "--typical-p", "--presence-penalty", "--frequency-penalty", "--dry-multiplier",          \
+          "--dry-base", "--dry-allowed-length"},                                                             \
+         ARG_VALUE, ARG_REFUSE,                                                                              \
+         "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},             \
+        {{"--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-probability", "--xtc-threshold",             \
+          "--mirostat", "--mirostat-lr", "--mirostat-ent"},                                                  \
+         ARG_VALUE, ARG_REFUSE,                                                                              \
+         "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},             \
+        {{"--dynatemp-range", "--dynatemp-exp", "--top-nsigma", "--top-n-sigma", "-l", "--logit-bias", NULL},   \
+         ARG_VALUE, ARG_REFUSE,                                                                              \
+         "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"}
+
+/* A value an ARG_OPTIONAL flag takes: on, off, auto, true, false, 1, 0,
+ * enabled, disabled. */
+bool arg_optional_value(const char *v);
+
+/* If argv[*i] is one of table's n flags: 1 when noted (it and its value
+ * consumed, the note printed as "blockdraft CMD: note: ..." unless quiet:
+ * for a second pass over the same flags), -1 when refused or its value is
+ * missing ("blockdraft CMD: TOOL's FLAG is not supported: why"), 0 when it
+ * is not in the table. */
+int arg_compat_take(const char *cmd, const char *tool, const arg_compat *table, size_t n, bool quiet, int argc,
+                    char **argv, int *i);
+
+/* llama.cpp's string_process_escapes (its -e / --escape, on by default in
+ * llama-cli and llama-completion), in place on the len bytes at s: a
+ * backslash followed by n, r, t, a quote, a double quote or a backslash
+ * becomes the byte it names; a backslash, x and two more bytes that strtol
+ * reads whole in base 16 become that byte (NUL included); any other
+ * backslash stays as it is. Returns the new length. */
+size_t arg_unescape(char *s, size_t len);
+
 /* Parse "1,2,3" into ids (at most max). Returns the count or -1. */
 int arg_ids(const char *s, int32_t *ids, int max);
 

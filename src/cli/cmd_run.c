@@ -97,6 +97,8 @@ static void usage(void) {
             "                         supplies the drafter and defaults, flags override them\n"
             "  -m, --model FILE       target model (GGUF)\n"
             "  -p, --prompt TEXT      prompt text;  -f, --file FILE  read the prompt from a file\n"
+            "  -e, --escape / --no-escape  turn \\n \\r \\t \\' \\\" \\\\ and \\xHH in the prompt (-p or\n"
+            "                         -f) into the bytes they name, as llama.cpp does (default: on)\n"
             "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
             "  --temp T               temperature (default 0.8; 0 = greedy)\n"
             "  --top-k K  --top-p P  --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
@@ -152,8 +154,54 @@ static void usage(void) {
             "  --jinja                accepted: chat templates are always rendered with Jinja\n"
             ARG_ROPE_USAGE "                         (the target's; a drafter keeps its own)\n"
             "KV cache (llama.cpp's flag names):\n"
-            ARG_CACHE_TYPE_USAGE ARG_CACHE_TYPE_DRAFT_USAGE);
+            ARG_CACHE_TYPE_USAGE ARG_CACHE_TYPE_DRAFT_USAGE
+            "llama-cli / llama-completion flags with nothing to act on here are accepted with a\n"
+            "one-line note (-ngl, -ngld, -dev, -sm, -ts, -mg, -fit, -ub, -tb, -td, -C, --prio, --poll,\n"
+            "--numa, --mlock, --repack, -kvo, --warmup, --perf, --log-*, -co, --simple-io, -ptc, --keep);\n"
+            "those blockdraft cannot honour are refused naming the alternative (-hf, --lora, -mm,\n"
+            "samplers other than the ones above, -i, -r, --in-prefix, --context-shift, ...).\n");
 }
+
+/* llama-cli / llama-completion flags that change nothing here (noted) or
+ * that blockdraft cannot honour (refused, naming the alternative). */
+static const arg_compat RUN_COMPAT[] = {
+    /* accepted with a note: nothing to act on */
+    ARG_COMPAT_CPU_ONLY,
+    ARG_COMPAT_THREADS,
+    {{"-ub", "--ubatch-size", NULL}, ARG_VALUE, ARG_NOTE, "the prompt goes through in batches of -b rows"},
+    {{"--perf", "--no-perf", "--warmup", "--no-warmup", "--check-tensors", "--offline", NULL}, ARG_NONE, ARG_NOTE,
+     "nothing to change here"},
+    {{"--log-disable", "--log-jsonl", "--no-log-jsonl", "--log-prefix", "--no-log-prefix", "--log-timestamps",
+      "--no-log-timestamps"},
+     ARG_NONE, ARG_NOTE, "the output is fixed (--json for a machine-readable run)"},
+    {{"--log-colors", "-co", "--color", NULL}, ARG_OPTIONAL, ARG_NOTE, "the output is plain text"},
+    {{"--simple-io", NULL}, ARG_NONE, ARG_NOTE, "the output is plain text"},
+    {{"-lv", "--verbosity", "--log-verbosity", "-ptc", "--print-token-count", NULL}, ARG_VALUE, ARG_NOTE,
+     "the output is fixed (--json for a machine-readable run)"},
+    {{"--keep", NULL}, ARG_VALUE, ARG_NOTE, "the context is never shifted, so there is nothing to keep"},
+    /* refused: what to use instead */
+    ARG_COMPAT_REFUSED,
+    {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd"}, ARG_VALUE, ARG_REFUSE,
+     "install a gallery model with `blockdraft pull NAME` and run it as `blockdraft run NAME`"},
+    {{"--hf-repo-draft", "--spec-draft-hf", "-mu", "--model-url", "-dr", "--docker-repo", "-hft"}, ARG_VALUE,
+     ARG_REFUSE, "install a gallery model with `blockdraft pull NAME` and run it as `blockdraft run NAME`"},
+    {{"-mm", "--mmproj", "-mmu", "--mmproj-url", "--image", NULL}, ARG_VALUE, ARG_REFUSE,
+     "blockdraft has no multimodal support"},
+    {{"--samplers", "--sampler-seq", "--sampling-seq", NULL}, ARG_VALUE, ARG_REFUSE,
+     "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature)"},
+    {{"--yarn-ext-factor", "--yarn-attn-factor", "--yarn-beta-slow", "--yarn-beta-fast", NULL}, ARG_VALUE,
+     ARG_REFUSE,
+     "of the RoPE settings --rope-scaling, --rope-scale, --rope-freq-scale, --rope-freq-base and --yarn-orig-ctx "
+     "are supported"},
+    {{"--override-kv", "-ot", "--override-tensor", NULL}, ARG_VALUE, ARG_REFUSE, "model settings come from the model file"},
+    {{"-i", "--interactive", "-if", "--interactive-first", "-mli", "--multiline-input", NULL}, ARG_NONE, ARG_REFUSE,
+     "use -cnv (a conversation: each line of stdin is the next user message)"},
+    {{"-r", "--reverse-prompt", "--in-prefix", "--in-suffix", NULL}, ARG_VALUE, ARG_REFUSE,
+     "use -cnv (a conversation: each line of stdin is the next user message)"},
+    {{"--in-prefix-bos", NULL}, ARG_NONE, ARG_REFUSE, "use -cnv (a conversation: each line of stdin is the next user message)"},
+    {{"--context-shift", NULL}, ARG_NONE, ARG_REFUSE, "generation stops at the end of the context (-c)"},
+    {{"-bf", "--binary-file", NULL}, ARG_VALUE, ARG_REFUSE, "give the prompt with -f (read as it is)"},
+};
 
 /* Everything the command line (and a gallery model's config) asks for. */
 typedef struct run_opts {
@@ -174,6 +222,8 @@ typedef struct run_opts {
     const char *system, *tmpl, *tmpl_file, *tmpl_kwargs;
     bool ctx_trained;               /* -c 0 */
     bool ctx_flag, threads_flag;    /* -c / -t given: the operator's own, never capped */
+    bool no_escape;                 /* --no-escape: the prompt as given */
+    bool reparse;                   /* the flags' second pass (over a gallery config): notes said once */
 } run_opts;
 
 static void run_opts_init(run_opts *o) {
@@ -285,12 +335,18 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         else if (arg_is(a, "--ignore-eos", NULL)) gp->ignore_eog = true;
         else if (arg_is(a, "--no-display-prompt", NULL)) o->echo = false;
         else if (arg_is(a, "--json", NULL)) o->json = true;
+        else if (arg_is(a, "-e", "--escape")) o->no_escape = false;
+        else if (arg_is(a, "--no-escape", NULL)) o->no_escape = true;
         else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
         else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
         else if (arg_is(a, "-h", "--help")) {
             usage();
             return 0;
         } else {
+            const int t = arg_compat_take("run", "llama.cpp", RUN_COMPAT, sizeof RUN_COMPAT / sizeof RUN_COMPAT[0],
+                                          o->reparse, argc, argv, &i);
+            if (t > 0) continue;
+            if (t < 0) return 2;
             fprintf(stderr, "blockdraft run: unknown option '%s'\n", a);
             usage();
             return 2;
@@ -314,6 +370,7 @@ static int run_resolve_name(int argc, char **argv, run_opts *o) {
     const char *name = o->name;
     run_opts_init(o);
     o->name = name;
+    o->reparse = true;
     o->model_path = gm.target_path;
     if (gm.draft_path[0]) o->draft_path = gm.draft_path;
     if (gm.has_config) {
@@ -594,6 +651,20 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "blockdraft run: cannot read %s\n", opt.prompt_file);
             return 1;
         }
+    }
+    if (prompt && !opt.no_escape && memchr(prompt, '\\', prompt_len)) {
+        /* llama.cpp's default -e: the escapes in -p or -f text become bytes */
+        if (!prompt_buf) {
+            prompt_buf = malloc(prompt_len + 1);
+            if (!prompt_buf) {
+                fprintf(stderr, "blockdraft run: out of memory\n");
+                return 1;
+            }
+            memcpy(prompt_buf, prompt, prompt_len + 1);
+            prompt = prompt_buf;
+        }
+        prompt_len = arg_unescape(prompt_buf, prompt_len);
+        prompt_buf[prompt_len] = '\0';
     }
 
     char err[1024];

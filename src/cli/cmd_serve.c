@@ -147,152 +147,77 @@ static int add_keys(server_params *p, char *list, const char *sep, char **owned,
  * llama-server flags that are noted or refused
  * ---------------------------------------------------------------------- */
 
-enum { ARG_NONE = 0, ARG_VALUE = 1, ARG_OPTIONAL = 2 };
-enum { ACT_NOTE = 0, ACT_REFUSE = 1 };
-
-typedef struct compat_flag {
-    const char *names[7];
-    int arg;
-    int act;
-    const char *why; /* note: why it has no effect; refuse: what to use instead */
-} compat_flag;
-
-static const compat_flag COMPAT_FLAGS[] = {
+static const arg_compat COMPAT_FLAGS[] = {
     /* accepted with a note: nothing to act on */
-    {{"-ngl", "--gpu-layers", "--n-gpu-layers", NULL}, ARG_VALUE, ACT_NOTE, "blockdraft runs on the CPU"},
-    {{"-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft", NULL}, ARG_VALUE, ACT_NOTE,
-     "blockdraft runs on the CPU"},
-    {{"-dev", "--device", "-devd", "--device-draft", "--spec-draft-device", NULL}, ARG_VALUE, ACT_NOTE,
-     "blockdraft runs on the CPU"},
-    {{"-sm", "--split-mode", "-ts", "--tensor-split", "-mg", "--main-gpu", NULL}, ARG_VALUE, ACT_NOTE,
-     "blockdraft runs on the CPU"},
-    {{"-fit", "--fit", NULL}, ARG_OPTIONAL, ACT_NOTE, "there is no device memory to fit"},
-    {{"-fitt", "--fit-target", "-fitc", "--fit-ctx", NULL}, ARG_VALUE, ACT_NOTE, "there is no device memory to fit"},
-    {{"-b", "--batch-size", "-ub", "--ubatch-size", NULL}, ARG_VALUE, ACT_NOTE,
+    ARG_COMPAT_CPU_ONLY,
+    ARG_COMPAT_THREADS,
+    {{"-b", "--batch-size", "-ub", "--ubatch-size", NULL}, ARG_VALUE, ARG_NOTE,
      "the engine picks its own batch sizes (results do not depend on them)"},
-    {{"-tb", "--threads-batch", "-td", "--threads-draft", "--spec-draft-threads", NULL}, ARG_VALUE, ACT_NOTE,
-     "prompt processing and the drafter use the -t pool"},
-    {{"-tbd", "--threads-batch-draft", "--spec-draft-threads-batch", NULL}, ARG_VALUE, ACT_NOTE,
-     "the drafter uses the -t pool"},
-    {{"-C", "--cpu-mask", "-Cr", "--cpu-range", "-Cb", "--cpu-mask-batch", "-Crb"}, ARG_VALUE, ACT_NOTE,
-     "CPU affinity is left to the system"},
-    {{"--cpu-range-batch", "--cpu-strict", "--cpu-strict-batch", "--prio", "--prio-batch", "--poll", "--poll-batch"},
-     ARG_VALUE, ACT_NOTE, "thread placement and priority are left to the system"},
-    {{"--numa", NULL}, ARG_VALUE, ACT_NOTE, "NUMA placement is left to the system"},
-    {{"--mlock", "--no-repack", "--repack", "-nr", NULL}, ARG_NONE, ACT_NOTE,
-     "weights are used as the file stores them (--mmap / --no-mmap choose how they are held)"},
-    {{"-lm", "--load-mode", NULL}, ARG_VALUE, ACT_NOTE, "--mmap / --no-mmap choose how models are held"},
-    {{"-cb", "--cont-batching", "-nocb", "--no-cont-batching", NULL}, ARG_NONE, ACT_NOTE,
+    {{"-lm", "--load-mode", NULL}, ARG_VALUE, ARG_NOTE, "--mmap / --no-mmap choose how models are held"},
+    {{"-cb", "--cont-batching", "-nocb", "--no-cont-batching", NULL}, ARG_NONE, ARG_NOTE,
      "each slot runs its own request; slots share the thread pool"},
-    {{"--cache-prompt", "--no-cache-prompt", NULL}, ARG_NONE, ACT_NOTE,
+    {{"--cache-prompt", "--no-cache-prompt", NULL}, ARG_NONE, ARG_NOTE,
      "a slot always reuses its cached prefix (it cannot change the output here)"},
     {{"--cache-reuse", "-cram", "--cache-ram", "-ctxcp", "--ctx-checkpoints", "--swa-checkpoints", NULL}, ARG_VALUE,
-     ACT_NOTE, "a slot reuses its cached prefix; no other cache is kept"},
-    {{"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--swa-full", NULL}, ARG_NONE, ACT_NOTE,
+     ARG_NOTE, "a slot reuses its cached prefix; no other cache is kept"},
+    {{"-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--swa-full", NULL}, ARG_NONE, ARG_NOTE,
      "each slot has its own cache"},
-    {{"-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--no-host", "--op-offload", "--no-op-offload"}, ARG_NONE,
-     ACT_NOTE, "blockdraft runs on the CPU"},
-    {{"--threads-http", NULL}, ARG_VALUE, ACT_NOTE, "one thread per connection, up to --conn-limit"},
-    {{"--no-webui", "--no-ui", "--webui", "--ui", NULL}, ARG_NONE, ACT_NOTE, "blockdraft serves no web UI"},
+    {{"--threads-http", NULL}, ARG_VALUE, ARG_NOTE, "one thread per connection, up to --conn-limit"},
+    {{"--no-webui", "--no-ui", "--webui", "--ui", NULL}, ARG_NONE, ARG_NOTE, "blockdraft serves no web UI"},
     {{"--log-disable", "--log-jsonl", "--no-log-jsonl", "--log-prefix", "--no-log-prefix", "--log-timestamps",
       "--no-log-timestamps"},
-     ARG_NONE, ACT_NOTE, "logging is fixed (-v logs every request)"},
-    {{"--log-colors", NULL}, ARG_OPTIONAL, ACT_NOTE, "logging is fixed"},
-    {{"-lv", "--verbosity", "--log-verbosity", NULL}, ARG_VALUE, ACT_NOTE, "logging is fixed (-v logs every request)"},
+     ARG_NONE, ARG_NOTE, "logging is fixed (-v logs every request)"},
+    {{"--log-colors", NULL}, ARG_OPTIONAL, ARG_NOTE, "logging is fixed"},
+    {{"-lv", "--verbosity", "--log-verbosity", NULL}, ARG_VALUE, ARG_NOTE, "logging is fixed (-v logs every request)"},
     {{"--perf", "--no-perf", "--warmup", "--no-warmup", "--check-tensors", "--offline", "--no-context-shift"},
-     ARG_NONE, ACT_NOTE, "nothing to change here"},
-    {{"--no-mmproj", "--no-mmproj-auto", "--mmproj-auto", "-cl", "--cache-list", NULL}, ARG_NONE, ACT_NOTE,
+     ARG_NONE, ARG_NOTE, "nothing to change here"},
+    {{"--no-mmproj", "--no-mmproj-auto", "--mmproj-auto", "-cl", "--cache-list", NULL}, ARG_NONE, ARG_NOTE,
      "nothing to change here"},
-    {{"--tags", "--keep", "-sps", "--slot-prompt-similarity", "--sse-ping-interval", NULL}, ARG_VALUE, ACT_NOTE,
+    {{"--tags", "--keep", "-sps", "--slot-prompt-similarity", "--sse-ping-interval", NULL}, ARG_VALUE, ARG_NOTE,
      "nothing to act on here"},
     /* refused: what to use instead */
-    {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd"}, ARG_VALUE, ACT_REFUSE,
+    ARG_COMPAT_REFUSED,
+    {{"-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-hfd", "-hfrd"}, ARG_VALUE, ARG_REFUSE,
      "install with `blockdraft pull NAME` (or POST /models/apply) and request the model by name"},
     {{"--hf-repo-draft", "--spec-draft-hf", "-mu", "--model-url", "-dr", "--docker-repo", "-hft"}, ARG_VALUE,
-     ACT_REFUSE, "install with `blockdraft pull NAME` (or POST /models/apply) and request the model by name"},
-    {{"--hf-token", NULL}, ARG_VALUE, ACT_REFUSE, "set HF_TOKEN in the environment"},
-    {{"--lora", "--lora-scaled", "--control-vector", "--control-vector-scaled", NULL}, ARG_VALUE, ACT_REFUSE,
-     "LoRA adapters and control vectors are not supported"},
-    {{"-mm", "--mmproj", "-mmu", "--mmproj-url", NULL}, ARG_VALUE, ACT_REFUSE, "blockdraft has no multimodal support"},
-    {{"--samplers", "--sampler-seq", "--sampling-seq", NULL}, ARG_VALUE, ACT_REFUSE,
+     ARG_REFUSE, "install with `blockdraft pull NAME` (or POST /models/apply) and request the model by name"},
+    {{"-mm", "--mmproj", "-mmu", "--mmproj-url", NULL}, ARG_VALUE, ARG_REFUSE, "blockdraft has no multimodal support"},
+    {{"--samplers", "--sampler-seq", "--sampling-seq", NULL}, ARG_VALUE, ARG_REFUSE,
      "the sampler order is fixed (penalties, top-k, top-p, min-p, temperature); /completion takes \"samplers\" "
      "to switch some off"},
-    {{"--typical", "--typical-p", "--presence-penalty", "--frequency-penalty", "--dry-multiplier", "--dry-base",
-      "--dry-allowed-length"},
-     ARG_VALUE, ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
-    {{"--dry-penalty-last-n", "--dry-sequence-breaker", "--xtc-probability", "--xtc-threshold", "--mirostat",
-      "--mirostat-lr", "--mirostat-ent"},
-     ARG_VALUE, ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
-    {{"--dynatemp-range", "--dynatemp-exp", "--top-nsigma", "--top-n-sigma", "-l", "--logit-bias", NULL}, ARG_VALUE,
-     ACT_REFUSE, "samplers: only --temp, --top-k, --top-p, --min-p and --repeat-penalty are supported"},
-    {{"--ignore-eos", NULL}, ARG_NONE, ACT_REFUSE, "send \"ignore_eos\": true in a /completion request"},
-    {{"--yarn-ext-factor", "--yarn-attn-factor", NULL}, ARG_VALUE, ACT_REFUSE,
+    {{"--ignore-eos", NULL}, ARG_NONE, ARG_REFUSE, "send \"ignore_eos\": true in a /completion request"},
+    {{"--yarn-ext-factor", "--yarn-attn-factor", NULL}, ARG_VALUE, ARG_REFUSE,
      "of the RoPE settings --rope-scaling, --rope-scale, --rope-freq-scale, --rope-freq-base and --yarn-orig-ctx "
      "are supported"},
     {{"--yarn-beta-slow", "--yarn-beta-fast", "--override-kv", "-ot", "--override-tensor", NULL}, ARG_VALUE,
-     ACT_REFUSE, "model settings come from the model file"},
-    {{"--embedding", "--embeddings", "--reranking", "--rerank", NULL}, ARG_NONE, ACT_REFUSE,
+     ARG_REFUSE, "model settings come from the model file"},
+    {{"--embedding", "--embeddings", "--reranking", "--rerank", NULL}, ARG_NONE, ARG_REFUSE,
      "blockdraft serves text generation only"},
-    {{"--pooling", NULL}, ARG_VALUE, ACT_REFUSE, "blockdraft serves text generation only"},
-    {{"--props", NULL}, ARG_NONE, ACT_REFUSE, "GET /props works; changing properties with POST /props is not supported"},
-    {{"--slot-save-path", NULL}, ARG_VALUE, ACT_REFUSE, "saving and restoring slots is not supported"},
-    {{"--ssl-key-file", "--ssl-cert-file", NULL}, ARG_VALUE, ACT_REFUSE,
+    {{"--pooling", NULL}, ARG_VALUE, ARG_REFUSE, "blockdraft serves text generation only"},
+    {{"--props", NULL}, ARG_NONE, ARG_REFUSE, "GET /props works; changing properties with POST /props is not supported"},
+    {{"--slot-save-path", NULL}, ARG_VALUE, ARG_REFUSE, "saving and restoring slots is not supported"},
+    {{"--ssl-key-file", "--ssl-cert-file", NULL}, ARG_VALUE, ARG_REFUSE,
      "put a TLS-terminating reverse proxy in front of the server"},
-    {{"--path", "--api-prefix", "--media-path", NULL}, ARG_VALUE, ACT_REFUSE,
+    {{"--path", "--api-prefix", "--media-path", NULL}, ARG_VALUE, ARG_REFUSE,
      "blockdraft serves its API at the root and no static files"},
-    {{"--no-jinja", NULL}, ARG_NONE, ACT_REFUSE,
+    {{"--no-jinja", NULL}, ARG_NONE, ARG_REFUSE,
      "chat templates are always rendered with Jinja; give another with --chat-template-file"},
-    {{"--chat-template-kwargs", NULL}, ARG_VALUE, ACT_REFUSE, "send \"chat_template_kwargs\" with each chat request"},
-    {{"--draft", "--draft-n", "--draft-max", NULL}, ARG_VALUE, ACT_REFUSE,
+    {{"--chat-template-kwargs", NULL}, ARG_VALUE, ARG_REFUSE, "send \"chat_template_kwargs\" with each chat request"},
+    {{"--draft", "--draft-n", "--draft-max", NULL}, ARG_VALUE, ARG_REFUSE,
      "removed in llama-server too: use --spec-draft-n-max"},
-    {{"--draft-min", "--draft-n-min", NULL}, ARG_VALUE, ACT_REFUSE, "removed in llama-server too: use --spec-draft-n-min"},
-    {{"--spec-default", NULL}, ARG_NONE, ACT_REFUSE,
+    {{"--draft-min", "--draft-n-min", NULL}, ARG_VALUE, ARG_REFUSE, "removed in llama-server too: use --spec-draft-n-min"},
+    {{"--spec-default", NULL}, ARG_NONE, ARG_REFUSE,
      "give the drafter with -md (or install a gallery bundle and request it by name)"},
-    {{"--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json", NULL}, ARG_VALUE, ACT_REFUSE,
+    {{"--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json", NULL}, ARG_VALUE, ARG_REFUSE,
      "server-side tools are not supported"},
-    {{"-ag", "--agent", "--context-shift", "-sp", "--special", "--spm-infill", "--reuse-port"}, ARG_NONE, ACT_REFUSE,
+    {{"-ag", "--agent", "--context-shift", "-sp", "--special", "--spm-infill", "--reuse-port"}, ARG_NONE, ARG_REFUSE,
      "not supported by blockdraft serve"},
-    {{"-r", "--reverse-prompt", NULL}, ARG_VALUE, ACT_REFUSE, "send \"stop\" with each request"},
+    {{"-r", "--reverse-prompt", NULL}, ARG_VALUE, ARG_REFUSE, "send \"stop\" with each request"},
     {{"--models-preset", "--models-max", "--sleep-idle-seconds", "--reasoning-budget-message", NULL}, ARG_VALUE,
-     ACT_REFUSE, "not supported by blockdraft serve"},
-    {{"--models-autoload", "--no-models-autoload", NULL}, ARG_NONE, ACT_REFUSE,
+     ARG_REFUSE, "not supported by blockdraft serve"},
+    {{"--models-autoload", "--no-models-autoload", NULL}, ARG_NONE, ARG_REFUSE,
      "installed models always load on their first request"},
 };
-
-static bool optional_value(const char *v) {
-    static const char *vals[] = {"on", "off", "auto", "true", "false", "1", "0", "enabled", "disabled"};
-    for (size_t i = 0; v && i < sizeof vals / sizeof vals[0]; i++)
-        if (!strcmp(v, vals[i])) return true;
-    return false;
-}
-
-/* 1: handled (noted), 0: not a table flag, -1: refused. */
-static int compat_flag_take(int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    for (size_t f = 0; f < sizeof COMPAT_FLAGS / sizeof COMPAT_FLAGS[0]; f++) {
-        const compat_flag *cf = &COMPAT_FLAGS[f];
-        bool hit = false;
-        for (int k = 0; k < 7 && cf->names[k] && !hit; k++) hit = !strcmp(a, cf->names[k]);
-        if (!hit) continue;
-        const char *v = NULL;
-        if (cf->arg == ARG_VALUE) {
-            if (*i + 1 >= argc) {
-                fprintf(stderr, "blockdraft serve: option %s needs a value\n", a);
-                return -1;
-            }
-            v = argv[++*i];
-        } else if (cf->arg == ARG_OPTIONAL && *i + 1 < argc && optional_value(argv[*i + 1])) {
-            v = argv[++*i];
-        }
-        if (cf->act == ACT_REFUSE) {
-            fprintf(stderr, "blockdraft serve: llama-server's %s is not supported: %s\n", a, cf->why);
-            return -1;
-        }
-        fprintf(stderr, "blockdraft serve: note: %s%s%s ignored: %s\n", a, v ? " " : "", v ? v : "", cf->why);
-        return 1;
-    }
-    return 0;
-}
 
 static bool parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out) {
     char *end;
@@ -485,7 +410,7 @@ int cmd_serve(int argc, char **argv) {
                 goto out;
             }
         } else if (arg_is(a, "-rea", "--reasoning")) {
-            const char *val = i + 1 < argc && optional_value(argv[i + 1]) ? argv[++i] : "auto";
+            const char *val = i + 1 < argc && arg_optional_value(argv[i + 1]) ? argv[++i] : "auto";
             if (strcmp(val, "auto")) {
                 fprintf(stderr, "blockdraft serve: %s %s is not supported: send chat_template_kwargs "
                                 "{\"enable_thinking\": %s} with a request\n", a, val,
@@ -493,7 +418,7 @@ int cmd_serve(int argc, char **argv) {
                 goto out;
             }
         } else if (arg_is(a, "-fa", "--flash-attn")) {
-            if (i + 1 < argc && optional_value(argv[i + 1])) i++; /* attention is always fused here */
+            if (i + 1 < argc && arg_optional_value(argv[i + 1])) i++; /* attention is always fused here */
         } else if (arg_is(a, "--jinja", NULL) || arg_is(a, "--metrics", NULL)) {
             /* always so here */
         } else if (arg_is(a, "--slots", NULL)) p.slots_endpoint = true;
@@ -520,7 +445,8 @@ int cmd_serve(int argc, char **argv) {
             rc = 0;
             goto out;
         } else {
-            int t = compat_flag_take(argc, argv, &i);
+            int t = arg_compat_take("serve", "llama-server", COMPAT_FLAGS, sizeof COMPAT_FLAGS / sizeof COMPAT_FLAGS[0], false,
+                                    argc, argv, &i);
             if (t < 0) goto out;
             if (t > 0) continue;
             fprintf(stderr, "blockdraft serve: unknown option '%s' (blockdraft serve --help lists the flags)\n", a);
