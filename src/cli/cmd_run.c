@@ -96,10 +96,12 @@ static void usage(void) {
             "  NAME                   a gallery model (pulled first when missing); its config\n"
             "                         supplies the drafter and defaults, flags override them\n"
             "  -m, --model FILE       target model (GGUF)\n"
-            "  -p, --prompt TEXT      prompt text;  -f, --file FILE  read the prompt from a file\n"
+            "  -p, --prompt TEXT      prompt text;  -f, --file FILE  read the prompt from a file (one\n"
+            "                         trailing newline dropped, as llama.cpp does)\n"
             "  -e, --escape / --no-escape  turn \\n \\r \\t \\' \\\" \\\\ and \\xHH in the prompt (-p or\n"
             "                         -f) into the bytes they name, as llama.cpp does (default: on)\n"
-            "  -n, --n-predict N      tokens to generate (default 128; -1 = until end of text)\n"
+            "  -n, --n-predict N      tokens to generate (default 128; -1 or -2 = until end of text or\n"
+            "                         of the context)\n"
             "  --temp T               temperature (default 0.8; 0 = greedy)\n"
             "  --top-k K  --top-p P  --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
             "  --repeat-penalty P     penalize tokens of the last N (default 1.0 = off)\n"
@@ -148,6 +150,7 @@ static void usage(void) {
             "  -no-cnv, --no-conversation  complete the raw prompt (the default)\n"
             "  -st, --single-turn     one turn, then exit (implies -cnv)\n"
             "  -sys, --system-prompt TEXT  a system message first (implies -cnv)\n"
+            "  -sysf, --system-prompt-file FILE  the same, read from FILE (one trailing newline dropped)\n"
             "  --chat-template JINJA|chatml  this template instead of the model's (implies -cnv)\n"
             "  --chat-template-file FILE     the same, read from FILE\n"
             "  --chat-template-kwargs JSON   extra template variables, e.g. '{\"enable_thinking\":false}'\n"
@@ -176,6 +179,7 @@ static const arg_compat RUN_COMPAT[] = {
      ARG_NONE, ARG_NOTE, "the output is fixed (--json for a machine-readable run)"},
     {{"--log-colors", "-co", "--color", NULL}, ARG_OPTIONAL, ARG_NOTE, "the output is plain text"},
     {{"--simple-io", NULL}, ARG_NONE, ARG_NOTE, "the output is plain text"},
+    {{"-v", "--verbose", "--log-verbose", NULL}, ARG_NONE, ARG_NOTE, "the output is fixed (--json for a machine-readable run)"},
     {{"-lv", "--verbosity", "--log-verbosity", "-ptc", "--print-token-count", NULL}, ARG_VALUE, ARG_NOTE,
      "the output is fixed (--json for a machine-readable run)"},
     {{"--keep", NULL}, ARG_VALUE, ARG_NOTE, "the context is never shifted, so there is nothing to keep"},
@@ -219,7 +223,7 @@ typedef struct run_opts {
     int cnv;                        /* 1 -cnv, 0 -no-cnv, -1 neither */
     const char *cnv_flag;           /* a flag that implies -cnv (for the -no-cnv conflict) */
     bool single_turn;
-    const char *system, *tmpl, *tmpl_file, *tmpl_kwargs;
+    const char *system, *system_file, *tmpl, *tmpl_file, *tmpl_kwargs;
     bool ctx_trained;               /* -c 0 */
     bool ctx_flag, threads_flag;    /* -c / -t given: the operator's own, never capped */
     bool no_escape;                 /* --no-escape: the prompt as given */
@@ -250,8 +254,10 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) o->model_path = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v)) o->prompt = v;
         else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) o->prompt_file = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--n-predict", NULL}, &v))
-            gp->n_predict = arg_i32(a, v, -1, 1 << 24);
+        else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--n-predict", "--predict", NULL}, &v)) {
+            gp->n_predict = arg_i32(a, v, -2, 1 << 24);
+            if (gp->n_predict == -2) gp->n_predict = -1; /* llama.cpp: until the context is full; -1 stops there too */
+        }
         else if (arg_take(argc, argv, &i, (const char *[]){"--temp", NULL}, &v))
             gp->sampling.temperature = arg_f32(a, v, 0, 100);
         else if (arg_take(argc, argv, &i, (const char *[]){"--top-k", NULL}, &v))
@@ -319,7 +325,10 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         } else if (arg_is(a, "-cnv", "--conversation")) o->cnv = 1;
         else if (arg_is(a, "-no-cnv", "--no-conversation")) o->cnv = 0;
         else if (arg_is(a, "-st", "--single-turn")) o->single_turn = true, o->cnv_flag = a;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-sys", "--system-prompt", NULL}, &v)) o->system = v, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-sys", "--system-prompt", NULL}, &v))
+            o->system = v, o->system_file = NULL, o->cnv_flag = a;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-sysf", "--system-prompt-file", NULL}, &v))
+            o->system_file = v, o->system = NULL, o->cnv_flag = a;
         else if (arg_take(argc, argv, &i, (const char *[]){"--chat-template", NULL}, &v)) {
             if (!arg_chat_template_ok("run", v)) return 2;
             o->tmpl = v, o->cnv_flag = a;
@@ -651,6 +660,19 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "blockdraft run: cannot read %s\n", opt.prompt_file);
             return 1;
         }
+        /* llama.cpp's -f drops one trailing newline (a text file's last) */
+        if (prompt_len > 0 && prompt_buf[prompt_len - 1] == '\n') prompt_buf[--prompt_len] = '\0';
+    }
+    char *system_buf = NULL;
+    if (opt.system_file) {
+        size_t sl = 0;
+        opt.system = system_buf = arg_read_file(opt.system_file, &sl);
+        if (!system_buf) {
+            fprintf(stderr, "blockdraft run: cannot read %s\n", opt.system_file);
+            free(prompt_buf);
+            return 1;
+        }
+        if (sl > 0 && system_buf[sl - 1] == '\n') system_buf[sl - 1] = '\0';
     }
     if (prompt && !opt.no_escape && memchr(prompt, '\\', prompt_len)) {
         /* llama.cpp's default -e: the escapes in -p or -f text become bytes */
@@ -658,6 +680,7 @@ int cmd_run(int argc, char **argv) {
             prompt_buf = malloc(prompt_len + 1);
             if (!prompt_buf) {
                 fprintf(stderr, "blockdraft run: out of memory\n");
+                free(system_buf);
                 return 1;
             }
             memcpy(prompt_buf, prompt, prompt_len + 1);
@@ -722,5 +745,6 @@ done:
     bd_model_free(dm);
     bd_model_free(m);
     free(prompt_buf);
+    free(system_buf);
     return rc;
 }

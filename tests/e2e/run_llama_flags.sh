@@ -8,9 +8,12 @@
 #    bytes below are written by hand from llama.cpp's rules and fed to a
 #    second run as the literal prompt (-f for the NUL byte); both runs must
 #    see the same prompt tokens. --no-escape keeps the text as given.
+#    -f drops one trailing newline of the file (llama.cpp's -f), -sysf one of
+#    its system prompt; -n -2 (until the context is full) and --predict are
+#    taken.
 # 2. Flags with nothing to act on here (-ngl, --mlock, -co on, -ub, -tb,
-#    --no-warmup): one note line each on stderr, exit 0, the same output as
-#    without them.
+#    --no-warmup, -v): one note line each on stderr, exit 0, the same output
+#    as without them.
 # 3. Flags blockdraft cannot honour (-hf, -i, --mirostat, -r): exit 2 and a
 #    message naming what to use instead; a noted flag without its value:
 #    exit 2 and a message.
@@ -54,14 +57,31 @@ got=$(run_ids -f "$T/lit.txt")
 want=$(run_ids -f "$T/nl.txt")
 [ "$got" = "$want" ] || bad "-f with \\n: $got, expected the newline's $want"
 [ "$(run_ids -p 'a\nb' -e)" = "$want" ] || bad "-e: the escape not processed"
+# -f: one trailing newline dropped (two: one kept)
+printf 'Once upon a time\n' >"$T/f1.txt"
+printf 'Once upon a time\n\n' >"$T/f2.txt"
+[ "$(run_ids -f "$T/f1.txt")" = "$(run_ids -p 'Once upon a time')" ] || bad "-f kept the file's trailing newline"
+[ "$(run_ids -f "$T/f2.txt")" = "$(run_ids -p 'Once upon a time\n')" ] || bad "-f dropped more than one newline"
+# -sysf: the file's text less one trailing newline, as -sys
+printf 'Be brief.\n' >"$T/sys.txt"
+got=$(run_ids -cnv -st -sysf "$T/sys.txt" -p 'Hi')
+want=$(run_ids -cnv -st -sys 'Be brief.' -p 'Hi')
+[ -n "$want" ] && [ "$got" = "$want" ] || bad "-sysf: $got against -sys's $want"
+# -n -2 and --predict
+n2=$("$BD_BIN" run -m "$M" -p "Once" -n -2 -c 24 --temp 0 -t 1 --json 2>"$T/err" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["prompt_ids"]) + len(d["generated_ids"]))') ||
+    bad "-n -2: $(cat "$T/err")"
+[ "${n2:-0}" -le 25 ] && [ "${n2:-0}" -ge 3 ] || bad "-n -2 -c 24: $n2 tokens in all (the context, and the last token sampled from it)"
+"$BD_BIN" run -m "$M" -p "Once" --predict 3 --temp 0 -t 1 --json 2>"$T/err" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); sys.exit(len(d["generated_ids"]) != 3)' || bad "--predict 3"
 
 # --- 2. noted flags -------------------------------------------------------
 "$BD_BIN" run -m "$M" -p "Once upon a time" -n 12 --temp 0 -t 1 >"$T/plain.out" 2>/dev/null ||
     bad "run without llama.cpp's flags"
 if "$BD_BIN" run -m "$M" -p "Once upon a time" -n 12 --temp 0 -t 1 -ngl 99 --mlock -co on -ub 64 -tb 2 \
-    --no-warmup >"$T/noted.out" 2>"$T/noted.err"; then
+    --no-warmup -v >"$T/noted.out" 2>"$T/noted.err"; then
     cmp -s "$T/plain.out" "$T/noted.out" || bad "the noted flags changed the output"
-    for f in "-ngl 99" "--mlock" "-co on" "-ub 64" "-tb 2" "--no-warmup"; do
+    for f in "-ngl 99" "--mlock" "-co on" "-ub 64" "-tb 2" "--no-warmup" "-v"; do
         [ "$(grep -c "^blockdraft run: note: $f ignored: " "$T/noted.err")" = 1 ] ||
             bad "no single note for $f: $(cat "$T/noted.err")"
     done
