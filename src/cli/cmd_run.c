@@ -252,8 +252,9 @@ static int run_parse_flags(int argc, char **argv, run_opts *o) {
         const char *a = argv[i];
         if (a == o->name) continue;
         if (arg_take(argc, argv, &i, (const char *[]){"-m", "--model", NULL}, &v)) o->model_path = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v)) o->prompt = v;
-        else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) o->prompt_file = v;
+        else if (arg_take(argc, argv, &i, (const char *[]){"-p", "--prompt", NULL}, &v))
+            o->prompt = v, o->prompt_file = NULL; /* the last of -p / -f wins, as in llama.cpp */
+        else if (arg_take(argc, argv, &i, (const char *[]){"-f", "--file", NULL}, &v)) o->prompt_file = v, o->prompt = NULL;
         else if (arg_take(argc, argv, &i, (const char *[]){"-n", "--n-predict", "--predict", NULL}, &v)) {
             gp->n_predict = arg_i32(a, v, -2, 1 << 24);
             if (gp->n_predict == -2) gp->n_predict = -1; /* llama.cpp: until the context is full; -1 stops there too */

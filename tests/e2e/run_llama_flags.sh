@@ -9,8 +9,8 @@
 #    second run as the literal prompt (-f for the NUL byte); both runs must
 #    see the same prompt tokens. --no-escape keeps the text as given.
 #    -f drops one trailing newline of the file (llama.cpp's -f), -sysf one of
-#    its system prompt; -n -2 (until the context is full) and --predict are
-#    taken.
+#    its system prompt; of -p and -f the last wins; -n -2 (until the context
+#    is full) and --predict are taken.
 # 2. Flags with nothing to act on here (-ngl, --mlock, -co on, -ub, -tb,
 #    --no-warmup, -v): one note line each on stderr, exit 0, the same output
 #    as without them.
@@ -62,6 +62,9 @@ printf 'Once upon a time\n' >"$T/f1.txt"
 printf 'Once upon a time\n\n' >"$T/f2.txt"
 [ "$(run_ids -f "$T/f1.txt")" = "$(run_ids -p 'Once upon a time')" ] || bad "-f kept the file's trailing newline"
 [ "$(run_ids -f "$T/f2.txt")" = "$(run_ids -p 'Once upon a time\n')" ] || bad "-f dropped more than one newline"
+# -p and -f: the last one given wins (llama.cpp's -p and -f both set the prompt)
+[ "$(run_ids -f "$T/f1.txt" -p 'Hi')" = "$(run_ids -p 'Hi')" ] || bad "-f then -p: not -p's prompt"
+[ "$(run_ids -p 'Hi' -f "$T/f1.txt")" = "$(run_ids -p 'Once upon a time')" ] || bad "-p then -f: not the file's prompt"
 # -sysf: the file's text less one trailing newline, as -sys
 printf 'Be brief.\n' >"$T/sys.txt"
 got=$(run_ids -cnv -st -sysf "$T/sys.txt" -p 'Hi')
