@@ -105,7 +105,10 @@ static void bench_usage(FILE *out) {
             "  --bw-probe              measure the read bandwidth here instead (1 GiB, -t threads)\n"
             "  --peak-gops X           int8 peak for the GOPS share (default 925)\n"
             "  --mmap / --no-mmap      keep model files mapped / copy them into 2 MiB pages (default)\n"
-            "  --json                  one JSON object on stdout\n",
+            "  --json, -o json         one JSON object on stdout (-o md: the default table)\n"
+            "llama-bench flags with nothing to act on here (-ngl, -dev, -sm, -ts, -mg, -fit, -kvo, -ub,\n"
+            "--progress, --no-warmup, --numa, ...) are accepted with a note; -d and -pg are refused\n"
+            "naming the alternative\n",
             BENCH_VERIFY_MAX);
 }
 
@@ -723,6 +726,22 @@ static void print_json(const bench_opts *o, const bd_model *m, const bench_info 
  * Command
  * ====================================================================== */
 
+/* llama-bench flags with nothing to act on here (noted) or that blockdraft
+ * bench cannot honour (refused, naming the alternative). */
+static const arg_compat BENCH_COMPAT[] = {
+    ARG_COMPAT_CPU_ONLY,
+    {{"-ub", "--ubatch-size", NULL}, ARG_VALUE, ARG_NOTE, "the prompt goes through in batches of -b rows"},
+    {{"--progress", "--no-warmup", "--mlock", NULL}, ARG_NONE, ARG_NOTE, "nothing to change here"},
+    {{"--numa", "--prio", "--poll", "--cpu-mask", "--cpu-strict", "--delay", NULL}, ARG_VALUE, ARG_NOTE,
+     "thread placement, priority and pacing are left to the system"},
+    {{"-oe", "--output-err", NULL}, ARG_VALUE, ARG_NOTE, "progress and errors go to stderr as text"},
+    {{"-d", "--n-depth", NULL}, ARG_VALUE, ARG_REFUSE,
+     "pp and tg run from an empty context; --verify-depth D times one forward of 1..16 tokens at depth D"},
+    {{"-pg", NULL}, ARG_VALUE, ARG_REFUSE, "run -p and -n (their tests are separate)"},
+    {{"-nr", "--no-repack", NULL}, ARG_VALUE, ARG_NOTE, "weights are used as the file stores them"},
+    {{"-embd", "--embeddings", NULL}, ARG_VALUE, ARG_REFUSE, "blockdraft bench measures text generation only"},
+};
+
 /* The options; returns -1 to go on, else the exit status. */
 static int bench_parse(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .threads = 0, .reps = 5, .n_batch = 512, .verify_depth = 512,
@@ -766,12 +785,23 @@ static int bench_parse(int argc, char **argv, bench_opts *o) {
         else if (arg_cache_type(argc, argv, &i, &o->kv)) continue;
         else if (arg_cache_type_draft(argc, argv, &i, &o->kv_draft.type_k, &o->kv_draft.type_v)) continue;
         else if (arg_is(a, "--json", NULL)) o->json = true;
-        else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
+        else if (arg_take(argc, argv, &i, (const char *[]){"-o", "--output", NULL}, &v)) {
+            /* llama-bench's output formats: its md table is the default here */
+            if (!strcmp(v, "json")) o->json = true;
+            else if (strcmp(v, "md")) {
+                fprintf(stderr, "blockdraft bench: -o %s is not supported: md (the default) or json\n", v);
+                return 2;
+            }
+        } else if (arg_is(a, "--mmap", NULL)) bd_use_mmap(true);
         else if (arg_is(a, "--no-mmap", NULL)) bd_use_mmap(false);
         else if (arg_is(a, "-h", "--help")) {
             bench_usage(stdout);
             return 0;
         } else {
+            const int t = arg_compat_take("bench", "llama-bench", BENCH_COMPAT, sizeof BENCH_COMPAT / sizeof BENCH_COMPAT[0],
+                                          false, argc, argv, &i);
+            if (t > 0) continue;
+            if (t < 0) return 2;
             fprintf(stderr, "blockdraft bench: unknown option '%s'\n", a);
             bench_usage(stderr);
             return 2;

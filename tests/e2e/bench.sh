@@ -11,6 +11,9 @@
 #    length would) is token-identical to plain decoding and accepts drafts
 #    (tau > 1.2);
 #  * --bw-probe gives a figure, on huge pages where the kernel has them;
+#  * llama-bench's flags: -o json is --json, -o md the table; -ngl / -ub /
+#    --progress give a note each and run; -d, -pg and -o csv are refused
+#    (exit 2) naming the alternative;
 #  * bad options are usage errors (exit 2), a missing file a runtime error.
 set -euo pipefail
 S="$BD_SHARED/fixtures/stories260K"
@@ -72,7 +75,19 @@ grep -q "^| pp16 " "$T/b.txt"
 grep -q "^| tg8 " "$T/b.txt"
 grep -q "verify curve at depth 8" "$T/b.txt"
 
+# llama-bench's flags
+"$BD_BIN" bench -m "$S/stories260K.gguf" -t 1 -r 1 -p 16 -n 8 --no-verify -o json -ngl 99 -ub 512 --progress \
+    >"$T/ll.json" 2>"$T/ll.err"
+python3 -c 'import json,sys; b=json.load(open(sys.argv[1])); assert b["pp_tps"] > 0 and b["tg_tps"] > 0' "$T/ll.json"
+for f in "-ngl 99" "-ub 512" "--progress"; do
+    [ "$(grep -c -- "^blockdraft bench: note: $f ignored: " "$T/ll.err")" = 1 ] || { echo "no note for $f"; cat "$T/ll.err"; exit 1; }
+done
+"$BD_BIN" bench -m "$S/stories260K.gguf" -t 1 -r 1 -p 16 -n 8 --no-verify -o md | grep -q "^| tg8 "
 set +e
+for f in "-d 64" "-pg 16,16" "-o csv"; do
+    "$BD_BIN" bench -m "$S/stories260K.gguf" -p 16 -n 8 $f >/dev/null 2>"$T/ref.err"; rc=$?
+    [ "$rc" = 2 ] && grep -qE "is not supported: " "$T/ref.err" || { echo "bench $f: exit $rc, $(cat "$T/ref.err")"; exit 1; }
+done
 "$BD_BIN" bench -m "$S/stories260K.gguf" --verify-max 99 >/dev/null 2>&1; rc1=$?
 "$BD_BIN" bench --bogus >/dev/null 2>&1; rc2=$?
 "$BD_BIN" bench -m "$T/missing.gguf" >/dev/null 2>&1; rc3=$?
