@@ -115,6 +115,7 @@ bool bd_il_prefetch_l1;
 uint32_t bd_il_prefetch_bytes = 8192;
 int bd_il_fused_rows_avx2 = 6;
 int bd_il_pair_rows_avx2 = 3;
+int bd_il_few_rows_q6k_avx2 = 2;
 bd_il_rows_fn bd_il_one_row;
 
 /* BLOCKDRAFT_ONE_ROW: "256" / "512" into *w256; false for another value */
@@ -166,6 +167,16 @@ static void tables_build(void) {
      * way). Zen 5 had read 4 slower (kernels_avx2.c), an Intel Xeon at the
      * avx2 level 16 rows 42.4-46.1 / 41.8-42.7 (one session; not taken). */
     bd_il_pair_rows_avx2 = zen4 ? 4 : 3;
+    /* Zen 4, avx2, kbench Q6_K from memory, 2 threads, best of 20 (10 for
+     * the head), ms, il_groups (2) / il_few_q6k (10), the runs alternating:
+     * 2560 x 9728 (ffn_down) 3 rows 27.1 / 19.8, 4 rows 29.7 / 21.8, 5 rows
+     * 34.3-34.9 / 26.5-26.8, 6 rows 36.8-37.5 / 30.9-31.6, 7 rows 40.9 /
+     * 36.7, 8 rows 43.5 / 40.6, 10 rows 50.9 / 47.7, 12 and 16 rows even;
+     * 151936 x 2560 (a Qwen3 output head) 5 rows 41.9 / 31.0, 6 rows 43.8
+     * / 37.4, 9 rows 57.6 / 55.7, one row the same. Not measured on other
+     * CPUs, which keep 2 (where il_few_q6k took 2 rows a call, Zen 5 had
+     * read 3 rows slower there: kernels_avx2.c). */
+    bd_il_few_rows_q6k_avx2 = zen4 ? 10 : 2;
     int best = BD_ISA_REF;
     /* levels come after the one they are laid over */
     for (int i = 0; i < BD_ISA_COUNT; i++) {

@@ -184,6 +184,13 @@ extern int bd_il_fused_rows_avx2;
  * `avxvnni` always takes 4. Set when the tables are built; the results'
  * bits never depend on it. */
 extern int bd_il_pair_rows_avx2;
+/* The most Q6_K activation rows the `avx2` level's interleaved groups
+ * take through il_few_q6k (the codes unpacked in registers, up to 6 rows
+ * a call, balanced) rather than through a copy unpacked once per block
+ * (il_groups): 10 on Zen 4 (AMD family 0x19 with AVX-512), 2 elsewhere
+ * (kernels.c's measurements). `avxvnni` always sends 2. Set when the
+ * tables are built; the results' bits never depend on it. */
+extern int bd_il_few_rows_q6k_avx2;
 /* Where the avx512 level sends one activation row (decode) against
  * interleaved Q4_K or Q6_K weights: the avx2 level's il_rows (256-bit
  * kernels), or NULL for its own 512-bit ones. Set when the tables are

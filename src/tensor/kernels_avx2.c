@@ -863,6 +863,15 @@ BD_INLINE __m128i low16_epi32(__m256i v) {
 }
 
 BD_INLINE __m256i bcast32(const void *p) { return _mm256_broadcastd_epi32(_mm_loadu_si32(p)); }
+/* bcast32 that the compiler may neither merge with an equal one nor move:
+ * for loops that read the same activation words once per sub, where GCC
+ * otherwise computes each broadcast once, keeps it on the stack and
+ * reloads it for the other sub (a store and a reload per product) */
+BD_INLINE __m256i bcast32_here(const void *p) {
+    __m256i r;
+    __asm__ volatile("vpbroadcastd %1, %0" : "=x"(r) : "m"(*(const int32_t *)p));
+    return r;
+}
 
 /* A scale vector for the int16 sums: (v, v) in each row's lane */
 BD_INLINE __m256i pair16(__m256i v) { return _mm256_or_si256(v, _mm256_slli_epi32(v, 16)); }
@@ -1220,8 +1229,17 @@ BD_INLINE void rg_block_q6k(const void *vu, const block_q8_K *const *x, __m256 *
     __m256i sumi[4];
     UNROLL for (int j = 0; j < NT; j++) {
         sumi[j] = _mm256_setzero_si256();
-        UNROLL for (int p = 0; p < 8; p++)
+        UNROLL for (int p = 0; p < 8; p++) {
             sumi[j] = madd_acc(sumi[j], u->scb[p], bcast32(x[j]->bsums + 2 * p));
+#if !defined(__AVXVNNI__)
+            /* one chain: as a tree of eight products GCC kept the partial
+             * sums on the stack (rg_q6k_4: 145 -> 120 stack moves; kbench
+             * Zen 4, 2560 x 9728 from memory, 2 threads, two alternating
+             * rounds, 12 / 16 rows 56.4-56.8 / 70.5-71.2 -> 54.6-54.7 /
+             * 67.6-68.2 ms). AVX-VNNI's vpdpwssd is a chain already. */
+            KEEP(sumi[j]);
+#endif
+        }
     }
     UNROLL for (int G = 0; G < 16; G++) {
 #if defined(__AVXVNNI__)
@@ -1532,8 +1550,10 @@ BD_INLINE void il_unpack_q6k(const uint8_t *p, int sub, rg_q6k *u) {
  * il_one_q4k (one Q4_K row; two or more go to il_groups' fused pair kernel,
  * IL_FEW_ROWS_FOR) and il_few_q6k (NT <= IL_FEW_MAX Q6_K rows at xq + j xs,
  * each code vector unpacked once for all of them). The block kernels'
- * integer sums and f32 steps, so the same bits. */
-#define IL_FEW_MAX 2
+ * integer sums and f32 steps, so the same bits. IL_FEW_MAX: il_few_q6k
+ * at 7 or 8 rows a call spilled (kbench below: 8 rows from memory 50.8 ms
+ * in one call against 39.6 in two of 4). */
+#define IL_FEW_MAX 6
 #define IL_FEW_MAX_FOR(type) IL_FEW_MAX
 
 /* One activation row against a group, both subs side by side: each
@@ -1645,9 +1665,15 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
             UNROLL for (int j = 0; j < NT; j++) sumi[j] = _mm256_setzero_si256();
             UNROLL for (int q = 0; q < 8; q++) {
                 const __m256i sp = _mm256_srai_epi16(_mm256_shuffle_epi8(il_word(p, sub, 48 + q / 2), pair[q % 2]), 8);
-                UNROLL for (int j = 0; j < NT; j++)
+                UNROLL for (int j = 0; j < NT; j++) {
                     sumi[j] = _mm256_sub_epi32(sumi[j],
                                                _mm256_slli_epi32(_mm256_madd_epi16(sp, bcast32(x[j]->bsums + 2 * q)), 5));
+                    /* one chain, as in rg_block_q6k (kbench, Zen 4, 2560 x
+                     * 9728 from memory, 2 threads, two alternating rounds,
+                     * 5 / 6 rows 26.4-26.5 / 31.2-31.4 -> 25.2-25.6 /
+                     * 28.5-28.8 ms; one row the same) */
+                    KEEP(sumi[j]);
+                }
             }
             UNROLL for (int h2 = 0; h2 < 4; h2++) {
                 const int h = h2 / 2, hi = h2 % 2;
@@ -1668,8 +1694,8 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
                         }
                         UNROLL for (int j = 0; j < NT; j++) {
                             const int8_t *q = x[j]->qs + 16 * G + 8 * hh;
-                            const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U[0], bcast32(q)),
-                                                               _mm256_maddubs_epi16(U[1], bcast32(q + 4)));
+                            const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(U[0], bcast32_here(q)),
+                                                               _mm256_maddubs_epi16(U[1], bcast32_here(q + 4)));
                             sumi[j] = madd_acc(sumi[j], t, sc);
                             KEEP(sumi[j]);
                         }
@@ -1688,6 +1714,25 @@ BD_INLINE void il_few_q6k(int64_t nb, const uint8_t *w, const uint8_t *xq, size_
     }
 }
 
+/* one function per row count: inlined together into il_few, the 6-row
+ * code depended on which other counts sat beside it (kbench, 2560 x 9728
+ * from memory, 6 rows: 37.5 ms beside counts 1-6, 31.8 beside 1-8; 30.9-31.6
+ * on its own) */
+#define IL_FEW6_FN(N)                                                                                           \
+    static __attribute__((noinline)) void il_few_q6k_##N(int64_t nb, const uint8_t *w, const uint8_t *xq,       \
+                                                         size_t xs, float *y, int64_t ldy) {                    \
+        il_few_q6k(nb, w, xq, xs, y, ldy, N);                                                                  \
+    }
+IL_FEW6_FN(1)
+IL_FEW6_FN(2)
+IL_FEW6_FN(3)
+IL_FEW6_FN(4)
+IL_FEW6_FN(5)
+IL_FEW6_FN(6)
+static void (*const k_il_few_q6k[IL_FEW_MAX])(int64_t, const uint8_t *, const uint8_t *, size_t, float *,
+                                               int64_t) = {il_few_q6k_1, il_few_q6k_2, il_few_q6k_3,
+                                                           il_few_q6k_4, il_few_q6k_5, il_few_q6k_6};
+
 /* kernels_il.h's IL_FEW: NT as a constant, one copy each; Q4_K only ever
  * gets one row here (IL_FEW_ROWS_FOR). */
 static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *xq, size_t xs, int nt, float *y,
@@ -1696,8 +1741,8 @@ static void il_few(uint32_t type, int64_t nb, const uint8_t *w, const uint8_t *x
         BD_ASSERT(nt == 1);
         il_one_q4k(nb, w, xq, y);
     } else {
-        if (nt == 1) il_few_q6k(nb, w, xq, xs, y, ldy, 1);
-        else il_few_q6k(nb, w, xq, xs, y, ldy, 2);
+        BD_ASSERT(nt >= 1 && nt <= IL_FEW_MAX);
+        k_il_few_q6k[nt - 1](nb, w, xq, xs, y, ldy);
     }
 }
 #define IL_FEW il_few
@@ -1786,7 +1831,10 @@ static void il8_rows(int64_t nb, const uint8_t *w, const RG_X8 *x, int nt, float
  * il_pair_q4k, best of 10, avx2 / avxvnni: Q4_K at 2 rows 10.3 / 8.8
  * against 10.8 / 10.4, at 3 rows 14.5 / 14.2 against 12.8 / 12.3, at 4
  * rows 17.6 / 14.7 against 14.7 / 13.0; Q6_K (2560 x 9728) at 2 rows 8.5 /
- * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. */
+ * 8.6 against 9.3 / 9.1, at 3 rows 11.7 / 11.6 against 9.7 / 9.8. (All
+ * before il_few_q6k's broadcasts were pinned with bcast32_here and it took
+ * more than 2 rows a call; Zen 4 now sends Q6_K up to 10 rows there:
+ * kernels.c's bd_il_few_rows_q6k_avx2.) */
 #define IL_FEW_ROWS 2
 /* ... per type: two Q4_K rows go to il_groups, whose fused pair kernel
  * (IL_FUSED_ROWS) beats il_few there: Zen 5, kbench, 2 threads, best of 2
@@ -1796,7 +1844,13 @@ static void il8_rows(int64_t nb, const uint8_t *w, const RG_X8 *x, int nt, float
  * 9728 x 2560, 256 MiB a rep, best of 20, four alternating rounds: 9.1-9.7
  * ms in il_few against 6.7-8.2. Q6_K (2560 x 9728) stays (13.7 against
  * 14.4-14.8 at avxvnni). */
+#if defined(__AVXVNNI__)
 #define IL_FEW_ROWS_FOR(type) ((type) == BD_TYPE_Q4_K ? 1 : IL_FEW_ROWS)
+#else
+/* ... and Q6_K at the avx2 level: kernels.c's bd_il_few_rows_q6k_avx2
+ * (10 on Zen 4, IL_FEW_ROWS elsewhere; see there) */
+#define IL_FEW_ROWS_FOR(type) ((type) == BD_TYPE_Q4_K ? 1 : bd_il_few_rows_q6k_avx2)
+#endif
 /* Q4_K batches up to this many rows read the codes in the pair kernel
  * (kernels_il.h) instead of from an unpacked copy; -DIL_FUSED_ROWS=N to
  * measure others. Zen 5, kbench, 2 threads, 9728 x 2560 from memory (521

@@ -909,11 +909,18 @@ static void run_isa(bd_isa isa) {
          * bd_il_one_row): both ways on every host that runs both */
         /* the avx2 level's pair-kernel calls take 4 rows on Zen 4 and 3
          * elsewhere (kernels.h's bd_il_pair_rows_avx2): both everywhere */
+        /* and its Q6_K batches up to 10 rows go to il_few_q6k on Zen 4, up
+         * to 2 elsewhere (kernels.h's bd_il_few_rows_q6k_avx2): both
+         * everywhere */
         if (isa == BD_ISA_AVX2) {
             const int saved = bd_il_pair_rows_avx2;
             bd_il_pair_rows_avx2 = saved == 4 ? 3 : 4;
             check_interleaved(k);
             bd_il_pair_rows_avx2 = saved;
+            const int saved6 = bd_il_few_rows_q6k_avx2;
+            bd_il_few_rows_q6k_avx2 = saved6 == 10 ? 2 : 10;
+            check_interleaved(k);
+            bd_il_few_rows_q6k_avx2 = saved6;
         }
         const bd_kernels *k2 = bd_kernels_for(BD_ISA_AVX2);
         if (isa == BD_ISA_AVX512 && k2 && k2->tile && k2->tile->il_rows) {
