@@ -15,6 +15,9 @@
  *     (bd_il_prefetch_bytes, "LEVEL/il@BYTES"), alternating in the process
  *     as the levels do: the memory state of a VM that swings between
  *     processes is then shared by every distance compared.
+ * -F: the same for the avx2 level's Q6_K few-row routing
+ *     (bd_il_few_rows_q6k_avx2, "LEVEL/il%rN": batches up to N rows through
+ *     il_few_q6k), to measure where that routing pays on a new CPU.
  * -H 1 (the default): the weights on transparent huge pages where the
  *     kernel has them, as a loaded model's are (bd_fmap_prefetch); -H 0:
  *     small pages. From memory the two differ by much (a TLB miss per 4 KiB
@@ -100,7 +103,7 @@ int main(int argc, char **argv) {
     int nx = 1, threads = 1, reps = 20, offset = 0, want_huge = 1;
     double mib = 512;
     uint32_t pfs[8];
-    int npf = 0;
+    int npf = 0, fews[8], nfew = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "-t")) tname = v;
@@ -116,6 +119,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-P")) {
             for (const char *p = v; *p && npf < 8; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
                 pfs[npf++] = (uint32_t)atol(p);
+        } else if (!strcmp(a, "-F")) {
+            for (const char *p = v; *p && nfew < 8; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+                fews[nfew++] = atoi(p);
         }
         else {
             fprintf(stderr, "kbench: unknown option %s\n", a);
@@ -162,10 +168,11 @@ int main(int argc, char **argv) {
         for (int64_t c = 0; c < cols; c++) f[c] = (float)((int64_t)(rng() % 2001) - 1000) * 1e-3f;
         bd_quantize_row(tr->vec_dot_type, f, x + (size_t)t * xs, cols);
     }
-    enum { NK = 10 * BD_ISA_COUNT };
+    enum { NK = 72 * BD_ISA_COUNT };
     const bd_kernels *ks[NK];
     bool kt[NK], kil[NK];
     uint32_t kpf[NK] = {0}; /* the il entries' prefetch distance (0: the table's) */
+    int kfew[NK] = {0};     /* ... and their Q6_K few-row routing (0: the table's) */
     char kname[NK][32];
     int nk = 0;
     for (int i = 0; i < BD_ISA_COUNT; i++) {
@@ -188,14 +195,18 @@ int main(int argc, char **argv) {
             snprintf(kname[nk++], sizeof kname[0], "%s/rows", k->name);
         }
         if (wi && k->tile && k->tile->il_rows)
-            for (int p = 0; p < (npf ? npf : 1); p++) {
-                ks[nk] = k;
-                kt[nk] = false;
-                kil[nk] = true;
-                kpf[nk] = npf ? pfs[p] : 0;
-                if (npf) snprintf(kname[nk++], sizeof kname[0], "%s/il@%u", k->name, (unsigned)pfs[p]);
-                else snprintf(kname[nk++], sizeof kname[0], "%s/il", k->name);
-            }
+            for (int p = 0; p < (npf ? npf : 1); p++)
+                for (int q = 0; q < (nfew ? nfew : 1) && nk < NK; q++) {
+                    ks[nk] = k;
+                    kt[nk] = false;
+                    kil[nk] = true;
+                    kpf[nk] = npf ? pfs[p] : 0;
+                    kfew[nk] = nfew ? fews[q] : 0;
+                    char at[16] = "", fw[16] = "";
+                    if (npf) snprintf(at, sizeof at, "@%u", (unsigned)pfs[p]);
+                    if (nfew) snprintf(fw, sizeof fw, "%%r%d", fews[q]);
+                    snprintf(kname[nk++], sizeof kname[0], "%s/il%s%s", k->name, at, fw);
+                }
     }
     /* packed activations for the row groups that want them (and Q8_0's il_rows) */
     void *pack[NK] = {0};
@@ -210,9 +221,12 @@ int main(int argc, char **argv) {
            "cpu: %s\n",
            tname, (long long)rows, (long long)cols, nx, threads, copies, (double)mat * copies / 1048576.0,
            huge && (!wi || huge_il) ? "huge" : "small", reps, bd_cpu_describe());
+    const uint32_t pf0 = bd_il_prefetch_bytes;
+    const int few0 = bd_il_few_rows_q6k_avx2;
     for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
         for (int i = 0; i < nk; i++) {
-            if (kpf[i]) bd_il_prefetch_bytes = kpf[i];
+            bd_il_prefetch_bytes = kpf[i] ? kpf[i] : pf0;
+            bd_il_few_rows_q6k_avx2 = kfew[i] ? kfew[i] : few0;
             const double t0 = bd_time_ms();
             for (int c = 0; c < copies; c++) {
                 job j = {.k = ks[i], .type = type, .w = (kil[i] ? wi : w) + (size_t)c * mat, .row_bytes = rb,

@@ -173,9 +173,12 @@ static void tables_build(void) {
      * 34.3-34.9 / 26.5-26.8, 6 rows 36.8-37.5 / 30.9-31.6, 7 rows 40.9 /
      * 36.7, 8 rows 43.5 / 40.6, 10 rows 50.9 / 47.7, 12 and 16 rows even;
      * 151936 x 2560 (a Qwen3 output head) 5 rows 41.9 / 31.0, 6 rows 43.8
-     * / 37.4, 9 rows 57.6 / 55.7, one row the same. Not measured on other
-     * CPUs, which keep 2 (where il_few_q6k took 2 rows a call, Zen 5 had
-     * read 3 rows slower there: kernels_avx2.c). */
+     * / 37.4, 9 rows 57.6 / 55.7, one row the same. Zen 5 (family 26),
+     * the same kbench with the two routings alternating in one process
+     * (-F 2,N), best of 20-30: 2560 x 9728 3 rows 19.2-20.2 / 19.7-20.1
+     * (N 3 / 10), 4 rows 22.0 / 24.5, 5 rows 28.1 / 31.3, 6 rows 30.1 /
+     * 35.8, 8 rows 34.6 / 41.6, 10 rows 44.9 / 53.6; the head 3 rows 29.2 /
+     * 26.9, 5 rows 40.9 / 41.5: 2 there. Intel is unmeasured and keeps 2. */
     bd_il_few_rows_q6k_avx2 = zen4 ? 10 : 2;
     int best = BD_ISA_REF;
     /* levels come after the one they are laid over */

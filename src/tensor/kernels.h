@@ -188,7 +188,7 @@ extern int bd_il_pair_rows_avx2;
  * take through il_few_q6k (the codes unpacked in registers, up to 6 rows
  * a call, balanced) rather than through a copy unpacked once per block
  * (il_groups): 10 on Zen 4 (AMD family 0x19 with AVX-512), 2 elsewhere
- * (kernels.c's measurements). `avxvnni` always sends 2. Set when the
+ * (Zen 5 measured, Intel not: kernels.c). `avxvnni` always sends 2. Set when the
  * tables are built; the results' bits never depend on it. */
 extern int bd_il_few_rows_q6k_avx2;
 /* Where the avx512 level sends one activation row (decode) against
