@@ -17,7 +17,9 @@
  *     processes is then shared by every distance compared.
  * -F: the same for the avx2 level's Q6_K few-row routing
  *     (bd_il_few_rows_q6k_avx2, "LEVEL/il%rN": batches up to N rows through
- *     il_few_q6k), to measure where that routing pays on a new CPU.
+ *     il_few_q6k), and -A for its Q4_K pair-kernel rows per call
+ *     (bd_il_pair_rows_avx2, "LEVEL/il&aN"), to measure where each pays on
+ *     a new CPU (-P, -F and -A combine: every combination is an entry).
  * -H 1 (the default): the weights on transparent huge pages where the
  *     kernel has them, as a loaded model's are (bd_fmap_prefetch); -H 0:
  *     small pages. From memory the two differ by much (a TLB miss per 4 KiB
@@ -103,7 +105,7 @@ int main(int argc, char **argv) {
     int nx = 1, threads = 1, reps = 20, offset = 0, want_huge = 1;
     double mib = 512;
     uint32_t pfs[8];
-    int npf = 0, fews[8], nfew = 0;
+    int npf = 0, fews[8], nfew = 0, pairs[8], npair = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "-t")) tname = v;
@@ -122,6 +124,9 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "-F")) {
             for (const char *p = v; *p && nfew < 8; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
                 fews[nfew++] = atoi(p);
+        } else if (!strcmp(a, "-A")) {
+            for (const char *p = v; *p && npair < 8; p = strchr(p, ',') ? strchr(p, ',') + 1 : p + strlen(p))
+                pairs[npair++] = atoi(p);
         }
         else {
             fprintf(stderr, "kbench: unknown option %s\n", a);
@@ -172,7 +177,8 @@ int main(int argc, char **argv) {
     const bd_kernels *ks[NK];
     bool kt[NK], kil[NK];
     uint32_t kpf[NK] = {0}; /* the il entries' prefetch distance (0: the table's) */
-    int kfew[NK] = {0};     /* ... and their Q6_K few-row routing (0: the table's) */
+    int kfew[NK] = {0};     /* ... their Q6_K few-row routing (0: the table's) */
+    int kpair[NK] = {0};    /* ... and their Q4_K pair-kernel rows (0: the table's) */
     char kname[NK][32];
     int nk = 0;
     for (int i = 0; i < BD_ISA_COUNT; i++) {
@@ -196,17 +202,20 @@ int main(int argc, char **argv) {
         }
         if (wi && k->tile && k->tile->il_rows)
             for (int p = 0; p < (npf ? npf : 1); p++)
-                for (int q = 0; q < (nfew ? nfew : 1) && nk < NK; q++) {
-                    ks[nk] = k;
-                    kt[nk] = false;
-                    kil[nk] = true;
-                    kpf[nk] = npf ? pfs[p] : 0;
-                    kfew[nk] = nfew ? fews[q] : 0;
-                    char at[16] = "", fw[16] = "";
-                    if (npf) snprintf(at, sizeof at, "@%u", (unsigned)pfs[p]);
-                    if (nfew) snprintf(fw, sizeof fw, "%%r%d", fews[q]);
-                    snprintf(kname[nk++], sizeof kname[0], "%s/il%s%s", k->name, at, fw);
-                }
+                for (int q = 0; q < (nfew ? nfew : 1); q++)
+                    for (int a = 0; a < (npair ? npair : 1) && nk < NK; a++) {
+                        ks[nk] = k;
+                        kt[nk] = false;
+                        kil[nk] = true;
+                        kpf[nk] = npf ? pfs[p] : 0;
+                        kfew[nk] = nfew ? fews[q] : 0;
+                        kpair[nk] = npair ? pairs[a] : 0;
+                        char at[16] = "", fw[16] = "", pa[16] = "";
+                        if (npf) snprintf(at, sizeof at, "@%u", (unsigned)pfs[p]);
+                        if (nfew) snprintf(fw, sizeof fw, "%%r%d", fews[q]);
+                        if (npair) snprintf(pa, sizeof pa, "&a%d", pairs[a]);
+                        snprintf(kname[nk++], sizeof kname[0], "%s/il%s%s%s", k->name, at, fw, pa);
+                    }
     }
     /* packed activations for the row groups that want them (and Q8_0's il_rows) */
     void *pack[NK] = {0};
@@ -222,11 +231,12 @@ int main(int argc, char **argv) {
            tname, (long long)rows, (long long)cols, nx, threads, copies, (double)mat * copies / 1048576.0,
            huge && (!wi || huge_il) ? "huge" : "small", reps, bd_cpu_describe());
     const uint32_t pf0 = bd_il_prefetch_bytes;
-    const int few0 = bd_il_few_rows_q6k_avx2;
+    const int few0 = bd_il_few_rows_q6k_avx2, pair0 = bd_il_pair_rows_avx2;
     for (int rep = -1; rep < reps; rep++) /* rep -1: warm-up */
         for (int i = 0; i < nk; i++) {
             bd_il_prefetch_bytes = kpf[i] ? kpf[i] : pf0;
             bd_il_few_rows_q6k_avx2 = kfew[i] ? kfew[i] : few0;
+            bd_il_pair_rows_avx2 = kpair[i] ? kpair[i] : pair0;
             const double t0 = bd_time_ms();
             for (int c = 0; c < copies; c++) {
                 job j = {.k = ks[i], .type = type, .w = (kil[i] ? wi : w) + (size_t)c * mat, .row_bytes = rb,
