@@ -133,6 +133,22 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    /* each level gets at most 2 + 64 entries (NK); the pair kernels' table
+     * holds 1..4 rows a call */
+    if ((npf ? npf : 1) * (nfew ? nfew : 1) * (npair ? npair : 1) > 64) {
+        fprintf(stderr, "kbench: -P x -F x -A give more than 64 combinations\n");
+        return 2;
+    }
+    for (int i = 0; i < nfew; i++)
+        if (fews[i] < 1 || fews[i] > 512) {
+            fprintf(stderr, "kbench: -F %d: want 1..512 rows\n", fews[i]);
+            return 2;
+        }
+    for (int i = 0; i < npair; i++)
+        if (pairs[i] < 1 || pairs[i] > 4) {
+            fprintf(stderr, "kbench: -A %d: want 1..4 rows a call\n", pairs[i]);
+            return 2;
+        }
     uint32_t type = BD_TYPE_COUNT;
     for (uint32_t t = 0; t < BD_TYPE_COUNT; t++)
         if (bd_type_get(t) && !strcmp(bd_type_name(t), tname)) type = t;
@@ -203,7 +219,7 @@ int main(int argc, char **argv) {
         if (wi && k->tile && k->tile->il_rows)
             for (int p = 0; p < (npf ? npf : 1); p++)
                 for (int q = 0; q < (nfew ? nfew : 1); q++)
-                    for (int a = 0; a < (npair ? npair : 1) && nk < NK; a++) {
+                    for (int a = 0; a < (npair ? npair : 1); a++) {
                         ks[nk] = k;
                         kt[nk] = false;
                         kil[nk] = true;
